@@ -1,0 +1,82 @@
+"""Kubeconfigs the MultiKueue manager uses to reach a worker: built here, and checked
+against the rules Kueue 0.19 applies before it will connect (research/kueue-api.md §5)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+from urllib.parse import urlsplit
+
+import yaml
+
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_IPV4 = re.compile(r"^\d{1,3}(\.\d{1,3}){3}$")
+
+
+def worker_kubeconfig(cluster: str, server: str, ca_data: str, token: str) -> dict[str, Any]:
+    """One cluster, one token user, one context, current-context set (Kueue parses it with
+    client-go RESTConfigFromKubeConfig, which needs the current context)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {"name": cluster, "cluster": {"server": server, "certificate-authority-data": ca_data}}
+        ],
+        "users": [{"name": f"{cluster}-multikueue", "user": {"token": token}}],
+        "contexts": [
+            {"name": cluster, "context": {"cluster": cluster, "user": f"{cluster}-multikueue"}}
+        ],
+        "current-context": cluster,
+    }
+
+
+def _host_ok(server: str) -> bool:
+    host = (urlsplit(server).hostname or "").lower()
+    if _IPV4.match(host) or ":" in host:
+        return True
+    return bool(host) and len(host) <= 253 and bool(_DNS_SUBDOMAIN.match(host))
+
+
+def kueue_rejections(text: str) -> list[str]:
+    """Why Kueue would mark a MultiKueueCluster using this kubeconfig inactive; [] if none."""
+    try:
+        config = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        return [f"it is not valid YAML ({exc.__class__.__name__})"]
+    if not isinstance(config, dict):
+        return ["it is not a kubeconfig (expected a mapping with clusters, users, contexts)"]
+    reasons = []
+    contexts = {c.get("name"): c.get("context") or {} for c in config.get("contexts") or []}
+    current = config.get("current-context")
+    if not current or current not in contexts:
+        reasons.append("current-context is missing or names no context in the file")
+    for entry in config.get("clusters") or []:
+        name, cluster = entry.get("name"), entry.get("cluster") or {}
+        server = cluster.get("server") or ""
+        if not server:
+            reasons.append(f"cluster '{name}' has no server")
+        elif not _host_ok(server):
+            reasons.append(f"cluster '{name}' server host is neither an IP nor a DNS name")
+        if cluster.get("insecure-skip-tls-verify"):
+            reasons.append(f"cluster '{name}' sets insecure-skip-tls-verify")
+        if cluster.get("certificate-authority"):
+            reasons.append(f"cluster '{name}' reads its CA from a file (certificate-authority)")
+    for entry in config.get("users") or []:
+        name, user = entry.get("name"), entry.get("user") or {}
+        for key, why in (
+            ("exec", "runs an exec credential plugin"),
+            ("auth-provider", "uses an auth-provider"),
+            ("tokenFile", "reads its token from a file (tokenFile)"),
+            ("username", "uses basic auth"),
+            ("password", "uses basic auth"),
+        ):
+            if user.get(key):
+                reasons.append(f"user '{name}' {why}")
+    return list(dict.fromkeys(reasons))
+
+
+KUBECONFIG_FIX = (
+    "give the manager a kubeconfig with an inline `token` and `certificate-authority-data`, "
+    "a reachable https server, and current-context set; or drop the entry and let the stack "
+    "create a least-privilege ServiceAccount on the worker"
+)

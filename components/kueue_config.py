@@ -1,0 +1,161 @@
+"""The Kueue controller Configuration (config.kueue.x-k8s.io/v1beta2) for each cluster.
+
+Kueue decodes this file strictly: an unknown key stops the manager. Only keys of the
+v1beta2 Configuration are written (research/kueue-api.md §2).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from components.frameworks import FRAMEWORKS, TEKTON_EXTERNAL_FRAMEWORK
+from components.labels import KUEUE_NAMESPACE, metadata
+from components.spec import ClusterSpec, FleetSpec
+
+CONFIG_MAP = "kueue-manager-config"
+CONFIG_KEY = "controller_manager_config.yaml"
+
+
+def integrations(spec: FleetSpec, cluster: ClusterSpec) -> list[str]:
+    """Kueue integration names for a cluster: those of its frameworks, then the extras."""
+    names = [
+        i for key in cluster.frameworks if key in FRAMEWORKS for i in FRAMEWORKS[key].integrations
+    ]
+    return list(dict.fromkeys([*names, *spec.kueue.integrations]))
+
+
+def external_frameworks(spec: FleetSpec, cluster: ClusterSpec) -> list[str]:
+    names = [e.name for e in spec.kueue.external_frameworks]
+    if "tekton" in cluster.frameworks:
+        names.append(TEKTON_EXTERNAL_FRAMEWORK)
+    return list(dict.fromkeys(names))
+
+
+def derived_gates(spec: FleetSpec, cluster: ClusterSpec) -> dict[str, bool]:
+    """Gates the fleet's own choices require, on top of what the user set."""
+    gates: dict[str, bool] = {}
+    if not spec.kueue.wait_for_pods_ready.enabled:
+        gates["DisableWaitForPodsReady"] = True
+    if cluster.role == "manager":
+        if spec.credentials.mode == "clusterProfile":
+            gates["MultiKueueClusterProfile"] = True
+        if spec.dispatcher.enabled:
+            # With merge patches Kueue nulls nominatedClusterNames explicitly when it
+            # admits; under server-side apply our ownership of the field blocks admission.
+            gates["WorkloadRequestUseMergePatch"] = True
+    return gates
+
+
+def feature_gates(spec: FleetSpec, cluster: ClusterSpec) -> tuple[dict[str, bool], bool]:
+    """(gates, as_flags): every gate for the cluster and whether it goes in as CLI flags.
+    Kueue refuses gates in both places, so derived gates follow the user's choice."""
+    as_flags = bool(spec.kueue.feature_gate_flags)
+    user = spec.kueue.feature_gate_flags if as_flags else spec.kueue.feature_gates
+    return {**derived_gates(spec, cluster), **user}, as_flags
+
+
+def feature_gate_args(spec: FleetSpec, cluster: ClusterSpec) -> list[str]:
+    """Extra kueue-controller-manager arguments (only when gates are passed as flags)."""
+    gates, as_flags = feature_gates(spec, cluster)
+    if not as_flags or not gates:
+        return []
+    return [
+        "--feature-gates=" + ",".join(f"{k}={str(v).lower()}" for k, v in sorted(gates.items()))
+    ]
+
+
+def _wait_for_pods_ready(spec: FleetSpec) -> dict[str, Any]:
+    w = spec.kueue.wait_for_pods_ready
+    strategy: dict[str, Any] = {
+        "timestamp": w.requeuing_timestamp,
+        "backoffBaseSeconds": w.backoff_base_seconds,
+        "backoffMaxSeconds": w.backoff_max_seconds,
+    }
+    if w.backoff_limit_count is not None:
+        strategy["backoffLimitCount"] = w.backoff_limit_count
+    block: dict[str, Any] = {
+        "timeout": w.timeout,
+        "blockAdmission": w.block_admission,
+        "requeuingStrategy": strategy,
+    }
+    if w.recovery_timeout is not None:
+        block["recoveryTimeout"] = w.recovery_timeout
+    return block
+
+
+def _multikueue(spec: FleetSpec, cluster: ClusterSpec) -> dict[str, Any]:
+    mk = spec.kueue.multikueue
+    block: dict[str, Any] = {
+        "gcInterval": mk.gc_interval,
+        "origin": mk.origin,
+        "workerLostTimeout": mk.worker_lost_timeout,
+    }
+    if spec.dispatcher.enabled:
+        # Any name that is not a built-in makes Kueue leave nomination to us.
+        block["dispatcherName"] = spec.dispatcher.name
+    externals = external_frameworks(spec, cluster)
+    if externals:
+        block["externalFrameworks"] = [{"name": name} for name in externals]
+    if spec.credentials.mode == "clusterProfile":
+        cp = spec.credentials.cluster_profile
+        block["clusterProfile"] = {
+            "accessProviders": [
+                {
+                    "name": cp.access_provider,
+                    "execConfig": {
+                        "apiVersion": "client.authentication.k8s.io/v1",
+                        "command": cp.plugin_path,
+                        # The plugin learns which token Secret to read from the cluster extension,
+                        # which it sees only with provideClusterInfo.
+                        "provideClusterInfo": True,
+                        "interactiveMode": "Never",
+                    },
+                }
+            ]
+        }
+    return block
+
+
+def configuration(spec: FleetSpec, cluster: ClusterSpec) -> dict[str, Any]:
+    config: dict[str, Any] = {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+        "kind": "Configuration",
+        "namespace": KUEUE_NAMESPACE,
+        "health": {"healthProbeBindAddress": ":8081"},
+        "metrics": {"bindAddress": ":8443", "enableClusterQueueResources": True},
+        "webhook": {"port": 9443},
+        "leaderElection": {"leaderElect": True, "resourceName": "c1f6bfd2.kueue.x-k8s.io"},
+        "internalCertManagement": {
+            "enable": True,
+            "webhookServiceName": "kueue-webhook-service",
+            "webhookSecretName": "kueue-webhook-server-cert",
+        },
+        "clientConnection": {"qps": 300, "burst": 500},
+        "integrations": {"frameworks": integrations(spec, cluster)},
+    }
+    externals = external_frameworks(spec, cluster)
+    if externals:
+        config["integrations"]["externalFrameworks"] = externals
+    # Since 0.19 waitForPodsReady is on unless the block is absent *and* the opt-out gate
+    # is set, so it is always written out explicitly when on.
+    if spec.kueue.wait_for_pods_ready.enabled:
+        config["waitForPodsReady"] = _wait_for_pods_ready(spec)
+    if cluster.role == "manager":
+        config["multiKueue"] = _multikueue(spec, cluster)
+    gates, as_flags = feature_gates(spec, cluster)
+    if gates and not as_flags:
+        config["featureGates"] = dict(sorted(gates.items()))
+    return config
+
+
+def config_map(spec: FleetSpec, cluster: ClusterSpec) -> dict[str, Any]:
+    """The ConfigMap the Kueue Deployment mounts its configuration from."""
+    text = yaml.safe_dump(configuration(spec, cluster), sort_keys=False)
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": metadata(spec, CONFIG_MAP, KUEUE_NAMESPACE),
+        "data": {CONFIG_KEY: text},
+    }

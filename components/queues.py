@@ -1,0 +1,181 @@
+"""Builders for queue objects: ResourceFlavors, Topologies, ClusterQueues, LocalQueues and
+the namespaces they live in, for the manager and for each worker.
+
+Workers get the same flavors, ClusterQueue names and LocalQueues as the manager
+(MultiKueue creates remote copies in the same namespace with the same queue name), each
+with its own quotas. The manager's ClusterQueue admits, by default, the sum of what the
+workers offer, and carries the MultiKueue admission check.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from components import quantity
+from components.labels import KUEUE_API, metadata
+from components.spec import ClusterQueueSpec, ClusterSpec, FleetSpec, ResourceQuota
+
+MULTIKUEUE_CHECK = "multikueue"
+
+
+def flavor_object(spec: FleetSpec, name: str) -> dict[str, Any]:
+    f = next(f for f in spec.queues.flavors if f.name == name)
+    body: dict[str, Any] = {}
+    if f.node_labels:
+        body["nodeLabels"] = dict(f.node_labels)
+    if f.node_taints:
+        body["nodeTaints"] = [dict(t) for t in f.node_taints]
+    if f.tolerations:
+        body["tolerations"] = [dict(t) for t in f.tolerations]
+    if f.topology:
+        body["topologyName"] = f.topology
+    return {
+        "apiVersion": KUEUE_API,
+        "kind": "ResourceFlavor",
+        "metadata": metadata(spec, f.name),
+        "spec": body,
+    }
+
+
+def topology_object(spec: FleetSpec, name: str) -> dict[str, Any]:
+    t = next(t for t in spec.queues.topologies if t.name == name)
+    return {
+        "apiVersion": KUEUE_API,
+        "kind": "Topology",
+        "metadata": metadata(spec, t.name),
+        "spec": {"levels": [{"nodeLabel": level} for level in t.levels]},
+    }
+
+
+def worker_quotas(cq: ClusterQueueSpec, worker: ClusterSpec) -> dict[str, dict[str, ResourceQuota]]:
+    """flavor -> resource -> quota on this worker: the ClusterQueue's, with the worker's
+    overrides of nominalQuota applied."""
+    overrides = worker.quotas.get(cq.name, {})
+    out: dict[str, dict[str, ResourceQuota]] = {}
+    for group in cq.resource_groups:
+        for fq in group.flavors:
+            out[fq.flavor] = {
+                res: ResourceQuota(
+                    overrides.get(fq.flavor, {}).get(res, q.nominal),
+                    q.borrowing_limit,
+                    q.lending_limit,
+                )
+                for res, q in fq.resources.items()
+            }
+    return out
+
+
+def worker_quota_sum(spec: FleetSpec, cq: ClusterQueueSpec) -> dict[str, dict[str, str]]:
+    """flavor -> resource -> the total nominal quota of all workers."""
+    per_worker = [worker_quotas(cq, w) for w in spec.workers]
+    return {
+        flavor: {
+            res: quantity.total(q[flavor][res].nominal for q in per_worker) for res in resources
+        }
+        for flavor, resources in (per_worker[0].items() if per_worker else [])
+    }
+
+
+def manager_quotas(spec: FleetSpec, cq: ClusterQueueSpec) -> dict[str, dict[str, ResourceQuota]]:
+    sums = worker_quota_sum(spec, cq)
+    chosen = cq.manager_quota or {}
+    out: dict[str, dict[str, ResourceQuota]] = {}
+    for group in cq.resource_groups:
+        for fq in group.flavors:
+            out[fq.flavor] = {
+                res: ResourceQuota(
+                    chosen.get(fq.flavor, {}).get(res, sums[fq.flavor][res]),
+                    q.borrowing_limit,
+                    q.lending_limit,
+                )
+                for res, q in fq.resources.items()
+            }
+    return out
+
+
+def cluster_queue_object(
+    spec: FleetSpec,
+    cq: ClusterQueueSpec,
+    quotas: dict[str, dict[str, ResourceQuota]],
+    admission_check: str | None,
+) -> dict[str, Any]:
+    groups = []
+    for group in cq.resource_groups:
+        flavors = []
+        for fq in group.flavors:
+            resources = []
+            for res in group.covered:
+                q = quotas[fq.flavor][res]
+                entry: dict[str, Any] = {"name": res, "nominalQuota": q.nominal}
+                if q.borrowing_limit is not None:
+                    entry["borrowingLimit"] = q.borrowing_limit
+                if q.lending_limit is not None:
+                    entry["lendingLimit"] = q.lending_limit
+                resources.append(entry)
+            flavors.append({"name": fq.flavor, "resources": resources})
+        groups.append({"coveredResources": list(group.covered), "flavors": flavors})
+    # An absent namespaceSelector admits nothing; {} admits every namespace.
+    body: dict[str, Any] = {
+        "namespaceSelector": dict(cq.namespace_selector),
+        "queueingStrategy": cq.queueing_strategy,
+        "resourceGroups": groups,
+    }
+    if cq.cohort:
+        body["cohortName"] = cq.cohort
+    if cq.preemption:
+        body["preemption"] = dict(cq.preemption)
+    if cq.flavor_fungibility:
+        body["flavorFungibility"] = dict(cq.flavor_fungibility)
+    if admission_check:
+        # v1beta2 has no spec.admissionChecks; MultiKueue's check must not use onFlavors.
+        body["admissionChecksStrategy"] = {"admissionChecks": [{"name": admission_check}]}
+    return {
+        "apiVersion": KUEUE_API,
+        "kind": "ClusterQueue",
+        "metadata": metadata(spec, cq.name),
+        "spec": body,
+    }
+
+
+def namespace_objects(spec: FleetSpec) -> list[dict[str, Any]]:
+    names = dict.fromkeys(lq.namespace for lq in spec.queues.local_queues)
+    return [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": metadata(spec, ns)}
+        for ns in names
+        if ns != "default"
+    ]
+
+
+def local_queue_objects(spec: FleetSpec) -> list[dict[str, Any]]:
+    return [
+        {
+            "apiVersion": KUEUE_API,
+            "kind": "LocalQueue",
+            "metadata": metadata(spec, lq.name, lq.namespace),
+            "spec": {"clusterQueue": lq.cluster_queue},
+        }
+        for lq in spec.queues.local_queues
+    ]
+
+
+def _used(spec: FleetSpec) -> tuple[list[str], list[str]]:
+    flavors = [f.name for f in spec.queues.flavors]
+    topologies = [t.name for t in spec.queues.topologies]
+    return flavors, topologies
+
+
+def queue_objects(spec: FleetSpec, cluster: ClusterSpec) -> list[dict[str, Any]]:
+    """Every queue-related object of one cluster, manager or worker."""
+    flavors, topologies = _used(spec)
+    objects = namespace_objects(spec)
+    objects += [topology_object(spec, t) for t in topologies]
+    objects += [flavor_object(spec, f) for f in flavors]
+    for cq in spec.queues.cluster_queues:
+        if cluster.role == "manager":
+            objects.append(
+                cluster_queue_object(spec, cq, manager_quotas(spec, cq), MULTIKUEUE_CHECK)
+            )
+        else:
+            objects.append(cluster_queue_object(spec, cq, worker_quotas(cq, cluster), None))
+    objects += local_queue_objects(spec)
+    return objects

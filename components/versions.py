@@ -1,0 +1,75 @@
+"""Every upstream version and artifact this project installs, in one place.
+
+Artifacts are fetched at deploy time from their official release locations; nothing
+upstream is copied into this repository. `render` shows them as version + URL.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+KUEUE_VERSION = "v0.19.2"
+# Kueue decodes its configuration strictly and knows only the gates of its own minor, so
+# the gate table in kueue_gates.py is tied to this minor; other minors are refused.
+KUEUE_SUPPORTED_MINOR = "v0.19."
+
+KIND_VERSION = "v0.33.0"
+PULUMI_CLI_VERSION = "3.272.0"
+
+# kind supports a node image only with the kind release that built it, and only by
+# digest (kind v0.33.0 release notes, "Images pre-built for this release").
+KIND_NODE_IMAGES: dict[str, str] = {
+    "1.37": "kindest/node:v1.37.0@sha256:a1ed56cfb0e7b93589bdf97c8cd566405a265939e3620fc4f5de89adff580ae5",  # noqa: E501
+    "1.36": "kindest/node:v1.36.4@sha256:099e049362a1526b2db71494e1947aae99bd16290d7c895f2b7ea312e3cbfaed",  # noqa: E501
+    "1.35": "kindest/node:v1.35.8@sha256:07b2536e30b803ed61d1677a79df6115f798ce64c80f9e22f6ed45afd09323c0",  # noqa: E501
+    "1.34": "kindest/node:v1.34.11@sha256:44e222ee2132dab25ff87301682f89eb82c7880ea3a1bf543bfe9708fd08d67d",  # noqa: E501
+}
+# Kueue 0.19 runs its e2e suite on 1.34-1.36 and defaults to 1.36.
+DEFAULT_KUBERNETES_VERSION = "1.36"
+
+CLUSTER_INVENTORY_API_VERSION = "v0.1.3"
+SECRETREADER_PLUGIN_IMAGE = (
+    f"registry.k8s.io/cluster-inventory-api/secretreader:{CLUSTER_INVENTORY_API_VERSION}"
+)
+SECRETREADER_PLUGIN_PATH = "/plugins/bin/secretreader-plugin"
+# Image volumes (mounting an OCI image as a volume) are usable from Kubernetes 1.35.
+IMAGE_VOLUME_MIN_KUBERNETES = (1, 35)
+
+
+@dataclass(frozen=True)
+class Bundle:
+    """An upstream install: what, which version, from where, and how it is applied."""
+
+    name: str
+    version: str
+    url: str
+    # "manifests": a YAML file applied server-side; "kustomize": a remote kustomization.
+    method: str
+    namespace: str | None = None
+
+    def as_dict(self) -> dict[str, str]:
+        out = {"name": self.name, "version": self.version, "url": self.url, "method": self.method}
+        if self.namespace:
+            out["namespace"] = self.namespace
+        return out
+
+
+def kueue_bundle(version: str) -> Bundle:
+    return Bundle(
+        "kueue",
+        version,
+        f"https://github.com/kubernetes-sigs/kueue/releases/download/{version}/manifests.yaml",
+        "manifests",
+        "kueue-system",
+    )
+
+
+def clusterprofile_crd_bundle() -> Bundle:
+    ref = CLUSTER_INVENTORY_API_VERSION
+    return Bundle(
+        "clusterprofile-crd",
+        ref,
+        "https://raw.githubusercontent.com/kubernetes-sigs/cluster-inventory-api/"
+        f"{ref}/config/crd/bases/multicluster.x-k8s.io_clusterprofiles.yaml",
+        "manifests",
+    )

@@ -1,0 +1,176 @@
+"""Identities on each worker: the one MultiKueue on the manager uses, with rights derived
+from the integrations the manager enables, and a read-only one for the dispatcher.
+
+MultiKueue opens a watch on every enabled kind on every worker; when one watch fails (a
+missing right or CRD) the whole worker goes inactive, so the rights follow the manager's
+integration list exactly, and nothing beyond it.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from components.frameworks import ApiResource, resource_of_integration
+from components.kueue_config import integrations
+from components.labels import (
+    FLEET_NAMESPACE,
+    KUEUE_NAMESPACE,
+    KUEUE_SERVICE_ACCOUNT,
+    metadata,
+)
+from components.spec import FleetSpec
+
+MULTIKUEUE_SA = "multikueue"
+MULTIKUEUE_TOKEN = "multikueue-token"
+MULTIKUEUE_ROLE = "multikueue-fleet:multikueue"
+READER_SA = "dispatcher-reader"
+READER_TOKEN = "dispatcher-reader-token"
+READER_ROLE = "multikueue-fleet:dispatcher-reader"
+EXTERNAL_ROLE = "multikueue-fleet:kueue-external-frameworks"
+
+ALL_VERBS = ["create", "delete", "get", "list", "patch", "update", "watch"]
+READ_VERBS = ["get", "list", "watch"]
+
+
+def _rules(resources: list[ApiResource], verbs: list[str]) -> list[dict[str, Any]]:
+    """One rule per API group, resources sorted, so diffs stay small and readable."""
+    by_group: dict[str, list[str]] = defaultdict(list)
+    for r in resources:
+        if r.plural not in by_group[r.group]:
+            by_group[r.group].append(r.plural)
+    return [
+        {"apiGroups": [g], "resources": sorted(p), "verbs": list(verbs)}
+        for g, p in sorted(by_group.items())
+    ]
+
+
+def external_resources(spec: FleetSpec) -> list[ApiResource]:
+    """Kinds reaching MultiKueue as external frameworks (Tekton's PipelineRun included)."""
+    found = [ApiResource(e.parts[2], e.resource) for e in spec.kueue.external_frameworks]
+    if "tekton" in spec.manager.frameworks:
+        found.append(ApiResource("tekton.dev", "pipelineruns"))
+    return list(dict.fromkeys(found))
+
+
+def multikueue_rules(spec: FleetSpec) -> list[dict[str, Any]]:
+    kinds = [
+        r
+        for name in integrations(spec, spec.manager)
+        if (r := resource_of_integration(name)) is not None
+    ]
+    externals = external_resources(spec)
+    rules = [
+        {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads"], "verbs": list(ALL_VERBS)},
+        {
+            "apiGroups": ["kueue.x-k8s.io"],
+            "resources": ["workloads/status"],
+            "verbs": ["get", "patch", "update"],
+        },
+        {
+            "apiGroups": ["kueue.x-k8s.io"],
+            "resources": ["clusterqueues", "localqueues"],
+            "verbs": list(READ_VERBS),
+        },
+    ]
+    rules += _rules(kinds, ALL_VERBS)
+    rules += _rules([ApiResource(r.group, f"{r.plural}/status") for r in kinds], ["get"])
+    rules += _rules(externals, ["create", "delete", "get", "list", "watch"])
+    return rules
+
+
+def _service_account_with_token(
+    spec: FleetSpec, name: str, token: str, namespace: str, role: str, rules: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    return [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": metadata(spec, name, namespace)},
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": metadata(spec, role),
+            "rules": rules,
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": metadata(spec, role),
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": role,
+            },
+            "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}],
+        },
+        # The token controller fills this Secret asynchronously; the components wait for
+        # its `token` key rather than racing it.
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "type": "kubernetes.io/service-account-token",
+            "metadata": metadata(
+                spec, token, namespace, annotations={"kubernetes.io/service-account.name": name}
+            ),
+        },
+    ]
+
+
+def worker_access_objects(spec: FleetSpec) -> list[dict[str, Any]]:
+    """The objects every worker gets so the manager and the dispatcher can reach it."""
+    objects = _service_account_with_token(
+        spec,
+        MULTIKUEUE_SA,
+        MULTIKUEUE_TOKEN,
+        KUEUE_NAMESPACE,
+        MULTIKUEUE_ROLE,
+        multikueue_rules(spec),
+    )
+    if spec.dispatcher.enabled:
+        reader_rules = [
+            {
+                "apiGroups": ["kueue.x-k8s.io"],
+                "resources": ["clusterqueues", "localqueues"],
+                "verbs": list(READ_VERBS),
+            }
+        ]
+        objects.insert(
+            0,
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": metadata(spec, FLEET_NAMESPACE)},
+        )
+        objects += _service_account_with_token(
+            spec, READER_SA, READER_TOKEN, FLEET_NAMESPACE, READER_ROLE, reader_rules
+        )
+    return objects
+
+
+def external_framework_rbac(spec: FleetSpec) -> list[dict[str, Any]]:
+    """On the manager: lets kueue-controller-manager manage each external kind and its
+    status (Kueue's own install grants this only for built-in integrations)."""
+    externals = external_resources(spec)
+    if not externals:
+        return []
+    with_status = [*externals, *(ApiResource(r.group, f"{r.plural}/status") for r in externals)]
+    return [
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": metadata(spec, EXTERNAL_ROLE),
+            "rules": _rules(with_status, ["get", "list", "patch", "update", "watch"]),
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": metadata(spec, EXTERNAL_ROLE),
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": EXTERNAL_ROLE,
+            },
+            "subjects": [
+                {
+                    "kind": "ServiceAccount",
+                    "name": KUEUE_SERVICE_ACCOUNT,
+                    "namespace": KUEUE_NAMESPACE,
+                }
+            ],
+        },
+    ]

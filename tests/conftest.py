@@ -1,0 +1,83 @@
+"""Shared helpers: a small valid fleet config to vary, and loading it like a stack file."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from components.fleet_objects import ClusterObjects, build_fleet
+from components.problems import Problem
+from components.spec import FleetSpec, load_spec
+from components.validate import validate
+
+BASE: dict[str, Any] = {
+    "manager": {"name": "manager", "provider": "kind"},
+    "workers": [
+        {"name": "worker1", "labels": {"region": "a"}},
+        {"name": "worker2", "labels": {"region": "b"}},
+    ],
+    "frameworks": ["batch", "jobset", "leaderworkerset"],
+    "queues": {
+        "flavors": [{"name": "default-flavor"}],
+        "clusterQueues": [
+            {
+                "name": "cq",
+                "resourceGroups": [
+                    {
+                        "coveredResources": ["cpu", "memory"],
+                        "flavors": [
+                            {"name": "default-flavor", "resources": {"cpu": 4, "memory": "8Gi"}}
+                        ],
+                    }
+                ],
+            }
+        ],
+        "localQueues": [{"namespace": "team-a", "name": "lq", "clusterQueue": "cq"}],
+    },
+}
+
+
+def base() -> dict[str, Any]:
+    return copy.deepcopy(BASE)
+
+
+def load(
+    config: dict[str, Any], stack: str = "t", secret_keys: frozenset[str] = frozenset()
+) -> tuple[FleetSpec, list[Problem]]:
+    """Like load_checked, but returns problems instead of raising."""
+    spec, problems = load_spec(config, stack, secret_keys)
+    return spec, problems + validate(spec)
+
+
+def problems_of(config: dict[str, Any], **kw: Any) -> list[Problem]:
+    return load(config, **kw)[1]
+
+
+def only(problems: list[Problem], path: str) -> Problem:
+    """The single problem at `path`, failing with the whole list when it is not there."""
+    found = [p for p in problems if p.path == path]
+    assert len(found) == 1, f"expected one problem at {path}, got:\n" + "\n".join(
+        map(str, problems)
+    )
+    return found[0]
+
+
+def fleet(config: dict[str, Any]) -> dict[str, ClusterObjects]:
+    spec, problems = load(config)
+    assert not [p for p in problems if p.severity == "error"], problems
+    return {c.directory: c for c in build_fleet(spec)}
+
+
+def find(cluster: ClusterObjects, kind: str, name: str | None = None) -> list[dict[str, Any]]:
+    return [
+        o
+        for o in cluster.objects
+        if o["kind"] == kind and (name is None or o["metadata"]["name"] == name)
+    ]
+
+
+@pytest.fixture
+def config() -> dict[str, Any]:
+    return base()

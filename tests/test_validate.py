@@ -1,0 +1,674 @@
+"""Every validation rule: the problem is found, at the right config path, with its text."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import yaml
+
+from components import kueue_gates
+from components.spec import load_spec
+from components.validate import validate_together
+from tests.conftest import base, problems_of
+
+Mutate = Callable[[dict[str, Any]], None]
+
+
+def _set(path: str, value: Any) -> Mutate:
+    """A mutation that sets a dotted path ("workers.0.name") in the config."""
+
+    def mutate(config: dict[str, Any]) -> None:
+        node: Any = config
+        keys = [int(k) if k.isdigit() else k for k in path.split(".")]
+        for k in keys[:-1]:
+            if isinstance(k, str) and k not in node:
+                node[k] = {}
+            node = node[k]
+        node[keys[-1]] = value
+
+    return mutate
+
+
+def _seq(*mutations: Mutate) -> Mutate:
+    def mutate(config: dict[str, Any]) -> None:
+        for m in mutations:
+            m(config)
+
+    return mutate
+
+
+CQ = "queues.clusterQueues.0"
+FLAVOR0 = f"{CQ}.resourceGroups.0.flavors.0"
+ALL_TAS_OFF = {n: False for n in kueue_gates.GATES if kueue_gates.depends_on_tas(n)}
+
+CASES: list[tuple[str, Mutate, str, str, str]] = [
+    # (id, mutation, expected path, text in message, text in hint)
+    ("unknown top-level key", _set("workerz", []), "workerz", "unknown key", "'workers'"),
+    (
+        "unknown nested key",
+        _set("manager.kubernetesVersoin", "1.35"),
+        "manager.kubernetesVersoin",
+        "unknown key",
+        "'kubernetesVersion'",
+    ),
+    ("list expected", _set("workers", "worker1"), "workers", "expected a list", "YAML list"),
+    ("bad provider", _set("manager.provider", "kinda"), "manager.provider", "not one of", "'kind'"),
+    (
+        "required context",
+        _set("workers.0", {"name": "w", "provider": "existing"}),
+        "workers[0].existing.context",
+        "is required",
+        "context",
+    ),
+    (
+        "bad k8s version",
+        _set("manager.kubernetesVersion", "latest"),
+        "manager.kubernetesVersion",
+        "not a Kubernetes version",
+        "major.minor",
+    ),
+    (
+        "kind version without image",
+        _set("manager.kubernetesVersion", "1.29"),
+        "manager.kubernetesVersion",
+        "no node image pinned",
+        "1.36",
+    ),
+    (
+        "settings of another provider",
+        _set("manager.gke", {"project": "p"}),
+        "manager.gke",
+        "settings for provider 'gke'",
+        "provider: gke",
+    ),
+    (
+        "unknown framework",
+        _set("workers.1.frameworks", ["batch", "jobset", "leaderworkerset", "rayy"]),
+        "workers[1].frameworks[3]",
+        "unknown framework 'rayy'",
+        "known frameworks",
+    ),
+    (
+        "framework missing on worker",
+        _set("workers.0.frameworks", ["batch", "jobset"]),
+        "workers[0].frameworks",
+        "'leaderworkerset' is enabled on the manager but not installed on worker 'worker1'",
+        "inactive",
+    ),
+    (
+        "framework dependency",
+        _set("manager.frameworks", ["batch", "trainer"]),
+        "manager.frameworks",
+        "'trainer' needs 'jobset'",
+        "add 'jobset'",
+    ),
+    (
+        "unknown integration",
+        _set("kueue.integrations", ["ray.io/rayjobb"]),
+        "kueue.integrations[0]",
+        "is not a Kueue integration",
+        "'ray.io/rayjob'",
+    ),
+    (
+        "integration without its operator",
+        _set("kueue.integrations", ["kubeflow.org/mpijob"]),
+        "kueue.integrations[0]",
+        "needs framework 'mpi' on cluster 'manager'",
+        "manager.frameworks",
+    ),
+    (
+        "unknown gate",
+        _set("kueue.featureGates", {"MultiKueuee": True}),
+        "kueue.featureGates.MultiKueuee",
+        "unknown feature gate",
+        "'MultiKueue'",
+    ),
+    (
+        "removed gate",
+        _set("kueue.featureGates", {"MultiKueueBatchJobWithManagedBy": True}),
+        "kueue.featureGates.MultiKueueBatchJobWithManagedBy",
+        "does not exist in Kueue 0.19",
+        "delete it",
+    ),
+    (
+        "locked gate changed",
+        _set("kueue.featureGateFlags", {"MultiKueueAllowInsecureKubeconfigs": True}),
+        "kueue.featureGateFlags.MultiKueueAllowInsecureKubeconfigs",
+        "locked to false",
+        "delete it",
+    ),
+    (
+        "gate not a bool",
+        _set("kueue.featureGates", {"MultiKueue": "yes"}),
+        "kueue.featureGates.MultiKueue",
+        "expected true or false",
+        "",
+    ),
+    (
+        "TAS off alone",
+        _set("kueue.featureGates", {"TopologyAwareScheduling": False}),
+        "kueue.featureGates.TopologyAwareScheduling",
+        "TASFailedNodeReplacement",
+        "set each",
+    ),
+    (
+        "gates in config and flags",
+        _seq(
+            _set("kueue.featureGates", {"MultiKueue": True}),
+            _set("kueue.featureGateFlags", {"PartialAdmission": True}),
+        ),
+        "kueue.featureGateFlags",
+        "both in the config and as --feature-gates",
+        "kueue.featureGates",
+    ),
+    (
+        "too many workers",
+        _set("workers", [{"name": f"w{i}"} for i in range(21)]),
+        "workers",
+        "21 workers",
+        "split the fleet",
+    ),
+    ("no workers", _set("workers", []), "workers", "at least one worker", ""),
+    (
+        "duplicate cluster name",
+        _set("workers.1.name", "worker1"),
+        "workers[1].name",
+        "duplicate cluster name 'worker1' (also at workers[0].name)",
+        "",
+    ),
+    (
+        "non-DNS cluster name",
+        _set("workers.0.name", "Worker_1"),
+        "workers[0].name",
+        "not a valid DNS label",
+        "lower-case",
+    ),
+    (
+        "kind name too long",
+        _set("fleetName", "f" * 45),
+        "manager.name",
+        "longer than 49",
+        "shorten",
+    ),
+    (
+        "bad label",
+        _set("workers.0.labels", {"region": "not ok!"}),
+        "workers[0].labels.region",
+        "not a valid label value",
+        "",
+    ),
+    (
+        "kind worker, cloud manager",
+        _set("manager", {"provider": "gke", "gke": {"project": "p", "location": "l"}}),
+        "workers[0].provider",
+        "cannot be reached by a gke manager",
+        "same Docker host",
+    ),
+    (
+        "plain http server",
+        _set(
+            "workers.0",
+            {
+                "name": "w",
+                "provider": "existing",
+                "existing": {"context": "c", "server": "http://x"},
+            },
+        ),
+        "workers[0].existing.server",
+        "https:// URL",
+        "",
+    ),
+    (
+        "bad ClusterQueue name",
+        _set(f"{CQ}.name", "CQ!"),
+        "queues.clusterQueues[0].name",
+        "not a valid Kubernetes object name",
+        "",
+    ),
+    (
+        "unknown flavor",
+        _set(f"{FLAVOR0}.name", "gpu"),
+        "queues.clusterQueues[0].resourceGroups[0].flavors[0].name",
+        "no ResourceFlavor named 'gpu'",
+        "queues.flavors",
+    ),
+    (
+        "covered resources mismatch",
+        _set(f"{FLAVOR0}.resources", {"cpu": 4}),
+        "queues.clusterQueues[0].resourceGroups[0].flavors[0].resources",
+        "exactly the covered resources (cpu, memory)",
+        "",
+    ),
+    (
+        "bad quantity",
+        _set(f"{FLAVOR0}.resources.cpu", "four"),
+        "queues.clusterQueues[0].resourceGroups[0].flavors[0].resources.cpu",
+        "nominalQuota 'four' is not a Kubernetes quantity",
+        "32Gi",
+    ),
+    (
+        "limit without cohort",
+        _set(f"{FLAVOR0}.resources.cpu", {"nominalQuota": 4, "borrowingLimit": 2}),
+        "queues.clusterQueues[0].resourceGroups[0].flavors[0].resources.cpu",
+        "need a cohort",
+        "cohort",
+    ),
+    (
+        "borrow without reclaim",
+        _set(f"{CQ}.preemption", {"borrowWithinCohort": {"policy": "LowerPriority"}}),
+        "queues.clusterQueues[0].preemption.borrowWithinCohort",
+        "reclaimWithinCohort",
+        "",
+    ),
+    (
+        "bad preemption choice",
+        _set(f"{CQ}.preemption", {"withinClusterQueue": "Always"}),
+        "queues.clusterQueues[0].preemption.withinClusterQueue",
+        "not one of",
+        "",
+    ),
+    (
+        "no resource groups",
+        _set(f"{CQ}.resourceGroups", []),
+        "queues.clusterQueues[0].resourceGroups",
+        "at least one resource group",
+        "",
+    ),
+    (
+        "LocalQueue to unknown ClusterQueue",
+        _set("queues.localQueues.0.clusterQueue", "nope"),
+        "queues.localQueues[0].clusterQueue",
+        "no ClusterQueue named 'nope'",
+        "",
+    ),
+    (
+        "LocalQueue in reserved namespace",
+        _set("queues.localQueues.0.namespace", "kube-system"),
+        "queues.localQueues[0].namespace",
+        "reserved and is not mirrored",
+        "namespace of your own",
+    ),
+    (
+        "LocalQueue namespace not a DNS label",
+        _set("queues.localQueues.0.namespace", "Team_A"),
+        "queues.localQueues[0].namespace",
+        "not a valid DNS label",
+        "",
+    ),
+    (
+        "LocalQueue bad name",
+        _set("queues.localQueues.0.name", "User Queue"),
+        "queues.localQueues[0].name",
+        "not a valid Kubernetes object name",
+        "",
+    ),
+    (
+        "worker quota, unknown ClusterQueue",
+        _set("workers.0.quotas", {"nope": {}}),
+        "workers[0].quotas.nope",
+        "no ClusterQueue named 'nope'",
+        "",
+    ),
+    (
+        "worker quota, unknown flavor",
+        _set("workers.0.quotas", {"cq": {"gpu": {"cpu": 1}}}),
+        "workers[0].quotas.cq.gpu",
+        "has no flavor 'gpu'",
+        "default-flavor",
+    ),
+    (
+        "worker quota, uncovered resource",
+        _set("workers.0.quotas", {"cq": {"default-flavor": {"nvidia.com/gpu": 1}}}),
+        "workers[0].quotas.cq.default-flavor.nvidia.com/gpu",
+        "does not cover",
+        "cpu, memory",
+    ),
+    (
+        "manager quota differs",
+        _set(f"{CQ}.managerQuota", {"default-flavor": {"cpu": 6}}),
+        "queues.clusterQueues[0].managerQuota.default-flavor.cpu",
+        "admits 6 of cpu in 'default-flavor' but the workers together offer 8",
+        "managerQuota",
+    ),
+    (
+        "unknown topology",
+        _set(
+            "queues.flavors.0",
+            {"name": "default-flavor", "topology": "t", "nodeLabels": {"a": "b"}},
+        ),
+        "queues.flavors[0].topology",
+        "no Topology named 't'",
+        "queues.topologies",
+    ),
+    (
+        "topology flavor without node labels",
+        _seq(
+            _set("queues.topologies", [{"name": "t", "levels": ["kubernetes.io/hostname"]}]),
+            _set("queues.flavors.0", {"name": "default-flavor", "topology": "t"}),
+        ),
+        "queues.flavors[0].nodeLabels",
+        "at least one node label",
+        "",
+    ),
+    (
+        "hostname not last",
+        _set("queues.topologies", [{"name": "t", "levels": ["kubernetes.io/hostname", "rack"]}]),
+        "queues.topologies[0].levels",
+        "may only be the last level",
+        "",
+    ),
+    (
+        "TAS off with a topology flavor",
+        _seq(
+            _set("queues.topologies", [{"name": "t", "levels": ["kubernetes.io/hostname"]}]),
+            _set(
+                "queues.flavors.0",
+                {"name": "default-flavor", "topology": "t", "nodeLabels": {"a": "b"}},
+            ),
+            _set("kueue.featureGates", {"TopologyAwareScheduling": False, **ALL_TAS_OFF}),
+        ),
+        "kueue.featureGates.TopologyAwareScheduling",
+        "a flavor uses a topology",
+        "",
+    ),
+    (
+        "unsupported Kueue",
+        _set("kueue.version", "v0.18.6"),
+        "kueue.version",
+        "not supported",
+        "v0.19.x",
+    ),
+    (
+        "bad duration",
+        _set("kueue.multiKueue", {"gcInterval": "one minute"}),
+        "kueue.multiKueue.gcInterval",
+        "not a duration",
+        "1h30m",
+    ),
+    (
+        "bad origin",
+        _set("kueue.multiKueue", {"origin": "my origin"}),
+        "kueue.multiKueue.origin",
+        "not a valid label value",
+        "",
+    ),
+    (
+        "external framework format",
+        _set("kueue.externalFrameworks", ["pipelinerun.tekton.dev"]),
+        "kueue.externalFrameworks[0].name",
+        "is not Kind.version.group",
+        "PipelineRun.v1.tekton.dev",
+    ),
+    (
+        "external framework without its CRD",
+        _set("kueue.externalFrameworks", ["PipelineRun.v1.tekton.dev"]),
+        "kueue.externalFrameworks[0].name",
+        "need Tekton on cluster 'manager'",
+        "'tekton'",
+    ),
+    (
+        "image volume on old Kubernetes",
+        _seq(
+            _set(
+                "credentials",
+                {"mode": "clusterProfile", "clusterProfile": {"pluginMount": "imageVolume"}},
+            ),
+            _set("manager.kubernetesVersion", "1.34"),
+        ),
+        "credentials.clusterProfile.pluginMount",
+        "need Kubernetes 1.35 or newer",
+        "initContainer",
+    ),
+    (
+        "profile mode, gate off",
+        _seq(
+            _set("credentials", {"mode": "clusterProfile"}),
+            _set("kueue.featureGates", {"MultiKueueClusterProfile": False}),
+        ),
+        "kueue.featureGates.MultiKueueClusterProfile",
+        "needs the MultiKueueClusterProfile gate",
+        "kubeconfigSecret",
+    ),
+    (
+        "profile mode, unknown manager version",
+        _seq(
+            _set("credentials", {"mode": "clusterProfile"}),
+            _set("manager", {"provider": "existing", "existing": {"context": "m"}}),
+            _set("workers", [{"name": "w", "provider": "existing", "existing": {"context": "w"}}]),
+        ),
+        "manager.kubernetesVersion",
+        "plugin mount cannot be chosen",
+        "pluginMount",
+    ),
+    (
+        "custom image without image",
+        _set(
+            "credentials",
+            {"mode": "clusterProfile", "clusterProfile": {"pluginMount": "customImage"}},
+        ),
+        "credentials.clusterProfile.kueueImage",
+        "needs the Kueue image",
+        "",
+    ),
+    (
+        "kueue image without custom mode",
+        _set("credentials", {"clusterProfile": {"kueueImage": "example/kueue:1"}}),
+        "credentials.clusterProfile.kueueImage",
+        "only with pluginMount: customImage",
+        "",
+    ),
+    (
+        "dispatcher with a built-in name",
+        _set("dispatcher", {"name": "kueue.x-k8s.io/multikueue-dispatcher-incremental"}),
+        "dispatcher.name",
+        "built-in Kueue dispatcher",
+        "",
+    ),
+    (
+        "dispatcher without merge patch",
+        _set("kueue.featureGates", {"WorkloadRequestUseMergePatch": False}),
+        "kueue.featureGates.WorkloadRequestUseMergePatch",
+        "needs WorkloadRequestUseMergePatch",
+        "never admits",
+    ),
+    (
+        "dispatcher nominates too many",
+        _set("dispatcher.policy", {"clustersToNominate": 21}),
+        "dispatcher.policy.clustersToNominate",
+        "out of range",
+        "1 to 20",
+    ),
+    (
+        "selector matches no worker",
+        _set("dispatcher.policy", {"clusterSelector": {"accelerator": "nvidia-tesla-t4"}}),
+        "dispatcher.policy.clusterSelector",
+        "no worker has all these labels",
+        "",
+    ),
+    (
+        "kubeconfig for unknown worker",
+        _set("workerKubeconfigs", {"worker9": {"secure": "v1:abc"}}),
+        "workerKubeconfigs.worker9",
+        "no worker is named 'worker9'",
+        "did you mean 'worker",
+    ),
+]
+WARNINGS = {"manager quota differs", "selector matches no worker"}
+
+
+@pytest.mark.parametrize(
+    ("mutate", "path", "message", "hint"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
+)
+def test_rule(
+    mutate: Mutate, path: str, message: str, hint: str, request: pytest.FixtureRequest
+) -> None:
+    config = base()
+    mutate(config)
+    problems = problems_of(config)
+    matching = [p for p in problems if p.path == path and message in p.message]
+    assert matching, f"no problem at {path} saying {message!r}; got:\n" + "\n".join(
+        map(str, problems)
+    )
+    assert hint in matching[0].hint
+    expected = "warning" if request.node.callspec.id in WARNINGS else "error"
+    assert matching[0].severity == expected
+
+
+def test_base_config_is_clean() -> None:
+    assert problems_of(base()) == []
+
+
+def test_all_problems_are_reported_at_once() -> None:
+    config = base()
+    config["workerz"] = []
+    config["kueue"] = {"featureGates": {"Nope": True}, "version": "v0.17.0"}
+    config["queues"]["localQueues"][0]["clusterQueue"] = "missing"
+    paths = {p.path for p in problems_of(config)}
+    assert {
+        "workerz",
+        "kueue.featureGates.Nope",
+        "kueue.version",
+        "queues.localQueues[0].clusterQueue",
+    } <= paths
+
+
+def test_tas_off_is_fine_when_every_dependent_gate_is_off_too() -> None:
+    config = base()
+    config["kueue"] = {"featureGates": {"TopologyAwareScheduling": False, **ALL_TAS_OFF}}
+    assert problems_of(config) == []
+
+
+def test_locked_gate_at_its_default_is_only_a_warning() -> None:
+    config = base()
+    config["kueue"] = {"featureGates": {"HierarchicalCohorts": True}}
+    (problem,) = problems_of(config)
+    assert problem.severity == "warning"
+    assert problem.path == "kueue.featureGates.HierarchicalCohorts"
+
+
+def test_duplicate_queue_objects() -> None:
+    config = base()
+    q = config["queues"]
+    q["flavors"].append({"name": "default-flavor"})
+    q["clusterQueues"].append(dict(q["clusterQueues"][0]))
+    q["localQueues"].append(dict(q["localQueues"][0]))
+    messages = {(p.path, p.message) for p in problems_of(config)}
+    assert (
+        "queues.flavors[1]",
+        "duplicate ResourceFlavor 'default-flavor' (also at queues.flavors[0])",
+    ) in messages
+    assert (
+        "queues.clusterQueues[1]",
+        "duplicate ClusterQueue 'cq' (also at queues.clusterQueues[0])",
+    ) in messages
+    assert (
+        "queues.localQueues[1]",
+        "duplicate LocalQueue 'team-a/lq' (also at queues.localQueues[0])",
+    ) in messages
+
+
+KUBECONFIG = {
+    "apiVersion": "v1",
+    "kind": "Config",
+    "current-context": "w",
+    "clusters": [
+        {
+            "name": "w",
+            "cluster": {"server": "https://w.example:6443", "certificate-authority-data": "Q0E="},
+        }
+    ],
+    "users": [{"name": "u", "user": {"token": "t0k3n"}}],
+    "contexts": [{"name": "w", "context": {"cluster": "w", "user": "u"}}],
+}
+
+
+@pytest.mark.parametrize(
+    ("section", "change", "reason"),
+    [
+        (
+            "users",
+            {"exec": {"command": "gke-gcloud-auth-plugin"}},
+            "runs an exec credential plugin",
+        ),
+        ("users", {"tokenFile": "/var/run/token"}, "reads its token from a file"),
+        ("users", {"username": "admin", "password": "x"}, "uses basic auth"),
+        ("clusters", {"certificate-authority": "/etc/ca.crt"}, "reads its CA from a file"),
+        ("clusters", {"insecure-skip-tls-verify": True}, "sets insecure-skip-tls-verify"),
+        ("clusters", {"server": "https://under_score:6443"}, "neither an IP nor a DNS name"),
+    ],
+)
+def test_worker_kubeconfig_kueue_would_reject(
+    section: str, change: dict[str, Any], reason: str
+) -> None:
+    kubeconfig = yaml.safe_load(yaml.safe_dump(KUBECONFIG))
+    key = "user" if section == "users" else "cluster"
+    kubeconfig[section][0][key].update(change)
+    config = base()
+    config["workerKubeconfigs"] = {"worker1": yaml.safe_dump(kubeconfig)}
+    problems = problems_of(config, secret_keys=frozenset({"workerKubeconfigs"}))
+    assert [p.path for p in problems] == ["workerKubeconfigs.worker1"]
+    assert reason in problems[0].message
+    assert "inline `token`" in problems[0].hint
+
+
+def test_good_worker_kubeconfig_is_accepted_only_as_a_secret() -> None:
+    config = base()
+    config["workerKubeconfigs"] = {"worker1": yaml.safe_dump(KUBECONFIG)}
+    assert problems_of(config, secret_keys=frozenset({"workerKubeconfigs"})) == []
+    (problem,) = problems_of(config)
+    assert problem.path == "workerKubeconfigs.worker1"
+    assert "plain text" in problem.message
+    assert "--secret" in problem.hint
+
+
+def _spec(config: dict[str, Any], stack: str) -> Any:
+    spec, problems = load_spec(config, stack)
+    assert not problems
+    return spec
+
+
+def _existing_fleet(origin: str, manager_context: str) -> dict[str, Any]:
+    config = base()
+    config["manager"] = {
+        "provider": "existing",
+        "kubernetesVersion": "1.35",
+        "existing": {"context": manager_context},
+    }
+    config["workers"] = [
+        {
+            "name": "shared",
+            "provider": "existing",
+            "existing": {"context": "shared", "server": "https://shared.example:6443"},
+        }
+    ]
+    config["kueue"] = {"multiKueue": {"origin": origin}}
+    return config
+
+
+def test_two_managers_sharing_a_worker_need_distinct_origins() -> None:
+    a = _spec(_existing_fleet("same", "mgr-a"), "a")
+    b = _spec(_existing_fleet("same", "mgr-b"), "b")
+    (problem,) = validate_together([("a.yaml", a), ("b.yaml", b)])
+    assert problem.path == "kueue.multiKueue.origin"
+    assert "shared by a.yaml, b.yaml with the same origin 'same'" in problem.message
+    c = _spec(_existing_fleet("other", "mgr-b"), "c")
+    assert validate_together([("a.yaml", a), ("c.yaml", c)]) == []
+
+
+def test_default_origins_differ_per_fleet() -> None:
+    a, b = base(), base()
+    a["fleetName"], b["fleetName"] = "one", "two"
+    spec_a, spec_b = _spec(a, "one"), _spec(b, "two")
+    assert spec_a.kueue.multikueue.origin != spec_b.kueue.multikueue.origin
+    assert validate_together([("one", spec_a), ("two", spec_b)]) == []
+
+
+def test_two_stacks_creating_the_same_kind_cluster() -> None:
+    a, b = base(), base()
+    a["fleetName"] = b["fleetName"] = "same"
+    problems = validate_together([("a", _spec(a, "a")), ("b", _spec(b, "b"))])
+    assert any(
+        "same-manager would be created by a (manager), b (manager)" in p.message for p in problems
+    )
