@@ -12,6 +12,7 @@ fi
 
 echo "== ruff"
 .venv/bin/ruff check .
+.venv/bin/ruff format --check .
 echo "== stacks"
 .venv/bin/python -m components validate --all
 echo "== tests"

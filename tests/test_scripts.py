@@ -1,0 +1,120 @@
+"""scripts/up.sh, run on a copy of the project with fake docker, kind and pulumi that record
+how they are called (the real ones are exercised by the opt-in e2e tests)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _fake(path: Path, body: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("#!/usr/bin/env bash\n" + body)
+    path.chmod(0o755)
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    copy = tmp_path / "project"
+    copy.mkdir()
+    for name in ("components", "scripts", "stacks"):
+        shutil.copytree(ROOT / name, copy / name, ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("requirements.txt", "Pulumi.yaml", "__main__.py"):
+        shutil.copy(ROOT / name, copy / name)
+    (copy / ".venv").symlink_to(ROOT / ".venv")
+    return copy
+
+
+def run_up(
+    project: Path,
+    tmp_path: Path,
+    *args: str,
+    docker_ok: bool = True,
+    env: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess[str]:
+    bin_dir, tools, log = tmp_path / "bin", tmp_path / "tools", tmp_path / "calls.log"
+    _fake(
+        bin_dir / "docker",
+        f'echo "docker $*" >> {log}\n[ "$1" = info ] && exit {0 if docker_ok else 1}\nexit 0\n',
+    )
+    _fake(tools / "kind", f'echo "kind $*" >> {log}\n[ "$1" = version ] && echo 0.33.0\n')
+    _fake(
+        tools / "pulumi" / "pulumi",
+        f'echo "pulumi $* | $PULUMI_BACKEND_URL | ${{PULUMI_CONFIG_PASSPHRASE:-}}" >> {log}\n'
+        '[ "$1" = version ] && echo v3.272.0\nexit 0\n',
+    )
+    # Only what the test sets: a passphrase in the caller's environment must not leak in.
+    environment = {
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "HOME": str(tmp_path),
+        "MKF_TOOLS_DIR": str(tools),
+        **(env or {}),
+    }
+    return subprocess.run(
+        ["bash", str(project / "scripts" / "up.sh"), *args],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+        env=environment,
+    )
+
+
+def calls(tmp_path: Path) -> list[str]:
+    log = tmp_path / "calls.log"
+    return log.read_text().splitlines() if log.exists() else []
+
+
+def test_dev_goes_as_far_as_this_version_provisions(project: Path, tmp_path: Path) -> None:
+    result = run_up(project, tmp_path)
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert "Stack 'dev' is valid and rendered to .render/dev" in result.stdout
+    assert "Nothing was created on Docker" in result.stdout
+    backend = f"file://{project}/.pulumi-state"
+    assert (
+        f"pulumi stack select --create dev --non-interactive | {backend} | "
+        "multikueue-fleet-dev" in calls(tmp_path)
+    )
+    assert "docker info" in calls(tmp_path)
+    assert (project / ".render" / "dev" / "manager" / "objects.yaml").exists()
+
+
+def test_docker_not_running_is_a_clear_stop(project: Path, tmp_path: Path) -> None:
+    result = run_up(project, tmp_path, docker_ok=False)
+    assert result.returncode == 1
+    assert "Docker is installed but not running" in result.stderr
+    assert not any(c.startswith(("kind", "pulumi")) for c in calls(tmp_path))
+
+
+def test_invalid_stack_stops_before_docker_or_tools(project: Path, tmp_path: Path) -> None:
+    stack = project / "stacks" / "Pulumi.dev.yaml"
+    stack.write_text(stack.read_text().replace("name: worker2", "name: worker1"))
+    result = run_up(project, tmp_path)
+    assert result.returncode == 1
+    assert "duplicate cluster name 'worker1'" in result.stderr
+    assert calls(tmp_path) == []
+
+
+def test_other_stacks_need_their_own_passphrase(project: Path, tmp_path: Path) -> None:
+    result = run_up(project, tmp_path, "ci")
+    assert result.returncode == 1
+    assert "set PULUMI_CONFIG_PASSPHRASE" in result.stderr
+    ok = run_up(project, tmp_path, "ci", env={"PULUMI_CONFIG_PASSPHRASE": "s3cret"})
+    assert ok.returncode == 3
+    assert any(
+        c.startswith("pulumi stack select --create ci") and c.endswith("s3cret")
+        for c in calls(tmp_path)
+    )
+
+
+def test_unknown_stack_lists_the_stacks(project: Path, tmp_path: Path) -> None:
+    result = run_up(project, tmp_path, "nope")
+    assert result.returncode == 1
+    assert "no stack file stacks/Pulumi.nope.yaml" in result.stderr
+    assert "dev" in result.stderr and "tas" in result.stderr
