@@ -13,13 +13,19 @@ from typing import Any
 
 from components import quantity
 from components.labels import KUEUE_API, metadata
-from components.spec import ClusterQueueSpec, ClusterSpec, FleetSpec, ResourceQuota
+from components.spec import (
+    ClusterQueueSpec,
+    ClusterSpec,
+    FlavorSpec,
+    FleetSpec,
+    ResourceQuota,
+    TopologySpec,
+)
 
 MULTIKUEUE_CHECK = "multikueue"
 
 
-def flavor_object(spec: FleetSpec, name: str) -> dict[str, Any]:
-    f = next(f for f in spec.queues.flavors if f.name == name)
+def flavor_object(spec: FleetSpec, f: FlavorSpec) -> dict[str, Any]:
     body: dict[str, Any] = {}
     if f.node_labels:
         body["nodeLabels"] = dict(f.node_labels)
@@ -37,8 +43,7 @@ def flavor_object(spec: FleetSpec, name: str) -> dict[str, Any]:
     }
 
 
-def topology_object(spec: FleetSpec, name: str) -> dict[str, Any]:
-    t = next(t for t in spec.queues.topologies if t.name == name)
+def topology_object(spec: FleetSpec, t: TopologySpec) -> dict[str, Any]:
     return {
         "apiVersion": KUEUE_API,
         "kind": "Topology",
@@ -158,18 +163,11 @@ def local_queue_objects(spec: FleetSpec) -> list[dict[str, Any]]:
     ]
 
 
-def _used(spec: FleetSpec) -> tuple[list[str], list[str]]:
-    flavors = [f.name for f in spec.queues.flavors]
-    topologies = [t.name for t in spec.queues.topologies]
-    return flavors, topologies
-
-
 def queue_objects(spec: FleetSpec, cluster: ClusterSpec) -> list[dict[str, Any]]:
     """Every queue-related object of one cluster, manager or worker."""
-    flavors, topologies = _used(spec)
     objects = namespace_objects(spec)
-    objects += [topology_object(spec, t) for t in topologies]
-    objects += [flavor_object(spec, f) for f in flavors]
+    objects += [topology_object(spec, t) for t in spec.queues.topologies]
+    objects += [flavor_object(spec, f) for f in spec.queues.flavors]
     for cq in spec.queues.cluster_queues:
         if cluster.role == "manager":
             objects.append(

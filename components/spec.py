@@ -13,7 +13,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from components.frameworks import FRAMEWORKS
 from components.problems import Problem, did_you_mean
 from components.versions import (
     DEFAULT_KUBERNETES_VERSION,
@@ -940,7 +939,3 @@ def load_spec(
         worker_kubeconfigs=kubeconfigs,
     )
     return spec, problems
-
-
-def known_frameworks() -> tuple[str, ...]:
-    return tuple(FRAMEWORKS)
