@@ -3,6 +3,7 @@ SDK exactly as `pulumi up` passes it, and a bad config stops before any registra
 
 from __future__ import annotations
 
+import asyncio
 import json
 import runpy
 from pathlib import Path
@@ -63,6 +64,9 @@ def run_program(
     stack: str, config: dict[str, str], secret: list[str], mocks: Mocks | None = None
 ) -> tuple[Mocks, dict]:
     mocks = mocks or Mocks()
+    # Pulumi's test decorator runs on the current event loop; asyncio.run() in other tests
+    # leaves none behind, so each program gets a fresh one.
+    asyncio.set_event_loop(asyncio.new_event_loop())
     pulumi.runtime.set_all_config(config, secret)
     pulumi.runtime.set_mocks(mocks, project="multikueue-fleet", stack=stack, monitor=Monitor(mocks))
     exports: dict[str, Any] = {}

@@ -1,0 +1,148 @@
+"""Wiring: the dispatcher, leader election, the ClusterProfile duty and the HTTP probes,
+run together until told to stop; and `explain`, which decides once and writes nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from decimal import Decimal
+
+from aiohttp import web
+
+from controller.dispatcher import Dispatcher
+from controller.kube import Kube
+from controller.leader import LeaderElector
+from controller.metrics import Metrics
+from controller.policy import show
+from controller.profiles import sync_profiles
+from controller.server import app
+from controller.settings import Settings
+
+log = logging.getLogger("controller")
+
+
+async def run(
+    manager: Kube,
+    settings: Settings,
+    stop: asyncio.Event,
+    metrics: Metrics | None = None,
+    port: int | None = None,
+    on_listening: Callable[[int], None] | None = None,
+) -> Dispatcher:
+    """Run until `stop` is set. `on_listening` gets the probe/metrics port once bound."""
+    metrics = metrics or Metrics()
+    elector = LeaderElector(
+        manager,
+        settings.namespace,
+        settings.lease_name,
+        settings.identity,
+        settings.lease_duration_seconds,
+        settings.lease_renew_seconds,
+    )
+    dispatcher = Dispatcher(
+        manager, settings, metrics, Kube.from_kubeconfig, lambda: elector.is_leader
+    )
+    runner = web.AppRunner(
+        app(metrics, dispatcher.state.synced, lambda: dispatcher.heartbeat), handle_signals=False
+    )
+    await runner.setup()
+    site = web.TCPSite(runner, "0.0.0.0", settings.metrics_port if port is None else port)
+    await site.start()
+    if on_listening is not None:
+        on_listening(site._server.sockets[0].getsockname()[1])  # type: ignore[union-attr]
+
+    async def on_leadership() -> None:
+        while True:
+            await elector.changed.wait()
+            elector.changed.clear()
+            metrics.leader.set(1 if elector.is_leader else 0)
+            if elector.is_leader:
+                # A new leader looks at everything: the old one may have died mid-way.
+                dispatcher.last_event.clear()
+                dispatcher.enqueue_pending()
+                await dispatcher.sync_policy_status()
+
+    async def profiles() -> None:
+        while True:
+            if elector.is_leader and settings.cluster_profiles and dispatcher.state.synced():
+                await sync_profiles(
+                    manager, dispatcher.state, settings.cluster_profiles, settings.kueue_namespace
+                )
+            await asyncio.sleep(min(settings.resync_seconds, 10))
+
+    await dispatcher.start()
+    tasks = [
+        asyncio.create_task(elector.run(), name="leader"),
+        asyncio.create_task(on_leadership(), name="leadership"),
+        asyncio.create_task(profiles(), name="profiles"),
+    ]
+    try:
+        await stop.wait()
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await dispatcher.stop()
+        await runner.cleanup()
+    return dispatcher
+
+
+def _amounts(resources: dict[str, Decimal]) -> str:
+    return ", ".join(f"{r} {show(r, a)}" for r, a in sorted(resources.items())) or "nothing"
+
+
+async def explain(manager: Kube, settings: Settings, key: str, timeout: float = 30) -> str:
+    """The per-cluster table the policy would produce for one workload now."""
+    dispatcher = Dispatcher(
+        manager, settings, Metrics(), Kube.from_kubeconfig, is_leader=lambda: False
+    )
+    state = dispatcher.state
+    await state.start()
+    try:
+        await state.wait_synced(timeout)
+        await state.wait_workers(timeout)
+        return _table(dispatcher, key)
+    finally:
+        await state.stop()
+
+
+def _table(dispatcher: Dispatcher, key: str) -> str:
+    wl = dispatcher.state.workloads.store.get(key)
+    if wl is None:
+        return f"No workload {key} on the manager."
+    found, decision, policy_name = dispatcher.evaluate(key)
+    status = wl.get("status") or {}
+    spec = wl.get("spec") or {}
+    lines = [
+        f"Workload {key}  (LocalQueue {spec.get('queueName')}, ClusterQueue "
+        f"{(status.get('admission') or {}).get('clusterQueue', '-')})"
+    ]
+    lines.append(
+        "Currently nominated: " + (", ".join(status.get("nominatedClusterNames") or []) or "-")
+    )
+    if decision is None:
+        lines.append(f"Not dispatched now: {found.reason}.")
+        return "\n".join(lines)
+    from controller.workloads import requests_of
+
+    policy = dispatcher.state.policy_set().for_queue(
+        (status.get("admission") or {}).get("clusterQueue", ""), dispatcher.settings.default_policy
+    )
+    lines.append(f"Demand: {_amounts(requests_of(wl))}")
+    lines.append(
+        f"Policy: {policy_name} ({policy.strategy}, nominate "
+        f"{policy.clusters_to_nominate}, widen after {policy.widen_after_seconds:g}s, "
+        f"when nothing fits: {policy.when_nothing_fits}"
+        + (f", clusters with {policy.cluster_selector}" if policy.cluster_selector else "")
+        + ")"
+    )
+    width = max([len("CLUSTER"), *(len(v.cluster) for v in decision.verdicts)])
+    lines.append(f"{'CLUSTER':<{width}}  {'VERDICT':<8}  {'SCORE':>6}  REASON")
+    for v in decision.verdicts:
+        score = f"{v.score:.2f}" if v.score is not None else "-"
+        lines.append(f"{v.cluster:<{width}}  {v.status:<8}  {score:>6}  {v.reason}")
+    lines.append(
+        "Would nominate: " + (", ".join(decision.nominate) or "nothing") + f" ({decision.outcome})"
+    )
+    return "\n".join(lines)

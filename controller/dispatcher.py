@@ -1,0 +1,361 @@
+"""The dispatch loop: from watch events to nominations on the manager.
+
+Changed workloads, and every pending one when the fleet changes, go through a deduplicated
+queue; each is decided from the snapshot by the pure policy, and only the leader writes:
+`status.nominatedClusterNames` by merge patch on the status subresource, an Event on the
+workload saying where and why, and the DispatchPolicies' Ready conditions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import Any
+
+from controller.fleet_state import DISPATCH_POLICIES, FleetState
+from controller.kube import EVENTS, WORKLOADS, ApiError, Kube
+from controller.metrics import Metrics
+from controller.model import Decision, InFlight
+from controller.policy import decide
+from controller.settings import Settings
+from controller.workloads import (
+    Eligibility,
+    MalformedWorkload,
+    eligibility,
+    key_of,
+    parse_time,
+    view_of,
+)
+
+log = logging.getLogger("controller.dispatcher")
+COMPONENT = "multikueue-fleet-dispatcher"
+EVENT_MESSAGE_LIMIT = 1024
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def quota_reserved_at(workload: dict[str, Any]) -> datetime | None:
+    for cond in (workload.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "QuotaReserved" and cond.get("status") == "True":
+            return parse_time(cond.get("lastTransitionTime"))
+    return None
+
+
+class Dispatcher:
+    def __init__(
+        self,
+        manager: Kube,
+        settings: Settings,
+        metrics: Metrics,
+        kube_factory: Callable[[dict[str, Any], str], Any],
+        is_leader: Callable[[], bool] = lambda: True,
+    ) -> None:
+        self.manager = manager
+        self.settings = settings
+        self.metrics = metrics
+        self.is_leader = is_leader
+        self.state = FleetState(manager, settings, kube_factory, self._changed)
+        self.queue: asyncio.Queue[str] = asyncio.Queue()
+        self.queued: set[str] = set()
+        self.in_flight: dict[str, list[InFlight]] = {}
+        self.first_nominated: dict[str, datetime] = {}
+        self.last_event: dict[str, str] = {}
+        self.policy_conditions: dict[str, tuple[str, str]] = {}
+        self.heartbeat = time.monotonic()
+        self._policies_changed = asyncio.Event()
+        self._tasks: list[asyncio.Task] = []
+
+    # --- events in --------------------------------------------------------------------------
+
+    def _changed(self, source: str, event: str, obj: Any) -> None:
+        if source == "workloads" and obj is not None:
+            key = key_of(obj)
+            if event == "DELETED":
+                self._forget(key)
+            else:
+                self.enqueue(key)
+        else:
+            self.enqueue_pending()
+            if source == "policies":
+                self._policies_changed.set()
+
+    def enqueue(self, key: str) -> None:
+        if key not in self.queued:
+            self.queued.add(key)
+            self.queue.put_nowait(key)
+
+    def enqueue_pending(self) -> None:
+        """Every workload whose MultiKueue check still waits for a cluster. Those already
+        nominated go first, so their in-flight demand is counted before new decisions."""
+        pending = []
+        for key, wl in self.state.workloads.store.items():
+            status = wl.get("status") or {}
+            if status.get("clusterName"):
+                continue
+            pending.append((not status.get("nominatedClusterNames"), key))
+        for _, key in sorted(pending):
+            self.enqueue(key)
+
+    def _forget(self, key: str) -> None:
+        self.in_flight.pop(key, None)
+        self.first_nominated.pop(key, None)
+        self.last_event.pop(key, None)
+
+    # --- running ------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        await self.state.start()
+        self._tasks = [
+            asyncio.create_task(self._work(), name="dispatch"),
+            asyncio.create_task(self._resync(), name="resync"),
+            asyncio.create_task(self._policy_status(), name="policy-status"),
+        ]
+
+    async def _policy_status(self) -> None:
+        while True:
+            await self._policies_changed.wait()
+            self._policies_changed.clear()
+            await self.sync_policy_status()
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.state.stop()
+
+    async def _resync(self) -> None:
+        """Widening and staleness are about time passing, not about events."""
+        while True:
+            await asyncio.sleep(self.settings.resync_seconds)
+            self.enqueue_pending()
+            await self.sync_policy_status()
+            self._export_health()
+
+    def _export_health(self) -> None:
+        for name, (healthy, _, age) in self.state.worker_health().items():
+            self.metrics.worker_healthy.labels(name).set(1 if healthy else 0)
+            self.metrics.snapshot_age.labels(name).set(age if age != float("inf") else -1)
+
+    async def _work(self) -> None:
+        await self.state.wait_synced()
+        await self.state.wait_workers(timeout=10)
+        while True:
+            self.heartbeat = time.monotonic()
+            try:
+                # Wake up now and then even with nothing to do: the heartbeat is what the
+                # liveness probe reads.
+                key = await asyncio.wait_for(self.queue.get(), self.settings.resync_seconds)
+            except TimeoutError:
+                continue
+            self.queued.discard(key)
+            try:
+                await self.reconcile(key)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("reconciling %s failed; it will be retried on the next change", key)
+
+    # --- deciding -----------------------------------------------------------------------------
+
+    def evaluate(self, key: str) -> tuple[Eligibility, Decision | None, str]:
+        """What the policy would do for one workload now, without writing anything.
+        Returns (eligibility, decision or None, the policy name or a problem)."""
+        wl = self.state.workloads.store.get(key)
+        if wl is None:
+            return Eligibility(False, "no such workload on the manager"), None, ""
+        checks = self.state.multikueue_checks()
+        found = eligibility(wl, set(checks))
+        if not found.eligible:
+            return found, None, ""
+        view = view_of(wl)
+        since = self.first_nominated.get(key) or quota_reserved_at(wl)
+        if view.nominated:
+            view = replace(view, nominated_at=since)
+        queue = ((wl.get("status") or {}).get("admission") or {}).get("clusterQueue", "")
+        policy = self.state.policy_set().for_queue(queue, self.settings.default_policy)
+        clusters = self.state.config_clusters(checks[found.check or ""])
+        if not clusters:
+            return (
+                Eligibility(
+                    False,
+                    f"MultiKueueConfig {checks[found.check or '']} lists no "
+                    "clusters (or does not exist)",
+                    found.check,
+                ),
+                None,
+                "",
+            )
+        others = [i for k, items in self.in_flight.items() if k != key for i in items]
+        started = time.perf_counter()
+        decision = decide(view, clusters, self.state.worker_views(), policy, others, _now())
+        self.metrics.decision_seconds.observe(time.perf_counter() - started)
+        return found, decision, policy.name
+
+    async def reconcile(self, key: str) -> None:
+        wl = self.state.workloads.store.get(key)
+        if wl is None:
+            self._forget(key)
+            return
+        try:
+            found, decision, _ = self.evaluate(key)
+        except MalformedWorkload as exc:
+            await self.event(
+                wl, "Warning", "InvalidWorkload", f"The dispatcher cannot read this workload: {exc}"
+            )
+            return
+        if decision is None:
+            if (wl.get("status") or {}).get("clusterName") or found.reason == "finished":
+                self._forget(key)  # admitted or done: the worker's quota counts it now
+            return
+        current = list((wl.get("status") or {}).get("nominatedClusterNames") or [])
+        if not decision.nominate:
+            self.metrics.no_feasible.labels(decision.outcome).inc()
+            await self.event(wl, "Warning", "NoFeasibleCluster", decision.summary)
+            return
+        if list(decision.nominate) != current:
+            if not self.is_leader():
+                return
+            if not await self._nominate(wl, key, list(decision.nominate)):
+                return
+            for cluster in decision.nominate:
+                if cluster not in current:
+                    self.metrics.nominations.labels(cluster).inc()
+        self.first_nominated.setdefault(key, _now())
+        self._record_in_flight(key, decision, view_of(wl).requests)
+        verb = "Nominated" if decision.outcome == "nominated" else "WaitingForCapacity"
+        filtered = [
+            f"{v.cluster} ({v.reason})"
+            for v in decision.verdicts
+            if v.cluster not in decision.nominate
+        ]
+        message = decision.summary
+        if filtered:
+            message += "; not chosen: " + "; ".join(filtered)
+        await self.event(wl, "Normal", verb, message)
+
+    def _record_in_flight(self, key: str, decision: Decision, requests: Any) -> None:
+        """Count the demand against each nominated worker's ClusterQueue until admission."""
+        views = self.state.worker_views()
+        wl = self.state.workloads.store.get(key) or {}
+        local_queue = f"{key.partition('/')[0]}/{(wl.get('spec') or {}).get('queueName', '')}"
+        self.in_flight[key] = [
+            InFlight(
+                key,
+                v.cluster,
+                views[v.cluster].local_queues.get(local_queue, ""),
+                v.flavors,
+                requests,
+            )
+            for v in decision.verdicts
+            if v.cluster in decision.nominate and v.cluster in views
+        ]
+
+    # --- writing (leader only) ----------------------------------------------------------------
+
+    async def _nominate(self, wl: dict[str, Any], key: str, clusters: list[str]) -> bool:
+        namespace, name = key.split("/", 1)
+        try:
+            await self.manager.merge_patch(
+                WORKLOADS,
+                name,
+                {"status": {"nominatedClusterNames": clusters}},
+                namespace,
+                status=True,
+            )
+            return True
+        except ApiError as exc:
+            if exc.status in (404, 409, 422):
+                # Gone, or changed under us (admitted meanwhile): the watch brings the
+                # new state and the workload is looked at again then.
+                log.info("nominating %s: %s", key, exc)
+            else:
+                self.metrics.write_errors.labels("workload").inc()
+                log.warning("nominating %s failed after retries: %s", key, exc)
+                self.enqueue(key)
+            return False
+
+    async def event(self, obj: dict[str, Any], kind: str, reason: str, message: str) -> None:
+        """One Event per distinct message, so resyncs do not flood the workload."""
+        meta = obj.get("metadata") or {}
+        key = key_of(obj)
+        if not self.is_leader() or self.last_event.get(key) == f"{reason}:{message}":
+            return
+        now = _now().strftime("%Y-%m-%dT%H:%M:%SZ")
+        body = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {
+                "generateName": f"{meta.get('name')}.",
+                "namespace": meta.get("namespace"),
+            },
+            "involvedObject": {
+                "apiVersion": obj.get("apiVersion", "kueue.x-k8s.io/v1beta2"),
+                "kind": obj.get("kind", "Workload"),
+                "name": meta.get("name"),
+                "namespace": meta.get("namespace"),
+                "uid": meta.get("uid"),
+            },
+            "type": kind,
+            "reason": reason,
+            "message": message[:EVENT_MESSAGE_LIMIT],
+            "source": {"component": COMPONENT},
+            "reportingComponent": COMPONENT,
+            "reportingInstance": self.settings.identity,
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+        }
+        try:
+            await self.manager.create(EVENTS, body, meta.get("namespace"))
+            self.last_event[key] = f"{reason}:{message}"
+        except ApiError as exc:
+            self.metrics.write_errors.labels("event").inc()
+            log.warning("event on %s: %s", key, exc)
+
+    async def sync_policy_status(self) -> None:
+        """A Ready condition on every DispatchPolicy: True when in force, False with why."""
+        if not self.is_leader():
+            return
+        problems = self.state.policy_set().problems
+        for name, obj in self.state.policies.store.items():
+            status, message = (
+                ("False", problems[name]) if name in problems else ("True", "in force")
+            )
+            if self.policy_conditions.get(name) == (status, message):
+                continue
+            current = next(
+                (
+                    c
+                    for c in (obj.get("status") or {}).get("conditions") or []
+                    if c.get("type") == "Ready"
+                ),
+                {},
+            )
+            if (current.get("status"), current.get("message")) == (status, message):
+                self.policy_conditions[name] = (status, message)
+                continue
+            condition = {
+                "type": "Ready",
+                "status": status,
+                "message": message,
+                "reason": "Valid" if status == "True" else "Invalid",
+                "lastTransitionTime": _now().strftime("%Y-%m-%dT%H:%M:%SZ"),
+            }
+            patch = {
+                "status": {
+                    "conditions": [condition],
+                    "observedGeneration": obj["metadata"].get("generation", 1),
+                }
+            }
+            try:
+                await self.manager.merge_patch(DISPATCH_POLICIES, name, patch, status=True)
+                self.policy_conditions[name] = (status, message)
+            except ApiError as exc:
+                self.metrics.write_errors.labels("policy").inc()
+                log.warning("status of DispatchPolicy %s: %s", name, exc)

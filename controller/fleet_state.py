@@ -1,0 +1,302 @@
+"""The in-memory fleet snapshot, kept current by watches: the manager's Workloads,
+AdmissionChecks, MultiKueueConfigs and Clusters and DispatchPolicies; on every worker,
+through its read-only identity, ClusterQueues and LocalQueues.
+
+Decisions read this snapshot and never call an API server. A worker that cannot be
+reached is marked unhealthy and never holds the others up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+import yaml
+from kubernetes.utils.quantity import parse_quantity
+
+from controller import policy_api
+from controller.kube import (
+    ADMISSION_CHECKS,
+    CLUSTER_PROFILES,
+    CLUSTER_QUEUES,
+    LOCAL_QUEUES,
+    MULTIKUEUE_CLUSTERS,
+    MULTIKUEUE_CONFIGS,
+    SECRETS,
+    WORKLOADS,
+    Kind,
+    Kube,
+    Reflector,
+)
+from controller.model import FlavorCapacity, QueueCapacity, Resources, WorkerView
+from controller.settings import Settings
+from controller.workloads import MULTIKUEUE_CONTROLLER
+
+log = logging.getLogger("controller.state")
+DISPATCH_POLICIES = Kind(policy_api.GROUP, policy_api.VERSION, policy_api.PLURAL, False)
+KubeFactory = Callable[[dict[str, Any], str], Any]  # (kubeconfig, name) -> awaitable Kube
+
+
+def _quantities(raw: dict[str, Any]) -> Resources:
+    out: Resources = {}
+    for name, value in raw.items():
+        try:
+            out[name] = parse_quantity(value)
+        except (ValueError, TypeError):
+            log.warning("ignoring unreadable quantity %s=%r", name, value)
+    return out
+
+
+def queue_capacity(cq: dict[str, Any]) -> QueueCapacity:
+    """A worker ClusterQueue's quota and reservations, from its spec and status."""
+    status = cq.get("status") or {}
+    reserved: dict[str, Resources] = {}
+    for flavor in status.get("flavorsReservation") or []:
+        reserved[flavor.get("name")] = _quantities(
+            {r.get("name"): r.get("total", 0) for r in flavor.get("resources") or []}
+        )
+    groups = []
+    for group in (cq.get("spec") or {}).get("resourceGroups") or []:
+        flavors = []
+        for flavor in group.get("flavors") or []:
+            nominal = _quantities(
+                {r.get("name"): r.get("nominalQuota", 0) for r in flavor.get("resources") or []}
+            )
+            flavors.append(
+                FlavorCapacity(flavor.get("name"), nominal, reserved.get(flavor.get("name"), {}))
+            )
+        if flavors:
+            groups.append(tuple(flavors))
+    active = next(
+        (
+            c.get("status") != "False"
+            for c in status.get("conditions") or []
+            if c.get("type") == "Active"
+        ),
+        True,
+    )
+    return QueueCapacity(
+        cq["metadata"]["name"], tuple(groups), int(status.get("pendingWorkloads") or 0), active
+    )
+
+
+class WorkerConnection:
+    """Read-only watches on one worker."""
+
+    def __init__(self, name: str, kube: Kube, on_change: Callable[[str, Any], None]) -> None:
+        self.name = name
+        self.kube = kube
+        self.queues = Reflector(kube, CLUSTER_QUEUES, on_change)
+        self.local_queues = Reflector(kube, LOCAL_QUEUES, on_change)
+        self.version = ""
+        self.tasks: list[asyncio.Task] = []
+
+    def start(self) -> None:
+        self.tasks = [
+            asyncio.create_task(r.run(), name=f"{self.name}-{r.kind.plural}")
+            for r in (self.queues, self.local_queues)
+        ]
+        self.tasks.append(asyncio.create_task(self._read_version(), name=f"{self.name}-version"))
+
+    async def _read_version(self) -> None:
+        while not self.version:
+            try:
+                self.version = await self.kube.version()
+            except Exception:  # noqa: BLE001 (reported by the reflectors' health)
+                await asyncio.sleep(10)
+
+    async def stop(self) -> None:
+        for task in self.tasks:
+            task.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+        await self.kube.close()
+
+    def health(self, stale_after: float) -> tuple[bool, str, float]:
+        """(healthy, reason when not, seconds since the last word from the worker)."""
+        reflectors = (self.queues, self.local_queues)
+        last = min(r.last_seen for r in reflectors)
+        age = time.monotonic() - last if last else float("inf")
+        for r in reflectors:
+            if not r.healthy:
+                return False, f"{r.kind.plural}: {r.last_error}", age
+        if age > stale_after:
+            return False, f"no update for {age:.0f}s", age
+        return True, "", age
+
+
+class FleetState:
+    def __init__(
+        self,
+        manager: Kube,
+        settings: Settings,
+        kube_factory: KubeFactory,
+        on_change: Callable[[str, str, Any], None],
+    ) -> None:
+        """`on_change(source, event_type, obj)`: source is "workloads", "workers", ..."""
+        self.manager = manager
+        self.settings = settings
+        self.kube_factory = kube_factory
+        self.on_change = on_change
+
+        def notify(source: str) -> Callable[[str, Any], None]:
+            return lambda event, obj: on_change(source, event, obj)
+
+        self.workloads = Reflector(manager, WORKLOADS, notify("workloads"))
+        self.checks = Reflector(manager, ADMISSION_CHECKS, notify("fleet"))
+        self.configs = Reflector(manager, MULTIKUEUE_CONFIGS, notify("fleet"))
+        self.clusters = Reflector(manager, MULTIKUEUE_CLUSTERS, notify("fleet"))
+        self.policies = Reflector(manager, DISPATCH_POLICIES, notify("policies"))
+        self.secrets = Reflector(manager, SECRETS, self._secrets_changed, settings.namespace)
+        self.profiles = Reflector(
+            manager, CLUSTER_PROFILES, notify("profiles"), settings.kueue_namespace
+        )
+        self.workers: dict[str, WorkerConnection] = {}
+        self._kubeconfigs: dict[str, str] = {}
+        self._tasks: list[asyncio.Task] = []
+        self._reconnect = asyncio.Event()
+
+    @property
+    def reflectors(self) -> tuple[Reflector, ...]:
+        return (
+            self.workloads,
+            self.checks,
+            self.configs,
+            self.clusters,
+            self.policies,
+            self.secrets,
+            self.profiles,
+        )
+
+    async def start(self) -> None:
+        self._tasks = [
+            asyncio.create_task(r.run(), name=f"manager-{r.kind.plural}") for r in self.reflectors
+        ]
+        self._tasks.append(asyncio.create_task(self._keep_workers(), name="workers"))
+
+    async def wait_synced(self, timeout: float | None = None) -> None:
+        await asyncio.wait_for(asyncio.gather(*(r.synced.wait() for r in self.reflectors)), timeout)
+
+    async def wait_workers(self, timeout: float) -> None:
+        """Connect to every worker and give each a bounded time to list its queues, so
+        the first decisions after a start see the whole fleet. A worker that fails or
+        takes longer is simply unhealthy until it answers."""
+        await self.sync_workers()
+        deadline = asyncio.get_running_loop().time() + timeout
+        while any(
+            r.last_error == "not listed yet"
+            for w in self.workers.values()
+            for r in (w.queues, w.local_queues)
+        ):
+            if asyncio.get_running_loop().time() > deadline:
+                return
+            await asyncio.sleep(0.05)
+
+    def synced(self) -> bool:
+        return all(r.synced.is_set() for r in self.reflectors)
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        for worker in list(self.workers.values()):
+            await worker.stop()
+        self.workers.clear()
+
+    # --- worker connections, from the reader kubeconfig Secrets -----------------------------
+
+    def _secrets_changed(self, event: str, obj: Any) -> None:
+        self._reconnect.set()
+
+    def worker_kubeconfigs(self) -> dict[str, str]:
+        label = self.settings.worker_secret_label
+        found = {}
+        for secret in self.secrets.store.values():
+            worker = ((secret.get("metadata") or {}).get("labels") or {}).get(label)
+            data = (secret.get("data") or {}).get("kubeconfig")
+            if worker and data:
+                found[worker] = base64.b64decode(data).decode()
+        return found
+
+    async def _keep_workers(self) -> None:
+        while True:
+            await self._reconnect.wait()
+            self._reconnect.clear()
+            await self.sync_workers()
+
+    async def sync_workers(self) -> None:
+        wanted = self.worker_kubeconfigs()
+        for name in [n for n in self.workers if self._kubeconfigs.get(n) != wanted.get(n)]:
+            await self.workers.pop(name).stop()
+            self._kubeconfigs.pop(name, None)
+        for name, text in wanted.items():
+            if name in self.workers:
+                continue
+            try:
+                kube = await self.kube_factory(yaml.safe_load(text), name)
+            except Exception as exc:  # noqa: BLE001 (a bad Secret must not stop the others)
+                log.warning("worker %s: cannot use its kubeconfig: %s", name, exc)
+                continue
+            connection = WorkerConnection(
+                name, kube, lambda e, o, n=name: self.on_change("workers", n, o)
+            )
+            connection.start()
+            self.workers[name] = connection
+            self._kubeconfigs[name] = text
+        self.on_change("workers", "SYNC", None)
+
+    # --- views -------------------------------------------------------------------------
+
+    def multikueue_checks(self) -> dict[str, str]:
+        """AdmissionCheck name -> its MultiKueueConfig, for MultiKueue checks."""
+        out = {}
+        for ac in self.checks.store.values():
+            spec = ac.get("spec") or {}
+            params = spec.get("parameters") or {}
+            if (
+                spec.get("controllerName") == MULTIKUEUE_CONTROLLER
+                and params.get("kind") == "MultiKueueConfig"
+            ):
+                out[ac["metadata"]["name"]] = params.get("name", "")
+        return out
+
+    def config_clusters(self, config: str) -> list[str]:
+        obj = self.configs.store.get(config) or {}
+        return list((obj.get("spec") or {}).get("clusters") or [])
+
+    def policy_set(self) -> policy_api.PolicySet:
+        return policy_api.select(self.policies.store.values())
+
+    def worker_views(self) -> dict[str, WorkerView]:
+        views = {}
+        for name, mkc in self.clusters.store.items():
+            active = any(
+                c.get("type") == "Active" and c.get("status") == "True"
+                for c in (mkc.get("status") or {}).get("conditions") or []
+            )
+            labels = dict((mkc.get("metadata") or {}).get("labels") or {})
+            connection = self.workers.get(name)
+            if connection is None:
+                views[name] = WorkerView(
+                    name, active, False, "no read-only kubeconfig Secret for it", labels
+                )
+                continue
+            healthy, reason, _ = connection.health(self.settings.stale_after_seconds)
+            local_queues = {
+                key: (lq.get("spec") or {}).get("clusterQueue", "")
+                for key, lq in connection.local_queues.store.items()
+            }
+            queues = {
+                cq["metadata"]["name"]: queue_capacity(cq)
+                for cq in connection.queues.store.values()
+            }
+            views[name] = WorkerView(name, active, healthy, reason, labels, local_queues, queues)
+        return views
+
+    def worker_health(self) -> dict[str, tuple[bool, str, float]]:
+        return {
+            name: w.health(self.settings.stale_after_seconds) for name, w in self.workers.items()
+        }

@@ -1,0 +1,330 @@
+"""Talking to a Kubernetes API server: requests with bounded retries, and reflectors that
+keep a local copy of one kind current by list + watch.
+
+The official asyncio client (kubernetes_asyncio) does authentication, TLS and transport;
+the list/watch loop is written here, the way client-go's reflector does it, so that
+resourceVersion, bookmarks, relist on 410 Gone and reconnect backoff are explicit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import random
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+from kubernetes_asyncio import client, config
+
+log = logging.getLogger("controller.kube")
+
+RETRYABLE = {429, 500, 502, 503, 504}
+
+
+@dataclass(frozen=True)
+class Kind:
+    group: str  # "" for the core API
+    version: str
+    plural: str
+    namespaced: bool
+
+    def path(
+        self, namespace: str | None = None, name: str | None = None, sub: str | None = None
+    ) -> str:
+        base = f"/api/{self.version}" if not self.group else f"/apis/{self.group}/{self.version}"
+        if self.namespaced and namespace:
+            base += f"/namespaces/{namespace}"
+        base += f"/{self.plural}"
+        if name:
+            base += f"/{name}"
+        if sub:
+            base += f"/{sub}"
+        return base
+
+
+WORKLOADS = Kind("kueue.x-k8s.io", "v1beta2", "workloads", True)
+ADMISSION_CHECKS = Kind("kueue.x-k8s.io", "v1beta2", "admissionchecks", False)
+MULTIKUEUE_CONFIGS = Kind("kueue.x-k8s.io", "v1beta2", "multikueueconfigs", False)
+MULTIKUEUE_CLUSTERS = Kind("kueue.x-k8s.io", "v1beta2", "multikueueclusters", False)
+CLUSTER_QUEUES = Kind("kueue.x-k8s.io", "v1beta2", "clusterqueues", False)
+LOCAL_QUEUES = Kind("kueue.x-k8s.io", "v1beta2", "localqueues", True)
+CLUSTER_PROFILES = Kind("multicluster.x-k8s.io", "v1alpha1", "clusterprofiles", True)
+SECRETS = Kind("", "v1", "secrets", True)
+EVENTS = Kind("", "v1", "events", True)
+LEASES = Kind("coordination.k8s.io", "v1", "leases", True)
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(f"{status}: {message}")
+        self.status = status
+
+
+class Gone(Exception):
+    """The watch's resourceVersion is too old: the only way on is a fresh list."""
+
+
+class Kube:
+    """One cluster's API server."""
+
+    def __init__(
+        self, api: client.ApiClient, cluster: str, attempts: int = 5, base_delay: float = 0.2
+    ) -> None:
+        self.api = api
+        self.cluster = cluster
+        self.attempts = attempts
+        self.base_delay = base_delay
+
+    @classmethod
+    async def from_kubeconfig(cls, kubeconfig: Mapping[str, Any], cluster: str) -> Kube:
+        configuration = client.Configuration()
+        await config.load_kube_config_from_dict(
+            dict(kubeconfig), client_configuration=configuration
+        )
+        return cls(client.ApiClient(configuration), cluster)
+
+    @classmethod
+    async def in_cluster(cls, cluster: str) -> Kube:
+        configuration = client.Configuration()
+        config.load_incluster_config(client_configuration=configuration)
+        return cls(client.ApiClient(configuration), cluster)
+
+    async def close(self) -> None:
+        await self.api.close()
+
+    async def _call(
+        self,
+        method: str,
+        path: str,
+        query: list[tuple[str, Any]] | None,
+        body: Any,
+        content_type: str | None,
+        stream: bool,
+        timeout: float | None,
+    ) -> Any:
+        headers = {"Accept": "application/json"}
+        if content_type:
+            headers["Content-Type"] = content_type
+        return await self.api.call_api(
+            path,
+            method,
+            query_params=query or [],
+            header_params=headers,
+            body=body,
+            auth_settings=["BearerToken"],
+            response_types_map={200: "object", 201: "object"},
+            _return_http_data_only=True,
+            _preload_content=not stream,
+            _request_timeout=timeout,
+        )
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: list[tuple[str, Any]] | None = None,
+        body: Any = None,
+        content_type: str | None = None,
+        timeout: float = 30,
+    ) -> dict[str, Any]:
+        """One call, retried with jittered backoff on throttling, server errors and lost
+        connections; other errors are raised as ApiError at once."""
+        delay = self.base_delay
+        for attempt in range(1, self.attempts + 1):
+            try:
+                result = await self._call(method, path, query, body, content_type, False, timeout)
+                return result if isinstance(result, dict) else {}
+            except client.ApiException as exc:
+                status = exc.status or 0
+                if status not in RETRYABLE or attempt == self.attempts:
+                    raise ApiError(status, _message(exc)) from exc
+                retry_after = (exc.headers or {}).get("Retry-After")
+                wait = float(retry_after) if retry_after and retry_after.isdigit() else delay
+            except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+                if attempt == self.attempts:
+                    raise ApiError(0, f"{self.cluster} unreachable: {exc!r}") from exc
+                wait = delay
+            await asyncio.sleep(wait * (0.5 + random.random()))
+            delay = min(delay * 2, 5.0)
+        raise AssertionError("unreachable")
+
+    async def get(self, kind: Kind, name: str, namespace: str | None = None) -> dict[str, Any]:
+        return await self.request("GET", kind.path(namespace, name))
+
+    async def create(
+        self, kind: Kind, obj: Mapping[str, Any], namespace: str | None = None
+    ) -> dict[str, Any]:
+        return await self.request("POST", kind.path(namespace), body=dict(obj))
+
+    async def replace(self, kind: Kind, obj: Mapping[str, Any]) -> dict[str, Any]:
+        meta = obj["metadata"]
+        return await self.request(
+            "PUT", kind.path(meta.get("namespace"), meta["name"]), body=dict(obj)
+        )
+
+    async def merge_patch(
+        self,
+        kind: Kind,
+        name: str,
+        patch: Mapping[str, Any],
+        namespace: str | None = None,
+        status: bool = False,
+    ) -> dict[str, Any]:
+        return await self.request(
+            "PATCH",
+            kind.path(namespace, name, "status" if status else None),
+            body=dict(patch),
+            content_type="application/merge-patch+json",
+        )
+
+    async def list(self, kind: Kind, namespace: str | None = None) -> tuple[list[dict], str]:
+        result = await self.request("GET", kind.path(namespace), timeout=120)
+        return result.get("items") or [], (result.get("metadata") or {}).get("resourceVersion", "")
+
+    async def watch(
+        self,
+        kind: Kind,
+        resource_version: str,
+        namespace: str | None = None,
+        timeout_seconds: int = 300,
+    ) -> AsyncIterator[dict[str, Any]]:
+        """The raw event stream from `resource_version`, bookmarks included."""
+        query = [
+            ("watch", "true"),
+            ("resourceVersion", resource_version),
+            ("allowWatchBookmarks", "true"),
+            ("timeoutSeconds", timeout_seconds),
+        ]
+        try:
+            response = await self._call(
+                "GET", kind.path(namespace), query, None, None, True, timeout_seconds + 30
+            )
+        except client.ApiException as exc:
+            if exc.status == 410:
+                raise Gone() from exc
+            raise ApiError(exc.status or 0, _message(exc)) from exc
+        try:
+            if response.status == 410:
+                raise Gone()
+            if response.status != 200:
+                raise ApiError(response.status, (await response.text())[:200])
+            while True:
+                line = await response.content.readline()
+                if not line:
+                    return
+                if line.strip():
+                    yield json.loads(line)
+        finally:
+            response.release()
+
+    async def version(self) -> str:
+        return (await self.request("GET", "/version")).get("gitVersion", "")
+
+
+def _message(exc: client.ApiException) -> str:
+    try:
+        return json.loads(exc.body).get("message") or exc.reason or ""
+    except (TypeError, ValueError):
+        return str(exc.body or exc.reason or "")
+
+
+class Reflector:
+    """Keeps `store` equal to the server's objects of one kind: list, then watch from the
+    list's resourceVersion; relist on 410 Gone; reconnect with backoff on any other
+    failure, reporting itself unhealthy meanwhile. `on_change(event_type, obj)` is called
+    for every change ("SYNC" with None after each list)."""
+
+    def __init__(
+        self,
+        kube: Kube,
+        kind: Kind,
+        on_change: Callable[[str, Any], None],
+        namespace: str | None = None,
+        watch_timeout: int = 300,
+        max_backoff: float = 30.0,
+    ) -> None:
+        self.kube = kube
+        self.kind = kind
+        self.namespace = namespace
+        self.on_change = on_change
+        self.watch_timeout = watch_timeout
+        self.max_backoff = max_backoff
+        self.store: dict[str, dict[str, Any]] = {}
+        self.synced = asyncio.Event()
+        self.healthy = False
+        self.last_error = "not listed yet"
+        self.last_seen = 0.0  # monotonic time of the last list, event or bookmark
+        self.relists = 0
+
+    @staticmethod
+    def key(obj: Mapping[str, Any]) -> str:
+        meta = obj.get("metadata") or {}
+        ns = meta.get("namespace")
+        return f"{ns}/{meta.get('name')}" if ns else str(meta.get("name"))
+
+    async def run(self) -> None:
+        backoff = 0.2
+        while True:
+            try:
+                resource_version = await self._list()
+                backoff = 0.2
+                while True:
+                    resource_version = await self._watch(resource_version)
+            except Gone:
+                log.info(
+                    "%s %s: resourceVersion expired, relisting", self.kube.cluster, self.kind.plural
+                )
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 (any failure: mark unhealthy, retry)
+                self.healthy = False
+                self.last_error = str(exc) or exc.__class__.__name__
+                self.on_change("UNHEALTHY", None)
+                log.warning(
+                    "%s %s: %s; retrying in %.1fs",
+                    self.kube.cluster,
+                    self.kind.plural,
+                    self.last_error,
+                    backoff,
+                )
+                await asyncio.sleep(backoff * (0.5 + random.random()))
+                backoff = min(backoff * 2, self.max_backoff)
+
+    async def _list(self) -> str:
+        items, resource_version = await self.kube.list(self.kind, self.namespace)
+        self.store = {self.key(o): o for o in items}
+        self.relists += 1
+        self._seen()
+        self.synced.set()
+        self.on_change("SYNC", None)
+        return resource_version
+
+    def _seen(self) -> None:
+        self.healthy = True
+        self.last_error = ""
+        self.last_seen = time.monotonic()
+
+    async def _watch(self, resource_version: str) -> str:
+        async for event in self.kube.watch(
+            self.kind, resource_version, self.namespace, self.watch_timeout
+        ):
+            kind, obj = event.get("type"), event.get("object") or {}
+            if kind == "ERROR":
+                if obj.get("code") == 410:
+                    raise Gone()
+                raise ApiError(int(obj.get("code") or 0), str(obj.get("message")))
+            resource_version = (obj.get("metadata") or {}).get("resourceVersion", resource_version)
+            self._seen()
+            if kind == "BOOKMARK":
+                continue
+            if kind == "DELETED":
+                self.store.pop(self.key(obj), None)
+            else:
+                self.store[self.key(obj)] = obj
+            self.on_change(kind, obj)
+        return resource_version

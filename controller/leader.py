@@ -1,0 +1,108 @@
+"""Leader election on a coordination.k8s.io Lease: one replica writes, the others keep
+their caches warm and take over when the lease is not renewed in time."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import UTC, datetime, timedelta
+
+from controller.kube import LEASES, ApiError, Kube
+
+log = logging.getLogger("controller.leader")
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _stamp(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _parse(text: str | None) -> datetime | None:
+    if not text:
+        return None
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+class LeaderElector:
+    def __init__(
+        self,
+        kube: Kube,
+        namespace: str,
+        name: str,
+        identity: str,
+        duration: float = 15.0,
+        renew: float = 5.0,
+    ) -> None:
+        self.kube = kube
+        self.namespace = namespace
+        self.name = name
+        self.identity = identity
+        self.duration = duration
+        self.renew = renew
+        self.is_leader = False
+        self.changed = asyncio.Event()
+
+    def _set(self, leader: bool) -> None:
+        if leader != self.is_leader:
+            log.info("%s %s the lease %s", self.identity, "holds" if leader else "lost", self.name)
+            self.is_leader = leader
+            self.changed.set()
+
+    async def run(self) -> None:
+        while True:
+            try:
+                self._set(await self.try_acquire())
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 (cannot tell: stop writing until we can)
+                log.warning("lease %s: %s", self.name, exc)
+                self._set(False)
+            await asyncio.sleep(self.renew)
+
+    async def try_acquire(self) -> bool:
+        now = _now()
+        spec = {
+            "holderIdentity": self.identity,
+            "leaseDurationSeconds": int(self.duration),
+            "renewTime": _stamp(now),
+        }
+        try:
+            lease = await self.kube.get(LEASES, self.name, self.namespace)
+        except ApiError as exc:
+            if exc.status != 404:
+                raise
+            body = {
+                "apiVersion": "coordination.k8s.io/v1",
+                "kind": "Lease",
+                "metadata": {"name": self.name, "namespace": self.namespace},
+                "spec": {**spec, "acquireTime": _stamp(now), "leaseTransitions": 0},
+            }
+            try:
+                await self.kube.create(LEASES, body, self.namespace)
+            except ApiError as conflict:
+                if conflict.status == 409:
+                    return False  # another replica created it first
+                raise
+            return True
+        current = lease.get("spec") or {}
+        holder = current.get("holderIdentity")
+        renewed = _parse(current.get("renewTime")) or datetime.min.replace(tzinfo=UTC)
+        expired = (
+            renewed + timedelta(seconds=current.get("leaseDurationSeconds") or self.duration) < now
+        )
+        if holder not in (self.identity, None, "") and not expired:
+            return False
+        if holder != self.identity:
+            spec["acquireTime"] = _stamp(now)
+            spec["leaseTransitions"] = int(current.get("leaseTransitions") or 0) + 1
+        lease["spec"] = {**current, **spec}
+        try:
+            await self.kube.replace(LEASES, lease)  # resourceVersion guards the race
+        except ApiError as exc:
+            if exc.status == 409:
+                return False
+            raise
+        return True

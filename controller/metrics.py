@@ -1,0 +1,49 @@
+"""Prometheus metrics of the dispatcher, in a registry of its own (tests make several)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.decision_seconds = Histogram(
+            "mkf_dispatch_decision_seconds",
+            "Time to decide one workload's nominations",
+            registry=self.registry,
+            buckets=(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 1),
+        )
+        self.nominations = Counter(
+            "mkf_nominations_total",
+            "Clusters nominated for workloads",
+            ["cluster"],
+            registry=self.registry,
+        )
+        self.no_feasible = Counter(
+            "mkf_no_feasible_cluster_total",
+            "Decisions that found no cluster",
+            ["reason"],
+            registry=self.registry,
+        )
+        self.worker_healthy = Gauge(
+            "mkf_worker_healthy",
+            "1 when the dispatcher's view of a worker is current",
+            ["cluster"],
+            registry=self.registry,
+        )
+        self.snapshot_age = Gauge(
+            "mkf_worker_snapshot_age_seconds",
+            "Seconds since the last update from a worker",
+            ["cluster"],
+            registry=self.registry,
+        )
+        self.leader = Gauge(
+            "mkf_leader", "1 while this replica holds the lease", registry=self.registry
+        )
+        self.write_errors = Counter(
+            "mkf_write_errors_total",
+            "Writes that failed after retries",
+            ["kind"],
+            registry=self.registry,
+        )

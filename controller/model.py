@@ -1,0 +1,100 @@
+"""Plain data the dispatch policy reads: a workload's demand, each worker's queues and
+health, what is already in flight. No API server, no Kubernetes client types."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from decimal import Decimal
+
+Resources = dict[str, Decimal]  # resource name -> amount (cpu in cores, memory in bytes)
+
+STRATEGIES = ("MostFreeQuota", "BestFit", "OrderedSpillover")
+WHEN_NOTHING_FITS = ("WaitOnBest", "LeastLoaded")
+MAX_NOMINATIONS = 20  # Kueue's limit on status.nominatedClusterNames
+
+
+@dataclass(frozen=True)
+class FlavorCapacity:
+    name: str
+    nominal: Resources
+    reserved: Resources
+
+
+@dataclass(frozen=True)
+class QueueCapacity:
+    """One ClusterQueue on a worker: resource groups, each an ordered list of flavors."""
+
+    name: str
+    groups: tuple[tuple[FlavorCapacity, ...], ...]
+    pending: int = 0
+    active: bool = True
+
+    def covered(self) -> set[str]:
+        return {r for group in self.groups for f in group for r in f.nominal}
+
+
+@dataclass(frozen=True)
+class WorkerView:
+    name: str
+    connected: bool  # its MultiKueueCluster is Active
+    healthy: bool  # our read-only watches on it are up and current
+    health_reason: str = ""
+    labels: dict[str, str] = field(default_factory=dict)
+    local_queues: dict[str, str] = field(default_factory=dict)  # "ns/name" -> ClusterQueue
+    queues: dict[str, QueueCapacity] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class InFlight:
+    """Demand we nominated to a worker that it has not admitted yet: counted against the
+    flavor we expected it to take, so two workloads are not sent to the same last slot."""
+
+    workload: str
+    cluster: str
+    cluster_queue: str
+    flavors: dict[str, str]  # resource -> flavor
+    requests: Resources
+
+
+@dataclass(frozen=True)
+class WorkloadView:
+    key: str  # "namespace/name"
+    queue_name: str
+    requests: Resources
+    nominated: tuple[str, ...] = ()
+    nominated_at: datetime | None = None
+    priority: int = 0
+
+    @property
+    def namespace(self) -> str:
+        return self.key.split("/", 1)[0]
+
+
+@dataclass(frozen=True)
+class Policy:
+    name: str = "default"
+    cluster_selector: dict[str, str] = field(default_factory=dict)
+    strategy: str = "MostFreeQuota"
+    clusters_to_nominate: int = 1
+    widen_after_seconds: float = 300.0
+    when_nothing_fits: str = "WaitOnBest"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What the policy concluded about one cluster, for events, logs and `explain`."""
+
+    cluster: str
+    status: str  # "fits", "waits" (could fit once quota frees up) or "filtered"
+    reason: str
+    score: float | None = None
+    flavors: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Decision:
+    nominate: tuple[str, ...]
+    verdicts: tuple[Verdict, ...]
+    outcome: str  # "nominated", "waiting" (nominated where it does not fit yet) or "none"
+    summary: str

@@ -1,0 +1,153 @@
+"""Reading Kueue Workloads: when an external dispatcher may act on one, and what it asks for.
+
+The contract (research/kueue-api.md §6-7): nominate only while the MultiKueue check is
+Pending, QuotaReserved is True, status.clusterName is unset and every other admission
+check is Ready; for a LeaderWorkerSet only the component workload with index "0".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from kubernetes.utils.quantity import parse_quantity
+
+from controller.model import Resources, WorkloadView
+
+MULTIKUEUE_CONTROLLER = "kueue.x-k8s.io/multikueue"
+COMPONENT_INDEX = "kueue.x-k8s.io/component-workload-index"
+# When we last changed a workload's nominations, so widening survives restarts.
+NOMINATED_AT = "multikueue-fleet/nominated-at"
+
+
+class MalformedWorkload(ValueError):
+    """A workload whose fields cannot be read; reported on it, then skipped."""
+
+
+@dataclass(frozen=True)
+class Eligibility:
+    eligible: bool
+    reason: str
+    check: str | None = None  # the MultiKueue admission check's name
+
+
+def key_of(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+
+
+def _condition(obj: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
+    for cond in (obj.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == kind:
+            return cond
+    return None
+
+
+def eligibility(workload: Mapping[str, Any], multikueue_checks: set[str]) -> Eligibility:
+    """Whether we may nominate clusters for this workload now, and if not, why not."""
+    status = workload.get("status") or {}
+    annotations = (workload.get("metadata") or {}).get("annotations") or {}
+    checks = status.get("admissionChecks") or []
+    ours = [c for c in checks if c.get("name") in multikueue_checks]
+    if not ours:
+        return Eligibility(False, "no MultiKueue admission check")
+    check = ours[0]
+    if (_condition(workload, "Finished") or {}).get("status") == "True":
+        return Eligibility(False, "finished", check["name"])
+    if (workload.get("spec") or {}).get("active") is False:
+        return Eligibility(False, "deactivated", check["name"])
+    if annotations.get(COMPONENT_INDEX, "0") != "0":
+        return Eligibility(
+            False, "follows its group's primary workload (Kueue places it)", check["name"]
+        )
+    if status.get("clusterName"):
+        return Eligibility(False, f"admitted on {status['clusterName']}", check["name"])
+    if (_condition(workload, "QuotaReserved") or {}).get("status") != "True":
+        return Eligibility(False, "no quota reserved on the manager yet", check["name"])
+    if check.get("state") != "Pending":
+        return Eligibility(False, f"MultiKueue check is {check.get('state')}", check["name"])
+    waiting = [c.get("name") for c in checks if c is not check and c.get("state") != "Ready"]
+    if waiting:
+        return Eligibility(
+            False, f"waiting for admission checks {', '.join(waiting)}", check["name"]
+        )
+    return Eligibility(True, "eligible", check["name"])
+
+
+def _add(total: Resources, resource: str, amount: Any) -> None:
+    try:
+        value = parse_quantity(amount)
+    except (ValueError, TypeError) as exc:
+        raise MalformedWorkload(f"{resource} quantity {amount!r} is not a quantity") from exc
+    total[resource] = total.get(resource, Decimal(0)) + value
+
+
+def _pod_requests(pod_spec: Mapping[str, Any]) -> Resources:
+    """A pod's effective requests: the larger of its containers' sum and any single init
+    container, plus overhead (the way the scheduler and Kueue count them)."""
+    total: Resources = {}
+    for container in pod_spec.get("containers") or []:
+        for r, a in ((container.get("resources") or {}).get("requests") or {}).items():
+            _add(total, r, a)
+    for container in pod_spec.get("initContainers") or []:
+        init: Resources = {}
+        for r, a in ((container.get("resources") or {}).get("requests") or {}).items():
+            _add(init, r, a)
+        for r, a in init.items():
+            total[r] = max(total.get(r, Decimal(0)), a)
+    for r, a in (pod_spec.get("overhead") or {}).items():
+        _add(total, r, a)
+    return total
+
+
+def requests_of(workload: Mapping[str, Any]) -> Resources:
+    """Total demand. Kueue's own accounting (the manager's admission) when there is one,
+    else the pod templates times their counts."""
+    total: Resources = {}
+    admission = (workload.get("status") or {}).get("admission") or {}
+    assignments = admission.get("podSetAssignments") or []
+    if assignments and all("resourceUsage" in a for a in assignments):
+        for assignment in assignments:
+            for r, a in (assignment.get("resourceUsage") or {}).items():
+                _add(total, r, a)
+        return total
+    pod_sets = (workload.get("spec") or {}).get("podSets")
+    if not isinstance(pod_sets, list) or not pod_sets:
+        raise MalformedWorkload("spec.podSets is missing or empty")
+    for pod_set in pod_sets:
+        count = pod_set.get("count", 1)
+        if not isinstance(count, int) or count < 0:
+            raise MalformedWorkload(f"pod set {pod_set.get('name')!r} has count {count!r}")
+        spec = ((pod_set.get("template") or {}).get("spec")) or {}
+        for r, a in _pod_requests(spec).items():
+            total[r] = total.get(r, Decimal(0)) + a * count
+    return total
+
+
+def parse_time(text: str | None) -> datetime | None:
+    if not text:
+        return None
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def view_of(workload: Mapping[str, Any]) -> WorkloadView:
+    spec = workload.get("spec") or {}
+    status = workload.get("status") or {}
+    queue = spec.get("queueName")
+    if not isinstance(queue, str) or not queue:
+        raise MalformedWorkload("spec.queueName is missing")
+    annotations = (workload.get("metadata") or {}).get("annotations") or {}
+    return WorkloadView(
+        key=key_of(workload),
+        queue_name=queue,
+        requests=requests_of(workload),
+        nominated=tuple(status.get("nominatedClusterNames") or ()),
+        nominated_at=parse_time(annotations.get(NOMINATED_AT)),
+        priority=int(spec.get("priority") or 0),
+    )

@@ -1,0 +1,260 @@
+"""A MultiKueue fleet made of API emulators: a manager with the MultiKueue objects and the
+dispatcher's reader Secrets, and workers with ClusterQueues and LocalQueues. Also the
+objects Kueue would write (workloads in their states), for the controller tests."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import yaml
+
+from controller.app import run
+from controller.kube import Kube
+from controller.metrics import Metrics
+from controller.model import Policy
+from controller.settings import DeclaredProfile, Settings
+from tests.kube_emulator import Emulator
+
+K = "kueue.x-k8s.io"
+NS = "team-a"
+
+
+def workload(
+    name: str,
+    cpu: str = "1",
+    memory: str = "1Gi",
+    *,
+    queue: str = "user-queue",
+    state: str = "Pending",
+    reserved: bool = True,
+    cluster: str | None = None,
+    annotations: dict[str, str] | None = None,
+    other_checks: dict[str, str] | None = None,
+    namespace: str = NS,
+) -> dict[str, Any]:
+    """A manager-side Workload as Kueue leaves it once the manager reserved quota (now)."""
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    checks = [{"name": "multikueue", "state": state, "lastTransitionTime": now, "message": ""}]
+    checks += [
+        {"name": n, "state": s, "lastTransitionTime": now, "message": ""}
+        for n, s in (other_checks or {}).items()
+    ]
+    status: dict[str, Any] = {
+        "admissionChecks": checks,
+        "conditions": [
+            {
+                "type": "QuotaReserved",
+                "status": "True" if reserved else "False",
+                "reason": "QuotaReserved",
+                "message": "",
+                "lastTransitionTime": now,
+            }
+        ],
+    }
+    if reserved:
+        status["admission"] = {
+            "clusterQueue": "cluster-queue",
+            "podSetAssignments": [
+                {
+                    "name": "main",
+                    "count": 1,
+                    "flavors": {"cpu": "default-flavor", "memory": "default-flavor"},
+                    "resourceUsage": {"cpu": cpu, "memory": memory},
+                }
+            ],
+        }
+    if cluster:
+        status["clusterName"] = cluster
+    return {
+        "apiVersion": f"{K}/v1beta2",
+        "kind": "Workload",
+        "metadata": {"name": name, "namespace": namespace, "annotations": annotations or {}},
+        "spec": {
+            "queueName": queue,
+            "podSets": [
+                {
+                    "name": "main",
+                    "count": 1,
+                    "template": {
+                        "spec": {
+                            "containers": [
+                                {
+                                    "name": "c",
+                                    "image": "busybox",
+                                    "resources": {"requests": {"cpu": cpu, "memory": memory}},
+                                }
+                            ]
+                        }
+                    },
+                }
+            ],
+        },
+        "status": status,
+    }
+
+
+def cluster_queue(
+    cpu: str, memory: str, reserved_cpu: str = "0", reserved_memory: str = "0"
+) -> dict[str, Any]:
+    return {
+        "apiVersion": f"{K}/v1beta2",
+        "kind": "ClusterQueue",
+        "metadata": {"name": "cluster-queue"},
+        "spec": {
+            "namespaceSelector": {},
+            "resourceGroups": [
+                {
+                    "coveredResources": ["cpu", "memory"],
+                    "flavors": [
+                        {
+                            "name": "default-flavor",
+                            "resources": [
+                                {"name": "cpu", "nominalQuota": cpu},
+                                {"name": "memory", "nominalQuota": memory},
+                            ],
+                        }
+                    ],
+                }
+            ],
+        },
+        "status": {
+            "conditions": [{"type": "Active", "status": "True"}],
+            "flavorsReservation": [
+                {
+                    "name": "default-flavor",
+                    "resources": [
+                        {"name": "cpu", "total": reserved_cpu, "borrowed": "0"},
+                        {"name": "memory", "total": reserved_memory, "borrowed": "0"},
+                    ],
+                }
+            ],
+        },
+    }
+
+
+class Fleet:
+    def __init__(self, workers: dict[str, dict[str, Any]]) -> None:
+        """workers: name -> {"cpu": nominal, "reserved": cpu reserved, "labels": {...}}."""
+        self.spec = workers
+        self.manager = Emulator("manager")
+        self.workers = {name: Emulator(name) for name in workers}
+        self.settings = Settings(
+            identity="test-dispatcher",
+            resync_seconds=0.5,
+            stale_after_seconds=30,
+            lease_duration_seconds=2,
+            lease_renew_seconds=0.3,
+            default_policy=Policy(),
+        )
+        self._runs: list[tuple[asyncio.Event, asyncio.Task]] = []
+        self.ports: list[int] = []
+
+    async def start(self) -> None:
+        await self.manager.start()
+        m = self.manager
+        m.put(
+            f"{K}/admissionchecks",
+            {
+                "metadata": {"name": "multikueue"},
+                "spec": {
+                    "controllerName": "kueue.x-k8s.io/multikueue",
+                    "parameters": {"apiGroup": K, "kind": "MultiKueueConfig", "name": "multikueue"},
+                },
+            },
+        )
+        m.put(
+            f"{K}/multikueueconfigs",
+            {"metadata": {"name": "multikueue"}, "spec": {"clusters": list(self.workers)}},
+        )
+        for name, emulator in self.workers.items():
+            await emulator.start()
+            spec = self.spec[name]
+            m.put(
+                f"{K}/multikueueclusters",
+                {
+                    "metadata": {"name": name, "labels": spec.get("labels", {})},
+                    "spec": {"clusterSource": {"kubeConfig": {"location": f"{name}-kubeconfig"}}},
+                    "status": {
+                        "conditions": [{"type": "Active", "status": "True", "reason": "Active"}]
+                    },
+                },
+            )
+            self.put_reader_secret(name)
+            emulator.put(
+                f"{K}/clusterqueues",
+                cluster_queue(
+                    spec.get("cpu", "8"), spec.get("memory", "32Gi"), spec.get("reserved", "0")
+                ),
+            )
+            emulator.put(
+                f"{K}/localqueues",
+                {
+                    "metadata": {"name": "user-queue", "namespace": NS},
+                    "spec": {"clusterQueue": "cluster-queue"},
+                },
+            )
+
+    def put_reader_secret(self, name: str) -> None:
+        text = yaml.safe_dump(self.workers[name].kubeconfig())
+        self.manager.put(
+            "secrets",
+            {
+                "metadata": {
+                    "name": f"{name}-reader",
+                    "namespace": self.settings.namespace,
+                    "labels": {self.settings.worker_secret_label: name},
+                },
+                "data": {"kubeconfig": base64.b64encode(text.encode()).decode()},
+            },
+        )
+
+    async def run_controller(
+        self, identity: str = "test-dispatcher", profiles: tuple[DeclaredProfile, ...] = ()
+    ) -> tuple[asyncio.Event, Metrics]:
+        settings = Settings(
+            **{**self.settings.__dict__, "identity": identity, "cluster_profiles": profiles}
+        )
+        kube = await Kube.from_kubeconfig(self.manager.kubeconfig(), "manager")
+        stop, metrics = asyncio.Event(), Metrics()
+
+        async def main() -> None:
+            try:
+                await run(kube, settings, stop, metrics, port=0, on_listening=self.ports.append)
+            finally:
+                await kube.close()
+
+        self._runs.append((stop, asyncio.create_task(main())))
+        return stop, metrics
+
+    async def stop(self) -> None:
+        for stop, task in self._runs:
+            stop.set()
+            await asyncio.wait_for(task, 10)
+        for emulator in [self.manager, *self.workers.values()]:
+            await emulator.stop()
+
+    def nominations(self, name: str) -> list[str] | None:
+        obj = self.manager.get(f"{K}/workloads", name, NS)
+        return ((obj or {}).get("status") or {}).get("nominatedClusterNames")
+
+    def events(self, name: str | None = None) -> list[dict[str, Any]]:
+        return [
+            e
+            for e in self.manager.items("events")
+            if name is None or e["involvedObject"]["name"] == name
+        ]
+
+
+async def until(check: Callable[[], Any], timeout: float = 8.0, what: str = "") -> Any:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        result = check()
+        if result:
+            return result
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"timed out waiting for {what or check}")
+        await asyncio.sleep(0.05)

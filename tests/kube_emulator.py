@@ -1,0 +1,389 @@
+"""A small stateful Kubernetes API server on loopback, for controller tests.
+
+It speaks the REST subset the controller uses, for any group and kind: list and watch
+(resourceVersion, bookmarks, 410 Gone after compaction), get, create, replace with
+optimistic concurrency, JSON merge patch on objects and on the status subresource, delete,
+and /version. Tests can inject failures (throttling, conflicts, outages) and read every
+request made. One emulator is one cluster.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from aiohttp import web
+
+CLUSTER_SCOPED = {
+    "admissionchecks",
+    "multikueueconfigs",
+    "multikueueclusters",
+    "clusterqueues",
+    "resourceflavors",
+    "dispatchpolicies",
+    "namespaces",
+}
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    result = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = merge_patch(result.get(key), value)
+    return result
+
+
+@dataclass
+class Fault:
+    method: str
+    path_part: str
+    status: int
+    remaining: int
+
+
+@dataclass
+class Request:
+    method: str
+    path: str
+    query: dict[str, str]
+    body: Any
+    content_type: str
+
+
+@dataclass
+class Emulator:
+    name: str = "cluster"
+    version: str = "v1.36.4"
+    bookmark_interval: float = 0.5
+    objects: dict[tuple[str, str], dict[tuple[str, str], dict]] = field(default_factory=dict)
+    log: list[tuple[int, str, str, str, dict]] = field(default_factory=list)
+    requests: list[Request] = field(default_factory=list)
+    faults: list[Fault] = field(default_factory=list)
+    # Validation hooks: (group/plural, subresource) -> fn(old, new) -> error or None.
+    rules: dict[tuple[str, str], Any] = field(default_factory=dict)
+    revision: int = 1
+    compacted: int = 0
+    down: bool = False
+    _watchers: list[asyncio.Queue] = field(default_factory=list)
+    _runner: web.AppRunner | None = None
+    port: int = 0
+
+    # --- lifecycle ----------------------------------------------------------------------
+
+    async def start(self) -> str:
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", self._handle)
+        self._runner = web.AppRunner(app, handle_signals=False)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", self.port)
+        await site.start()
+        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        return self.url
+
+    async def stop(self) -> None:
+        for queue in self._watchers:
+            queue.put_nowait(None)
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def kubeconfig(self, token: str = "test-token") -> dict[str, Any]:
+        return {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "current-context": self.name,
+            "clusters": [{"name": self.name, "cluster": {"server": self.url}}],
+            "users": [{"name": self.name, "user": {"token": token}}],
+            "contexts": [{"name": self.name, "context": {"cluster": self.name, "user": self.name}}],
+        }
+
+    # --- direct access for tests --------------------------------------------------------
+
+    def put(self, group_plural: str, obj: dict[str, Any]) -> dict[str, Any]:
+        """Create or replace an object as a controller on the cluster would (no faults)."""
+        meta = obj.setdefault("metadata", {})
+        key = (meta.get("namespace", ""), meta["name"])
+        store = self.objects.setdefault(self._split(group_plural), {})
+        old = store.get(key)
+        event = "MODIFIED" if old else "ADDED"
+        if old:
+            meta.setdefault("uid", old["metadata"]["uid"])
+            meta.setdefault("creationTimestamp", old["metadata"]["creationTimestamp"])
+        return self._commit(group_plural, key, obj, event)
+
+    def get(self, group_plural: str, name: str, namespace: str = "") -> dict[str, Any] | None:
+        found = self.objects.get(self._split(group_plural), {}).get((namespace, name))
+        return copy.deepcopy(found) if found else None
+
+    def items(self, group_plural: str) -> list[dict[str, Any]]:
+        return [copy.deepcopy(o) for o in self.objects.get(self._split(group_plural), {}).values()]
+
+    def remove(self, group_plural: str, name: str, namespace: str = "") -> None:
+        obj = self.objects.get(self._split(group_plural), {}).pop((namespace, name))
+        self._record(group_plural, "DELETED", obj)
+
+    def fail(self, method: str, path_part: str, status: int, times: int = 1) -> None:
+        self.faults.append(Fault(method, path_part, status, times))
+
+    def compact(self) -> None:
+        """Forget history: watches from an older resourceVersion get 410 Gone."""
+        self.compacted = self.revision
+        self.log.clear()
+        for queue in self._watchers:
+            queue.put_nowait("GONE")
+
+    def writes(self, path_part: str = "") -> list[Request]:
+        return [
+            r
+            for r in self.requests
+            if r.method in ("POST", "PUT", "PATCH", "DELETE") and path_part in r.path
+        ]
+
+    # --- internals ----------------------------------------------------------------------
+
+    @staticmethod
+    def _split(group_plural: str) -> tuple[str, str]:
+        group, _, plural = group_plural.rpartition("/")
+        return group, plural
+
+    def _commit(self, group_plural: str, key: tuple[str, str], obj: dict, event: str) -> dict:
+        self.revision += 1
+        meta = obj["metadata"]
+        meta["resourceVersion"] = str(self.revision)
+        meta.setdefault("uid", str(uuid.uuid4()))
+        meta.setdefault("creationTimestamp", datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
+        meta.setdefault("generation", 1)
+        self.objects.setdefault(self._split(group_plural), {})[key] = obj
+        self._record(group_plural, event, obj)
+        return copy.deepcopy(obj)
+
+    def _record(self, group_plural: str, event: str, obj: dict) -> None:
+        entry = (self.revision, group_plural, event, "", copy.deepcopy(obj))
+        self.log.append(entry)
+        for queue in self._watchers:
+            queue.put_nowait(entry)
+
+    @staticmethod
+    def _parse(path: str) -> tuple[str, str, str, str, str] | None:
+        """(group, plural, namespace, name, subresource) of a REST path."""
+        parts = [p for p in path.split("/") if p]
+        if parts[:2] == ["api", "v1"]:
+            group, rest = "", parts[2:]
+        elif parts[:1] == ["apis"] and len(parts) >= 3:
+            group, rest = parts[1], parts[3:]
+        else:
+            return None
+        namespace = ""
+        if len(rest) >= 3 and rest[0] == "namespaces":
+            namespace, rest = rest[1], rest[2:]
+        if not rest:
+            return None
+        plural = rest[0]
+        name = rest[1] if len(rest) > 1 else ""
+        sub = rest[2] if len(rest) > 2 else ""
+        return group, plural, namespace, name, sub
+
+    @staticmethod
+    def _status(code: int, message: str) -> web.Response:
+        reason = {
+            404: "NotFound",
+            409: "Conflict",
+            410: "Gone",
+            422: "Invalid",
+            429: "TooManyRequests",
+        }.get(code, "InternalError")
+        return web.json_response(
+            {
+                "kind": "Status",
+                "apiVersion": "v1",
+                "status": "Failure",
+                "message": message,
+                "reason": reason,
+                "code": code,
+            },
+            status=code,
+        )
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        body = None
+        if request.can_read_body:
+            text = await request.text()
+            body = json.loads(text) if text else None
+        self.requests.append(
+            Request(request.method, request.path, dict(request.query), body, request.content_type)
+        )
+        if self.down:
+            raise web.HTTPServiceUnavailable()
+        for fault in self.faults:
+            if (
+                fault.remaining > 0
+                and fault.method == request.method
+                and fault.path_part in request.path
+            ):
+                fault.remaining -= 1
+                return self._status(fault.status, "injected failure")
+        if request.path == "/version":
+            return web.json_response({"gitVersion": self.version})
+        parsed = self._parse(request.path)
+        if parsed is None:
+            return self._status(404, f"no route {request.path}")
+        group, plural, namespace, name, sub = parsed
+        gp = f"{group}/{plural}" if group else plural
+        store = self.objects.setdefault((group, plural), {})
+        if request.method == "GET" and not name:
+            if request.query.get("watch") in ("true", "1"):
+                return await self._watch(request, gp, namespace)
+            items = [
+                copy.deepcopy(o)
+                for (ns, _), o in sorted(store.items())
+                if not namespace or ns == namespace
+            ]
+            return web.json_response(
+                {
+                    "kind": "List",
+                    "items": items,
+                    "metadata": {"resourceVersion": str(self.revision)},
+                }
+            )
+        key = (namespace, name)
+        if request.method == "GET":
+            return (
+                web.json_response(store[key])
+                if key in store
+                else self._status(404, f"{plural} {name} not found")
+            )
+        if request.method == "POST":
+            meta = body.setdefault("metadata", {})
+            if namespace:
+                meta["namespace"] = namespace
+            if not meta.get("name") and meta.get("generateName"):
+                meta["name"] = meta["generateName"] + uuid.uuid4().hex[:5]
+            key = (meta.get("namespace", ""), meta["name"])
+            if key in store:
+                return self._status(409, f"{plural} {meta['name']} already exists")
+            return web.json_response(self._commit(gp, key, body, "ADDED"), status=201)
+        if key not in store:
+            return self._status(404, f"{plural} {name} not found")
+        old = store[key]
+        if request.method == "DELETE":
+            self.remove(gp, name, namespace)
+            return web.json_response(old)
+        if request.method == "PUT":
+            sent = (body.get("metadata") or {}).get("resourceVersion")
+            if sent and sent != old["metadata"]["resourceVersion"]:
+                return self._status(
+                    409,
+                    "the object has been modified; please apply your "
+                    "changes to the latest version and try again",
+                )
+            new = body
+        elif request.method == "PATCH":
+            if request.content_type != "application/merge-patch+json":
+                return self._status(415, f"unsupported patch type {request.content_type}")
+            if sub == "status":
+                new = merge_patch(old, {"status": (body or {}).get("status")})
+            else:
+                # With a status subresource, writes to the object leave status alone.
+                new = merge_patch(old, {k: v for k, v in (body or {}).items() if k != "status"})
+        else:
+            return self._status(405, "method not allowed")
+        rule = self.rules.get((gp, sub))
+        if rule is not None:
+            error = rule(old, new)
+            if error:
+                return self._status(422, error)
+        new.setdefault("metadata", {})
+        new["metadata"]["uid"] = old["metadata"]["uid"]
+        new["metadata"]["creationTimestamp"] = old["metadata"]["creationTimestamp"]
+        return web.json_response(self._commit(gp, key, new, "MODIFIED"))
+
+    async def _watch(self, request: web.Request, gp: str, namespace: str) -> web.StreamResponse:
+        since = int(request.query.get("resourceVersion") or 0)
+        timeout = float(request.query.get("timeoutSeconds") or 300)
+        bookmarks = request.query.get("allowWatchBookmarks") in ("true", "1")
+        response = web.StreamResponse()
+        response.content_type = "application/json"
+        await response.prepare(request)
+
+        async def send(event: dict) -> None:
+            await response.write((json.dumps(event) + "\n").encode())
+
+        if since and since < self.compacted:
+            await send(
+                {
+                    "type": "ERROR",
+                    "object": {
+                        "kind": "Status",
+                        "code": 410,
+                        "reason": "Expired",
+                        "message": "too old",
+                    },
+                }
+            )
+            return response
+        queue: asyncio.Queue = asyncio.Queue()
+        self._watchers.append(queue)
+
+        def wanted(entry: tuple[int, str, str, str, dict]) -> bool:
+            rev, plural, _, _, obj = entry
+            return (
+                rev > since
+                and plural == gp
+                and (not namespace or obj["metadata"].get("namespace") == namespace)
+            )
+
+        try:
+            for entry in [e for e in self.log if wanted(e)]:
+                await send({"type": entry[2], "object": entry[4]})
+            deadline = asyncio.get_running_loop().time() + timeout
+            while True:
+                left = deadline - asyncio.get_running_loop().time()
+                if left <= 0:
+                    break
+                try:
+                    entry = await asyncio.wait_for(queue.get(), min(left, self.bookmark_interval))
+                except TimeoutError:
+                    if bookmarks:
+                        await send(
+                            {
+                                "type": "BOOKMARK",
+                                "object": {"metadata": {"resourceVersion": str(self.revision)}},
+                            }
+                        )
+                    continue
+                if entry is None:
+                    break
+                if entry == "GONE":
+                    await send(
+                        {
+                            "type": "ERROR",
+                            "object": {
+                                "kind": "Status",
+                                "code": 410,
+                                "reason": "Expired",
+                                "message": "compacted",
+                            },
+                        }
+                    )
+                    break
+                if wanted(entry):
+                    await send({"type": entry[2], "object": entry[4]})
+        except (ConnectionResetError, asyncio.CancelledError):
+            pass
+        finally:
+            self._watchers.remove(queue)
+        return response

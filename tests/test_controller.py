@@ -1,0 +1,365 @@
+"""The dispatch controller against emulated API servers (one manager, several workers):
+workloads driven through their states, with the writes, Events and metrics asserted."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import aiohttp
+import pytest
+
+from controller.app import explain
+from controller.kube import Kube
+from controller.model import Policy
+from controller.policy_api import policy_object
+from controller.settings import DeclaredProfile
+from tests.fleet_harness import NS, Fleet, K, until, workload
+
+WORKLOADS = f"{K}/workloads"
+
+
+def fleet_test(workers: dict[str, dict[str, Any]]) -> Callable:
+    """Runs an async test with a started fleet, and always tears it down."""
+
+    def wrap(test: Callable[[Fleet], Awaitable[None]]) -> Callable[[], None]:
+        def run() -> None:
+            async def main() -> None:
+                fleet = Fleet(workers)
+                await fleet.start()
+                try:
+                    await asyncio.wait_for(test(fleet), 60)
+                finally:
+                    await fleet.stop()
+
+            asyncio.run(main())
+
+        # Not functools.wraps: pytest would read the wrapped signature as fixtures.
+        run.__name__, run.__doc__ = test.__name__, test.__doc__
+        return run
+
+    return wrap
+
+
+TWO = {
+    "w1": {"cpu": "8", "reserved": "6", "labels": {"region": "a"}},
+    "w2": {
+        "cpu": "8",
+        "reserved": "2",
+        "labels": {"region": "b", "accelerator": "nvidia-tesla-t4"},
+    },
+}
+
+
+def patches(fleet: Fleet, name: str) -> list[dict[str, Any]]:
+    return [r.body for r in fleet.manager.writes(f"/workloads/{name}")]
+
+
+@fleet_test(TWO)
+async def test_nominates_with_a_status_merge_patch_and_explains_it(fleet: Fleet) -> None:
+    await fleet.run_controller()
+    fleet.manager.put(WORKLOADS, workload("job-a", cpu="2"))
+    assert await until(lambda: fleet.nominations("job-a")) == ["w2"]
+    (write,) = fleet.manager.writes("/workloads/")
+    assert write.method == "PATCH"
+    assert write.path == f"/apis/{K}/v1beta2/namespaces/{NS}/workloads/job-a/status"
+    assert write.content_type == "application/merge-patch+json"
+    assert write.body == {"status": {"nominatedClusterNames": ["w2"]}}
+    (event,) = await until(lambda: fleet.events("job-a"))
+    assert (event["type"], event["reason"]) == ("Normal", "Nominated")
+    assert event["message"].startswith("w2: fits in default-flavor; 50% of the tightest flavor")
+    assert "not chosen: w1 (fits in default-flavor; 0%" in event["message"]
+    assert event["involvedObject"]["kind"] == "Workload"
+
+
+@fleet_test(TWO)
+async def test_acts_only_when_kueue_says_the_workload_waits_for_a_cluster(fleet: Fleet) -> None:
+    await fleet.run_controller()
+    m = fleet.manager
+    m.put(WORKLOADS, workload("not-reserved", reserved=False))
+    m.put(WORKLOADS, workload("admitted", cluster="w1", state="Ready"))
+    m.put(WORKLOADS, workload("other-check", other_checks={"provisioning": "Pending"}))
+    m.put(
+        WORKLOADS,
+        workload("lws-follower", annotations={"kueue.x-k8s.io/component-workload-index": "1"}),
+    )
+    m.put(
+        WORKLOADS,
+        workload("lws-primary", annotations={"kueue.x-k8s.io/component-workload-index": "0"}),
+    )
+    assert await until(lambda: fleet.nominations("lws-primary")) == ["w2"]
+    await asyncio.sleep(0.8)  # a resync or two: still nothing for the others
+    for name in ("not-reserved", "admitted", "other-check", "lws-follower"):
+        assert patches(fleet, name) == [], name
+    # Kueue reserves quota: now it is eligible.
+    m.put(WORKLOADS, workload("not-reserved"))
+    assert await until(lambda: fleet.nominations("not-reserved"))
+
+
+@fleet_test({"w1": {"cpu": "8", "reserved": "2"}, "w2": {"cpu": "8", "reserved": "4"}})
+async def test_in_flight_nominations_never_share_the_last_slot(fleet: Fleet) -> None:
+    await fleet.run_controller()
+    # w1 has 6 free, w2 has 4: without in-flight accounting both would go to w1.
+    fleet.manager.put(WORKLOADS, workload("first", cpu="4"))
+    assert await until(lambda: fleet.nominations("first")) == ["w1"]
+    fleet.manager.put(WORKLOADS, workload("second", cpu="4"))
+    assert await until(lambda: fleet.nominations("second")) == ["w2"]
+
+
+@fleet_test(TWO)
+async def test_dispatch_policy_selects_clusters_by_label(fleet: Fleet) -> None:
+    policies = f"{'dispatch.multikueue-fleet.io'}/dispatchpolicies"
+    fleet.manager.put(
+        policies, policy_object("gpu", Policy(cluster_selector={"region": "a"}), ["cluster-queue"])
+    )
+    fleet.manager.put(policies, {"metadata": {"name": "broken"}, "spec": {"strategy": "Random"}})
+    await fleet.run_controller()
+    fleet.manager.put(WORKLOADS, workload("job", cpu="1"))
+    assert await until(lambda: fleet.nominations("job")) == ["w1"]
+
+    def ready(name: str) -> dict[str, Any] | None:
+        obj = fleet.manager.get(policies, name) or {}
+        return next(
+            (c for c in (obj.get("status") or {}).get("conditions") or [] if c["type"] == "Ready"),
+            None,
+        )
+
+    assert (await until(lambda: ready("gpu")))["status"] == "True"
+    broken = await until(lambda: ready("broken"))
+    assert broken["status"] == "False"
+    assert (
+        "strategy 'Random' is not one of MostFreeQuota, BestFit, OrderedSpillover"
+        in broken["message"]
+    )
+
+
+@fleet_test(TWO)
+async def test_restart_loses_nothing_and_writes_nothing_new(fleet: Fleet) -> None:
+    stop, _ = await fleet.run_controller()
+    fleet.manager.put(WORKLOADS, workload("pending", cpu="1"))
+    fleet.manager.put(WORKLOADS, workload("admitted", cpu="1", cluster="w1", state="Ready"))
+    assert await until(lambda: fleet.nominations("pending")) == ["w2"]
+    stop.set()
+    await asyncio.sleep(0.3)
+    before = len(fleet.manager.writes("/workloads/"))
+    await fleet.run_controller(identity="after-restart")
+    fleet.manager.put(WORKLOADS, workload("new", cpu="1"))
+    assert await until(lambda: fleet.nominations("new"))
+    await asyncio.sleep(0.8)
+    writes = fleet.manager.writes("/workloads/")[before:]
+    assert [w.path.split("/")[-2] for w in writes] == ["new"]
+
+
+@fleet_test(TWO)
+async def test_throttling_and_server_errors_are_retried(fleet: Fleet) -> None:
+    fleet.manager.fail("PATCH", "/workloads/job/status", 429, times=2)
+    fleet.manager.fail("PATCH", "/workloads/job/status", 500, times=1)
+    await fleet.run_controller()
+    fleet.manager.put(WORKLOADS, workload("job"))
+    assert await until(lambda: fleet.nominations("job")) == ["w2"]
+    assert len(fleet.manager.writes("/workloads/job/status")) == 4
+
+
+@fleet_test(TWO)
+async def test_a_workload_admitted_meanwhile_is_left_alone(fleet: Fleet) -> None:
+    # The API rejects the patch (Kueue set clusterName first): re-read, never retried blindly.
+    def clusterName_set(old: dict, new: dict) -> str | None:
+        return "clusterName and nominatedClusterNames are mutually exclusive"
+
+    fleet.manager.rules[(WORKLOADS, "status")] = clusterName_set
+    await fleet.run_controller()
+    fleet.manager.put(WORKLOADS, workload("raced"))
+    await until(lambda: fleet.manager.writes("/workloads/raced/status"))
+    del fleet.manager.rules[(WORKLOADS, "status")]
+    fleet.manager.put(WORKLOADS, workload("raced", cluster="w1", state="Ready"))
+    await asyncio.sleep(0.8)
+    assert len(fleet.manager.writes("/workloads/raced/status")) == 1
+
+
+@fleet_test({"w1": {"cpu": "8"}, "w2": {"cpu": "8", "reserved": "4"}})
+async def test_a_lost_worker_gets_no_new_nominations_until_it_is_back(fleet: Fleet) -> None:
+    _, metrics = await fleet.run_controller()
+    fleet.workers["w1"].down = True
+    fleet.workers["w1"].compact()  # drop its watches: they reconnect into the outage
+    await until(
+        lambda: not fleet.manager.get(WORKLOADS, "x", NS) and _unhealthy(metrics, "w1"),
+        what="w1 reported unhealthy",
+    )
+    fleet.manager.put(WORKLOADS, workload("during-outage", cpu="1"))
+    assert await until(lambda: fleet.nominations("during-outage")) == ["w2"]
+    fleet.workers["w1"].down = False
+    await until(lambda: not _unhealthy(metrics, "w1"), what="w1 healthy again")
+    fleet.manager.put(WORKLOADS, workload("after", cpu="1"))
+    assert await until(lambda: fleet.nominations("after")) == ["w1"]
+
+
+def _unhealthy(metrics: Any, worker: str) -> bool:
+    value = metrics.registry.get_sample_value("mkf_worker_healthy", {"cluster": worker})
+    return value == 0
+
+
+@fleet_test(TWO)
+async def test_eviction_clears_the_fields_and_the_workload_is_nominated_again(fleet: Fleet) -> None:
+    await fleet.run_controller()
+    fleet.manager.put(WORKLOADS, workload("job", cpu="1"))
+    assert await until(lambda: fleet.nominations("job")) == ["w2"]
+    fleet.manager.put(WORKLOADS, workload("job", cpu="1", cluster="w2", state="Ready"))
+    await asyncio.sleep(0.3)
+    # Kueue evicts: clusterName and nominations reset, the check back to Pending.
+    fleet.manager.put(WORKLOADS, workload("job", cpu="1"))
+    await until(lambda: len(fleet.manager.writes("/workloads/job/status")) == 2)
+    assert fleet.nominations("job") == ["w2"]
+
+
+@fleet_test(TWO)
+async def test_a_malformed_workload_is_reported_and_the_loop_goes_on(fleet: Fleet) -> None:
+    await fleet.run_controller()
+    bad = workload("bad")
+    bad["status"]["admission"]["podSetAssignments"][0]["resourceUsage"]["cpu"] = "lots"
+    fleet.manager.put(WORKLOADS, bad)
+    fleet.manager.put(WORKLOADS, workload("good"))
+    assert await until(lambda: fleet.nominations("good"))
+    (event,) = await until(lambda: fleet.events("bad"))
+    assert (event["type"], event["reason"]) == ("Warning", "InvalidWorkload")
+    assert "cpu quantity 'lots' is not a quantity" in event["message"]
+
+
+@fleet_test(TWO)
+async def test_no_feasible_cluster_is_an_event_and_a_metric(fleet: Fleet) -> None:
+    _, metrics = await fleet.run_controller()
+    fleet.manager.put(WORKLOADS, workload("huge", cpu="64"))
+    (event,) = await until(lambda: fleet.events("huge"))
+    assert (event["type"], event["reason"]) == ("Warning", "NoFeasibleCluster")
+    assert "w1: never fits: needs cpu 64, the largest flavor offers 8" in event["message"]
+    assert (
+        metrics.registry.get_sample_value("mkf_no_feasible_cluster_total", {"reason": "none"}) >= 1
+    )
+    assert patches(fleet, "huge") == []
+
+
+@fleet_test(TWO)
+async def test_watch_history_expiry_relists_and_keeps_working(fleet: Fleet) -> None:
+    await fleet.run_controller()
+    fleet.manager.put(WORKLOADS, workload("before"))
+    assert await until(lambda: fleet.nominations("before"))
+    fleet.manager.compact()
+    fleet.manager.put(WORKLOADS, workload("after"))
+    assert await until(lambda: fleet.nominations("after"))
+
+
+@fleet_test(TWO)
+async def test_two_replicas_only_the_leader_writes(fleet: Fleet) -> None:
+    stop_a, metrics_a = await fleet.run_controller(identity="replica-a")
+    await until(lambda: metrics_a.registry.get_sample_value("mkf_leader") == 1)
+    _, metrics_b = await fleet.run_controller(identity="replica-b")
+    await asyncio.sleep(0.5)
+    fleet.manager.put(WORKLOADS, workload("one"))
+    assert await until(lambda: fleet.nominations("one"))
+    await asyncio.sleep(0.8)
+    assert len(fleet.manager.writes("/workloads/one/status")) == 1
+    assert len(fleet.events("one")) == 1
+    assert metrics_b.registry.get_sample_value("mkf_leader") in (None, 0)
+    stop_a.set()  # the leader goes away; b takes over once the lease expires
+    await until(lambda: metrics_b.registry.get_sample_value("mkf_leader") == 1, timeout=10)
+    fleet.manager.put(WORKLOADS, workload("two"))
+    assert await until(lambda: fleet.nominations("two"))
+    lease = fleet.manager.get(
+        "coordination.k8s.io/leases", "multikueue-fleet-dispatcher", fleet.settings.namespace
+    )
+    assert lease["spec"]["holderIdentity"] == "replica-b"
+    assert lease["spec"]["leaseTransitions"] == 1
+
+
+@fleet_test(TWO)
+async def test_probes_and_metrics_over_http(fleet: Fleet) -> None:
+    await fleet.run_controller()
+    fleet.manager.put(WORKLOADS, workload("job"))
+    assert await until(lambda: fleet.nominations("job"))
+    base = f"http://127.0.0.1:{await until(lambda: fleet.ports and fleet.ports[0])}"
+    async with aiohttp.ClientSession() as session:
+        for path in ("/healthz", "/readyz"):
+            async with session.get(base + path) as response:
+                assert response.status == 200, path
+        async with session.get(base + "/metrics") as response:
+            text = await response.text()
+    assert 'mkf_nominations_total{cluster="w2"} 1.0' in text
+    assert "mkf_dispatch_decision_seconds_count" in text
+    assert "mkf_leader 1.0" in text
+
+
+@fleet_test(TWO)
+async def test_explain_prints_the_table_and_writes_nothing(fleet: Fleet) -> None:
+    fleet.manager.put(WORKLOADS, workload("job", cpu="2", memory="4Gi"))
+    kube = await Kube.from_kubeconfig(fleet.manager.kubeconfig(), "manager")
+    try:
+        text = await explain(kube, fleet.settings, f"{NS}/job", timeout=10)
+    finally:
+        await kube.close()
+    lines = text.splitlines()
+    assert lines[0] == f"Workload {NS}/job  (LocalQueue user-queue, ClusterQueue cluster-queue)"
+    assert "Demand: cpu 2, memory 4Gi" in lines
+    assert any(line.startswith("Policy: default (MostFreeQuota, nominate 1") for line in lines)
+    assert any(line.split()[:3] == ["w1", "fits", "0.00"] for line in lines)
+    assert any(line.split()[:3] == ["w2", "fits", "0.50"] for line in lines)
+    assert lines[-1] == "Would nominate: w2 (nominated)"
+    assert fleet.manager.writes() == []
+
+
+@fleet_test(TWO)
+async def test_explain_says_why_a_workload_is_not_dispatched(fleet: Fleet) -> None:
+    fleet.manager.put(WORKLOADS, workload("done", cluster="w1", state="Ready"))
+    kube = await Kube.from_kubeconfig(fleet.manager.kubeconfig(), "manager")
+    try:
+        text = await explain(kube, fleet.settings, f"{NS}/done", timeout=10)
+        missing = await explain(kube, fleet.settings, f"{NS}/nope", timeout=10)
+    finally:
+        await kube.close()
+    assert "Not dispatched now: admitted on w1." in text
+    assert missing == f"No workload {NS}/nope on the manager."
+
+
+@fleet_test({"w1": {"cpu": "8"}, "w2": {"cpu": "8"}})
+async def test_cluster_profile_status_is_kept_current(fleet: Fleet) -> None:
+    profiles = "multicluster.x-k8s.io/clusterprofiles"
+    for name in ("w1", "w2"):
+        fleet.manager.put(
+            profiles,
+            {
+                "metadata": {"name": name, "namespace": "kueue-system"},
+                "spec": {"clusterManager": {"name": "multikueue-fleet"}},
+            },
+        )
+    declared = (DeclaredProfile("w1", "https://w1.example:6443", "Q0E=", "w1-token"),)
+    await fleet.run_controller(profiles=declared)
+
+    def status() -> dict[str, Any]:
+        return (fleet.manager.get(profiles, "w1", "kueue-system") or {}).get("status") or {}
+
+    current = await until(lambda: status().get("version") and status())
+    assert current["accessProviders"] == [
+        {
+            "name": "secretreader",
+            "cluster": {
+                "server": "https://w1.example:6443",
+                "certificate-authority-data": "Q0E=",
+                "extensions": [
+                    {
+                        "name": "client.authentication.k8s.io/exec",
+                        "extension": {"clusterName": "w1-token"},
+                    }
+                ],
+            },
+        }
+    ]
+    assert current["conditions"][0]["type"] == "ControlPlaneHealthy"
+    assert current["conditions"][0]["status"] == "True"
+    assert current["version"] == {"kubernetes": "v1.36.4"}
+    assert "status" not in (fleet.manager.get(profiles, "w2", "kueue-system") or {})
+    writes = len(fleet.manager.writes("clusterprofiles/w1/status"))
+    await asyncio.sleep(1.0)
+    assert len(fleet.manager.writes("clusterprofiles/w1/status")) == writes  # no churn
+
+
+if __name__ == "__main__":
+    pytest.main([__file__, "-q"])

@@ -1,0 +1,126 @@
+"""DispatchPolicy objects and the controller's settings file: parsing, selection, errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from controller.model import Policy
+from controller.policy_api import InvalidPolicy, crd, parse, policy_object, seconds, select
+from controller.settings import load_settings
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def obj(name: str, **spec: object) -> dict:
+    return {"metadata": {"name": name}, "spec": spec}
+
+
+def test_round_trip_of_a_policy() -> None:
+    policy = Policy(
+        name="gpu",
+        cluster_selector={"accelerator": "nvidia-tesla-t4"},
+        strategy="BestFit",
+        clusters_to_nominate=2,
+        widen_after_seconds=90,
+        when_nothing_fits="LeastLoaded",
+    )
+    parsed, queues = parse(policy_object("gpu", policy, ["training"]))
+    assert parsed == policy
+    assert queues == ("training",)
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ({"strategy": "Random"}, "strategy 'Random' is not one of"),
+        ({"whenNothingFits": "Cry"}, "whenNothingFits 'Cry' is not one of"),
+        ({"clustersToNominate": 21}, "clustersToNominate must be 1 to 20, got 21"),
+        ({"clustersToNominate": True}, "clustersToNominate must be 1 to 20"),
+        ({"widenAfter": "soon"}, "'soon' is not a duration"),
+        ({"clusterSelector": {"matchLabels": {"gpu": 1}}}, "matchLabels must map label keys"),
+        ({"clusterQueues": "training"}, "clusterQueues must be a list"),
+    ],
+)
+def test_invalid_policies_say_why(spec: dict, message: str) -> None:
+    with pytest.raises(InvalidPolicy, match=message):
+        parse(obj("p", **spec))
+
+
+def test_durations() -> None:
+    assert seconds("90s") == 90
+    assert seconds("1h30m") == 5400
+    assert seconds("250ms") == 0.25
+
+
+def test_selection_per_cluster_queue_with_conflicts_reported() -> None:
+    chosen = select(
+        [
+            obj("b-default"),
+            obj("a-default"),
+            obj("gpu", clusterQueues=["training"], strategy="BestFit"),
+            obj("gpu-too", clusterQueues=["training", "serving"]),
+            obj("broken", strategy="Nope"),
+        ]
+    )
+    fallback = Policy(name="built-in")
+    assert chosen.for_queue("training", fallback).name == "gpu"
+    assert chosen.for_queue("serving", fallback).name == "gpu-too"
+    assert chosen.for_queue("other", fallback).name == "a-default"
+    assert (
+        chosen.problems["b-default"]
+        == "policy a-default is already the default (no clusterQueues); this one is not used"
+    )
+    assert chosen.problems["gpu-too"] == "ClusterQueues training are already governed by gpu"
+    assert "strategy 'Nope'" in chosen.problems["broken"]
+    assert select([]).for_queue("x", fallback) is fallback
+
+
+def test_crd_schema_matches_what_parse_accepts() -> None:
+    definition = crd()
+    version = definition["spec"]["versions"][0]
+    assert definition["metadata"]["name"] == "dispatchpolicies.dispatch.multikueue-fleet.io"
+    assert definition["spec"]["scope"] == "Cluster"
+    assert version["subresources"] == {"status": {}}
+    props = version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+    assert props["strategy"]["enum"] == ["MostFreeQuota", "BestFit", "OrderedSpillover"]
+    assert props["clustersToNominate"]["maximum"] == 20
+    defaults = {k: v["default"] for k, v in props.items() if "default" in v}
+    assert parse(obj("d", **defaults))[0] == Policy(name="d")
+
+
+def test_settings_defaults_and_errors(tmp_path: Path) -> None:
+    assert load_settings(None).namespace == "multikueue-fleet-system"
+    good = tmp_path / "ok.yaml"
+    good.write_text(
+        "defaultPolicy:\n  strategy: BestFit\nclusterProfiles:\n"
+        "  - {name: w1, server: 'https://w1:6443', tokenSecret: w1-token}\n"
+    )
+    settings = load_settings(good)
+    assert settings.default_policy.strategy == "BestFit"
+    assert settings.cluster_profiles[0].token_secret == "w1-token"
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("namespce: x\n")
+    with pytest.raises(ValueError, match="unknown settings namespce"):
+        load_settings(bad)
+    worse = tmp_path / "worse.yaml"
+    worse.write_text("defaultPolicy: {strategy: Nope}\n")
+    with pytest.raises(ValueError, match="defaultPolicy: strategy 'Nope'"):
+        load_settings(worse)
+
+
+def test_the_image_pins_the_same_versions_as_the_project() -> None:
+    def pins(path: Path) -> dict[str, str]:
+        lines = [line.split("#")[0].strip() for line in path.read_text().splitlines()]
+        return dict(line.lower().split("==") for line in lines if "==" in line)
+
+    image, project = pins(ROOT / "controller" / "requirements.txt"), pins(ROOT / "requirements.txt")
+    assert image and all(project.get(name) == version for name, version in image.items())
+
+
+def test_the_controller_stands_alone_in_its_image() -> None:
+    # The image holds controller/ only: it must not import the Pulumi side of the project.
+    for path in (ROOT / "controller").glob("*.py"):
+        text = path.read_text()
+        assert "import pulumi" not in text and "from components" not in text, path.name

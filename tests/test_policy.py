@@ -1,0 +1,358 @@
+"""The pure dispatch policy and the workload contract: plain data in, decisions out."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+
+import pytest
+
+from controller.model import (
+    FlavorCapacity,
+    InFlight,
+    Policy,
+    QueueCapacity,
+    WorkerView,
+    WorkloadView,
+)
+from controller.policy import decide
+from controller.workloads import MalformedWorkload, eligibility, requests_of, view_of
+from tests.fleet_harness import workload
+
+NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
+GI = Decimal(1024**3)
+
+
+def queue(
+    cpu: float,
+    reserved: float = 0,
+    *,
+    gpu: float | None = None,
+    gpu_reserved: float = 0,
+    memory_gi: float = 64,
+) -> QueueCapacity:
+    groups = [
+        (
+            FlavorCapacity(
+                "default",
+                {"cpu": Decimal(cpu), "memory": memory_gi * GI},
+                {"cpu": Decimal(reserved)},
+            ),
+        )
+    ]
+    if gpu is not None:
+        groups.append(
+            (
+                FlavorCapacity(
+                    "t4",
+                    {"nvidia.com/gpu": Decimal(gpu)},
+                    {"nvidia.com/gpu": Decimal(gpu_reserved)},
+                ),
+            )
+        )
+    return QueueCapacity("cq", tuple(groups))
+
+
+def worker(
+    name: str,
+    q: QueueCapacity,
+    *,
+    labels: dict[str, str] | None = None,
+    connected: bool = True,
+    healthy: bool = True,
+) -> WorkerView:
+    return WorkerView(
+        name,
+        connected,
+        healthy,
+        "" if healthy else "watch failed: timeout",
+        labels or {},
+        {"team-a/user-queue": "cq"},
+        {"cq": q},
+    )
+
+
+def demand(cpu: float, gpu: float = 0, **kw: object) -> WorkloadView:
+    requests = {"cpu": Decimal(cpu)}
+    if gpu:
+        requests["nvidia.com/gpu"] = Decimal(gpu)
+    return WorkloadView("team-a/wl", "user-queue", requests, **kw)  # type: ignore[arg-type]
+
+
+def fleet(**queues: QueueCapacity) -> dict[str, WorkerView]:
+    return {name: worker(name, q) for name, q in queues.items()}
+
+
+def run(
+    wl: WorkloadView,
+    workers: dict[str, WorkerView],
+    policy: Policy | None = None,
+    in_flight: list[InFlight] | None = None,
+    now: datetime = NOW,
+):
+    return decide(wl, list(workers), workers, policy or Policy(), in_flight or [], now)
+
+
+def verdict(decision, cluster: str):  # type: ignore[no-untyped-def]
+    return next(v for v in decision.verdicts if v.cluster == cluster)
+
+
+@pytest.mark.parametrize(
+    ("strategy", "expected"),
+    [("MostFreeQuota", "w2"), ("BestFit", "w1"), ("OrderedSpillover", "w1")],
+)
+def test_each_strategy(strategy: str, expected: str) -> None:
+    workers = fleet(w1=queue(8, reserved=5), w2=queue(8, reserved=1), w3=queue(8, reserved=4))
+    decision = run(demand(2), workers, Policy(strategy=strategy))
+    assert decision.nominate == (expected,)
+    assert decision.outcome == "nominated"
+
+
+def test_ordered_spillover_follows_config_order_past_full_clusters() -> None:
+    workers = fleet(w1=queue(8, reserved=8), w2=queue(8, reserved=7), w3=queue(8))
+    decision = run(demand(2), workers, Policy(strategy="OrderedSpillover"))
+    assert decision.nominate == ("w3",)
+    assert verdict(decision, "w1").status == "waits"
+
+
+def test_fit_is_per_flavor_and_resource() -> None:
+    workers = {
+        "cpu-only": worker("cpu-only", queue(64)),
+        "gpu": worker("gpu", queue(16, gpu=4)),
+        "gpu-busy": worker("gpu-busy", queue(16, gpu=4, gpu_reserved=3)),
+    }
+    decision = run(demand(4, gpu=2), workers)
+    assert decision.nominate == ("gpu",)
+    assert verdict(decision, "cpu-only").reason == "ClusterQueue cq does not cover nvidia.com/gpu"
+    busy = verdict(decision, "gpu-busy")
+    assert busy.status == "waits"
+    assert busy.reason == "full now: needs nvidia.com/gpu 2, 1 free in t4"
+    assert verdict(decision, "gpu").flavors == {"cpu": "default", "nvidia.com/gpu": "t4"}
+
+
+def test_memory_is_compared_in_bytes_and_shown_in_gi() -> None:
+    workers = fleet(small=queue(8, memory_gi=4), big=queue(8, memory_gi=64))
+    wl = WorkloadView("team-a/wl", "user-queue", {"memory": 16 * GI})
+    decision = run(wl, workers)
+    assert decision.nominate == ("big",)
+    assert (
+        verdict(decision, "small").reason
+        == "never fits: needs memory 16Gi, the largest flavor offers 4Gi"
+    )
+
+
+def test_second_flavor_in_a_group_is_tried_in_order() -> None:
+    q = QueueCapacity(
+        "cq",
+        (
+            (
+                FlavorCapacity("spot", {"cpu": Decimal(4)}, {"cpu": Decimal(4)}),
+                FlavorCapacity("on-demand", {"cpu": Decimal(8)}, {}),
+            ),
+        ),
+    )
+    decision = run(demand(2), {"w": worker("w", q)})
+    assert decision.nominate == ("w",)
+    assert verdict(decision, "w").flavors == {"cpu": "on-demand"}
+
+
+def test_label_selection() -> None:
+    workers = {
+        "a": worker("a", queue(8), labels={"accelerator": "nvidia-tesla-t4"}),
+        "b": worker("b", queue(64), labels={"accelerator": "none"}),
+        "c": worker("c", queue(64)),
+    }
+    policy = Policy(name="gpu", cluster_selector={"accelerator": "nvidia-tesla-t4"})
+    decision = run(demand(2), workers, policy)
+    assert decision.nominate == ("a",)
+    assert (
+        verdict(decision, "b").reason
+        == "labels do not match accelerator=nvidia-tesla-t4 (policy gpu)"
+    )
+    assert verdict(decision, "c").status == "filtered"
+
+
+def test_unhealthy_and_disconnected_workers_are_excluded() -> None:
+    workers = {
+        "down": worker("down", queue(64), healthy=False),
+        "inactive": worker("inactive", queue(64), connected=False),
+        "ok": worker("ok", queue(4)),
+    }
+    decision = run(demand(2), workers)
+    assert decision.nominate == ("ok",)
+    assert (
+        verdict(decision, "down").reason == "unreachable for the dispatcher: watch failed: timeout"
+    )
+    assert (
+        verdict(decision, "inactive").reason
+        == "not connected (its MultiKueueCluster is not Active)"
+    )
+
+
+def test_missing_local_queue_and_cluster_queue() -> None:
+    no_lq = WorkerView("no-lq", True, True, "", {}, {}, {"cq": queue(8)})
+    no_cq = WorkerView("no-cq", True, True, "", {}, {"team-a/user-queue": "gone"}, {})
+    decision = run(demand(1), {"no-lq": no_lq, "no-cq": no_cq})
+    assert decision.nominate == ()
+    assert decision.outcome == "none"
+    assert verdict(decision, "no-lq").reason == "no LocalQueue team-a/user-queue on this worker"
+    assert (
+        verdict(decision, "no-cq").reason
+        == "its LocalQueue points to ClusterQueue gone, which does not exist"
+    )
+
+
+def test_in_flight_demand_counts_against_the_last_slot() -> None:
+    workers = fleet(w1=queue(8, reserved=4), w2=queue(8, reserved=5))
+    first = InFlight("team-a/other", "w1", "cq", {"cpu": "default"}, {"cpu": Decimal(3)})
+    decision = run(demand(2), workers, in_flight=[first])
+    # w1 has 4 free but 3 are promised to another workload: w2 (3 free) is the one with room.
+    assert decision.nominate == ("w2",)
+    assert verdict(decision, "w1").status == "waits"
+    # A workload's own in-flight demand never counts against itself.
+    own = InFlight("team-a/wl", "w1", "cq", {"cpu": "default"}, {"cpu": Decimal(3)})
+    assert run(demand(2), workers, in_flight=[own]).nominate == ("w1",)
+
+
+def test_nothing_fits_now_wait_on_best_or_least_loaded() -> None:
+    workers = fleet(w1=queue(8, reserved=7), w2=queue(16, reserved=14))
+    waiting = run(demand(3), workers, Policy(when_nothing_fits="WaitOnBest"))
+    assert waiting.nominate == ("w2",)  # 1 cpu short of 16 beats 2 short of 8
+    assert waiting.outcome == "waiting"
+    least = run(demand(3), workers, Policy(when_nothing_fits="LeastLoaded"))
+    assert least.nominate == ("w1",)  # both 87.5% loaded: the config's order decides
+    assert least.outcome == "waiting"
+
+
+def test_least_loaded_prefers_the_emptier_cluster() -> None:
+    workers = fleet(w1=queue(4, reserved=3), w2=queue(100, reserved=98))
+    assert run(demand(4), workers, Policy(when_nothing_fits="WaitOnBest")).nominate == ("w2",)
+    assert run(demand(4), workers, Policy(when_nothing_fits="LeastLoaded")).nominate == ("w1",)
+
+
+def test_never_fits_anywhere() -> None:
+    decision = run(demand(100), fleet(w1=queue(8), w2=queue(16)))
+    assert decision.nominate == ()
+    assert decision.outcome == "none"
+    assert "w2: never fits: needs cpu 100, the largest flavor offers 16" in decision.summary
+
+
+def test_widening_after_the_wait() -> None:
+    workers = fleet(w1=queue(8, reserved=7), w2=queue(8, reserved=6), w3=queue(8, reserved=5))
+    policy = Policy(widen_after_seconds=60, when_nothing_fits="WaitOnBest")
+    fresh = demand(4, nominated=("w3",), nominated_at=NOW - timedelta(seconds=30))
+    assert run(fresh, workers, policy).nominate == ("w3",)
+    waited = demand(4, nominated=("w3",), nominated_at=NOW - timedelta(seconds=61))
+    assert run(waited, workers, policy).nominate == ("w3", "w2")
+    long = demand(4, nominated=("w3", "w2"), nominated_at=NOW - timedelta(seconds=150))
+    assert run(long, workers, policy).nominate == ("w3", "w2", "w1")
+
+
+def test_nominations_are_capped_at_twenty() -> None:
+    workers = {f"w{i:02}": worker(f"w{i:02}", queue(8)) for i in range(25)}
+    policy = Policy(clusters_to_nominate=20, widen_after_seconds=1)
+    wl = demand(1, nominated=("w00",), nominated_at=NOW - timedelta(hours=1))
+    decision = run(wl, workers, policy)
+    assert len(decision.nominate) == 20
+    assert decision.nominate[0] == "w00"
+
+
+def test_existing_nominations_stay_while_they_fit() -> None:
+    workers = fleet(w1=queue(8, reserved=4), w2=queue(8))
+    sticky = run(demand(2, nominated=("w1",), nominated_at=NOW), workers)
+    assert sticky.nominate == ("w1",)  # w2 has more room, but w1 still fits: no hop
+    full = fleet(w1=queue(8, reserved=7), w2=queue(8))
+    assert run(demand(2, nominated=("w1",), nominated_at=NOW), full).nominate == ("w2",)
+
+
+# --- the workload contract --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("changes", "eligible", "reason"),
+    [
+        ({}, True, "eligible"),
+        ({"reserved": False}, False, "no quota reserved on the manager yet"),
+        ({"state": "Ready"}, False, "MultiKueue check is Ready"),
+        ({"state": "Retry"}, False, "MultiKueue check is Retry"),
+        ({"cluster": "w1"}, False, "admitted on w1"),
+        (
+            {"other_checks": {"provisioning": "Pending"}},
+            False,
+            "waiting for admission checks provisioning",
+        ),
+        ({"other_checks": {"provisioning": "Ready"}}, True, "eligible"),
+        (
+            {"annotations": {"kueue.x-k8s.io/component-workload-index": "1"}},
+            False,
+            "follows its group's primary workload (Kueue places it)",
+        ),
+        ({"annotations": {"kueue.x-k8s.io/component-workload-index": "0"}}, True, "eligible"),
+    ],
+)
+def test_eligibility(changes: dict, eligible: bool, reason: str) -> None:
+    found = eligibility(workload("w", **changes), {"multikueue"})
+    assert (found.eligible, found.reason) == (eligible, reason)
+
+
+def test_finished_deactivated_and_foreign_checks() -> None:
+    wl = workload("w")
+    wl["status"]["conditions"].append({"type": "Finished", "status": "True"})
+    assert eligibility(wl, {"multikueue"}).reason == "finished"
+    wl = workload("w")
+    wl["spec"]["active"] = False
+    assert eligibility(wl, {"multikueue"}).reason == "deactivated"
+    assert eligibility(workload("w"), {"another-check"}).reason == "no MultiKueue admission check"
+
+
+def test_requests_from_kueue_admission_or_pod_templates() -> None:
+    assert requests_of(workload("w", cpu="1500m", memory="2Gi")) == {
+        "cpu": Decimal("1.5"),
+        "memory": 2 * GI,
+    }
+    wl = workload("w", reserved=False)
+    wl["spec"]["podSets"] = [
+        {
+            "name": "leader",
+            "count": 1,
+            "template": {
+                "spec": {
+                    "containers": [{"resources": {"requests": {"cpu": "1"}}}],
+                    "initContainers": [{"resources": {"requests": {"cpu": "3"}}}],
+                    "overhead": {"cpu": "100m"},
+                }
+            },
+        },
+        {
+            "name": "workers",
+            "count": 4,
+            "template": {
+                "spec": {
+                    "containers": [
+                        {"resources": {"requests": {"cpu": "2", "nvidia.com/gpu": "1"}}},
+                        {"resources": {"requests": {"cpu": "500m"}}},
+                    ]
+                }
+            },
+        },
+    ]
+    assert requests_of(wl) == {"cpu": Decimal("13.1"), "nvidia.com/gpu": Decimal(4)}
+
+
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (lambda w: w["spec"].pop("queueName"), "spec.queueName is missing"),
+        (
+            lambda w: w["status"]["admission"]["podSetAssignments"][0]["resourceUsage"].update(
+                cpu="lots"
+            ),
+            "cpu quantity 'lots' is not a quantity",
+        ),
+    ],
+)
+def test_malformed_workloads_are_reported(mutate, message: str) -> None:  # type: ignore[no-untyped-def]
+    wl = workload("w")
+    mutate(wl)
+    with pytest.raises(MalformedWorkload, match=message):
+        view_of(wl)
