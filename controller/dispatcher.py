@@ -215,7 +215,7 @@ class Dispatcher:
             return
         current = list((wl.get("status") or {}).get("nominatedClusterNames") or [])
         if not decision.nominate:
-            self.metrics.no_feasible.labels(decision.outcome).inc()
+            self.metrics.no_feasible.labels(decision.blocker()).inc()
             await self.event(wl, "Warning", "NoFeasibleCluster", decision.summary)
             return
         if list(decision.nominate) != current:

@@ -90,6 +90,7 @@ class Verdict:
     reason: str
     score: float | None = None
     flavors: dict[str, str] = field(default_factory=dict)
+    category: str = ""  # why a filtered cluster is out, as a metric label ("selector", ...)
 
 
 @dataclass(frozen=True)
@@ -98,3 +99,11 @@ class Decision:
     verdicts: tuple[Verdict, ...]
     outcome: str  # "nominated", "waiting" (nominated where it does not fit yet) or "none"
     summary: str
+
+    def blocker(self) -> str:
+        """The most common reason clusters were filtered out (for metrics)."""
+        counts: dict[str, int] = {}
+        for v in self.verdicts:
+            if v.category:
+                counts[v.category] = counts.get(v.category, 0) + 1
+        return max(sorted(counts), key=lambda c: counts[c]) if counts else "no-clusters"

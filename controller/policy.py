@@ -133,28 +133,32 @@ def _load(queue: QueueCapacity, in_flight: dict[str, Resources]) -> Decimal:
 
 def _filter(
     worker: WorkerView | None, name: str, workload: WorkloadView, policy: Policy
-) -> tuple[str, QueueCapacity | None]:
+) -> tuple[str, str, QueueCapacity | None]:
+    """(category, reason) of why the cluster is out, or ("", "", its ClusterQueue)."""
     if worker is None:
-        return "no MultiKueueCluster of this name", None
+        return "unknown-cluster", "no MultiKueueCluster of this name", None
     if not worker.connected:
-        return "not connected (its MultiKueueCluster is not Active)", None
+        return "disconnected", "not connected (its MultiKueueCluster is not Active)", None
     if not worker.healthy:
-        return f"unreachable for the dispatcher: {worker.health_reason or 'no data'}", None
+        reason = f"unreachable for the dispatcher: {worker.health_reason or 'no data'}"
+        return "unreachable", reason, None
     mismatch = [f"{k}={v}" for k, v in policy.cluster_selector.items() if worker.labels.get(k) != v]
     if mismatch:
-        return f"labels do not match {', '.join(mismatch)} (policy {policy.name})", None
+        return "selector", f"labels do not match {', '.join(mismatch)} (policy {policy.name})", None
     cq_name = worker.local_queues.get(f"{workload.namespace}/{workload.queue_name}")
     if cq_name is None:
-        return f"no LocalQueue {workload.namespace}/{workload.queue_name} on this worker", None
+        reason = f"no LocalQueue {workload.namespace}/{workload.queue_name} on this worker"
+        return "no-local-queue", reason, None
     queue = worker.queues.get(cq_name)
     if queue is None:
-        return f"its LocalQueue points to ClusterQueue {cq_name}, which does not exist", None
+        reason = f"its LocalQueue points to ClusterQueue {cq_name}, which does not exist"
+        return "no-cluster-queue", reason, None
     if not queue.active:
-        return f"ClusterQueue {cq_name} is not active", None
+        return "inactive-queue", f"ClusterQueue {cq_name} is not active", None
     missing = sorted(r for r, a in workload.requests.items() if a > 0 and r not in queue.covered())
     if missing:
-        return f"ClusterQueue {cq_name} does not cover {', '.join(missing)}", None
-    return "", queue
+        return "not-covered", f"ClusterQueue {cq_name} does not cover {', '.join(missing)}", None
+    return "", "", queue
 
 
 def widened_count(policy: Policy, workload: WorkloadView, now: datetime) -> int:
@@ -181,9 +185,9 @@ def decide(
     fitting: list[tuple[Decimal, int, Verdict]] = []
     waiting: list[tuple[Decimal, int, Verdict]] = []
     for order, name in enumerate(clusters):
-        reason, queue = _filter(workers.get(name), name, workload, policy)
+        category, reason, queue = _filter(workers.get(name), name, workload, policy)
         if queue is None:
-            verdicts.append(Verdict(name, "filtered", reason))
+            verdicts.append(Verdict(name, "filtered", reason, category=category))
             continue
         used = _in_flight_by_flavor(pending, name, queue.name)
         fit = _Fit(queue, workload.requests, used)
@@ -208,7 +212,7 @@ def decide(
             key = fit.deficit if policy.when_nothing_fits == "WaitOnBest" else load
             waiting.append((key, order, verdict))
         else:
-            verdict = Verdict(name, "filtered", fit.blocker)
+            verdict = Verdict(name, "filtered", fit.blocker, category="too-large")
         verdicts.append(verdict)
     ranked = [v for _, _, v in sorted(fitting, key=lambda t: (t[0], t[1]))]
     ranked += [v for _, _, v in sorted(waiting, key=lambda t: (t[0], t[1]))]

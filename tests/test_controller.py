@@ -4,11 +4,15 @@ workloads driven through their states, with the writes, Events and metrics asser
 from __future__ import annotations
 
 import asyncio
+import sys
+import tempfile
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
+import yaml
 
 from controller.app import explain
 from controller.kube import Kube
@@ -233,7 +237,8 @@ async def test_no_feasible_cluster_is_an_event_and_a_metric(fleet: Fleet) -> Non
     assert (event["type"], event["reason"]) == ("Warning", "NoFeasibleCluster")
     assert "w1: never fits: needs cpu 64, the largest flavor offers 8" in event["message"]
     assert (
-        metrics.registry.get_sample_value("mkf_no_feasible_cluster_total", {"reason": "none"}) >= 1
+        metrics.registry.get_sample_value("mkf_no_feasible_cluster_total", {"reason": "too-large"})
+        >= 1
     )
     assert patches(fleet, "huge") == []
 
@@ -363,3 +368,35 @@ async def test_cluster_profile_status_is_kept_current(fleet: Fleet) -> None:
 
 if __name__ == "__main__":
     pytest.main([__file__, "-q"])
+
+
+@fleet_test(TWO)
+async def test_explain_command_line(fleet: Fleet) -> None:
+    fleet.manager.put(WORKLOADS, workload("job", cpu="2"))
+    root = Path(__file__).resolve().parent.parent
+    with tempfile.TemporaryDirectory() as tmp:
+        kubeconfig = Path(tmp) / "manager.kubeconfig"
+        kubeconfig.write_text(yaml.safe_dump(fleet.manager.kubeconfig()))
+
+        async def cli(*args: str) -> tuple[int, str, str]:
+            process = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "controller",
+                "--kubeconfig",
+                str(kubeconfig),
+                *args,
+                cwd=root,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+            )
+            out, err = await process.communicate()
+            return process.returncode or 0, out.decode(), err.decode()
+
+        code, out, _ = await cli("explain", f"{NS}/job")
+        assert code == 0
+        assert out.splitlines()[-1] == "Would nominate: w2 (nominated)"
+        code, _, err = await cli("explain", "job-without-namespace")
+        assert code == 2
+        assert "<namespace>/<name>" in err
+    assert fleet.manager.writes() == []

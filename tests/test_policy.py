@@ -200,6 +200,7 @@ def test_missing_local_queue_and_cluster_queue() -> None:
         verdict(decision, "no-cq").reason
         == "its LocalQueue points to ClusterQueue gone, which does not exist"
     )
+    assert [v.category for v in decision.verdicts] == ["no-local-queue", "no-cluster-queue"]
 
 
 def test_in_flight_demand_counts_against_the_last_slot() -> None:
@@ -235,6 +236,7 @@ def test_never_fits_anywhere() -> None:
     assert decision.nominate == ()
     assert decision.outcome == "none"
     assert "w2: never fits: needs cpu 100, the largest flavor offers 16" in decision.summary
+    assert decision.blocker() == "too-large"
 
 
 def test_widening_after_the_wait() -> None:
