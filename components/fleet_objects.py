@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from components.dispatcher_objects import BUILT_IMAGE, dispatcher_objects
 from components.frameworks import FRAMEWORKS
 from components.kueue_config import config_map
 from components.multikueue import manager_multikueue_objects
@@ -15,26 +16,16 @@ from components.spec import ClusterSpec, FleetSpec
 from components.versions import Bundle, clusterprofile_crd_bundle, kueue_bundle
 from components.worker_access import external_framework_rbac, worker_access_objects
 
-# Namespaces and identities first, then credentials, then what refers to them; queues
-# last, with LocalQueues after the ClusterQueues they point at.
+# Namespaces, CRDs and identities first, then credentials, then what refers to them;
+# queues after the flavors they use, LocalQueues after their ClusterQueues; workloads
+# (the dispatcher) last, and its policy after the CRD that defines it.
 APPLY_ORDER = (
-    "Namespace",
-    "ConfigMap",
-    "ServiceAccount",
-    "ClusterRole",
-    "ClusterRoleBinding",
-    "Role",
-    "RoleBinding",
-    "Secret",
-    "ClusterProfile",
-    "MultiKueueCluster",
-    "MultiKueueConfig",
-    "AdmissionCheck",
-    "Topology",
-    "ResourceFlavor",
-    "ClusterQueue",
-    "LocalQueue",
-)
+    "Namespace", "CustomResourceDefinition", "ConfigMap", "ServiceAccount", "ClusterRole",
+    "ClusterRoleBinding", "Role", "RoleBinding", "Secret", "ClusterProfile",
+    "MultiKueueCluster", "MultiKueueConfig", "AdmissionCheck", "Topology", "ResourceFlavor",
+    "ClusterQueue", "LocalQueue", "Service", "Deployment", "PodDisruptionBudget",
+    "DispatchPolicy",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -66,11 +57,7 @@ def bundles(spec: FleetSpec, cluster: ClusterSpec) -> tuple[Bundle, ...]:
     found = [kueue_bundle(spec.kueue.version)]
     if cluster.role == "manager" and spec.credentials.mode == "clusterProfile":
         found.append(clusterprofile_crd_bundle())
-    found += [
-        b
-        for key in cluster.frameworks
-        if key in FRAMEWORKS and (b := FRAMEWORKS[key].bundle) is not None
-    ]
+    found += [b for key in cluster.frameworks if key in FRAMEWORKS for b in FRAMEWORKS[key].bundles]
     return tuple(found)
 
 
@@ -82,6 +69,7 @@ def cluster_objects(
         given = {n: s.value for n, s in spec.worker_kubeconfigs.items() if s.value is not None}
         objects += external_framework_rbac(spec)
         objects += manager_multikueue_objects(spec, {**given, **(credentials or {})})
+        objects += dispatcher_objects(spec, spec.dispatcher.image or BUILT_IMAGE)
     else:
         objects += worker_access_objects(spec)
     objects += queue_objects(spec, cluster)

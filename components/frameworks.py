@@ -23,7 +23,7 @@ class Framework:
     key: str
     integrations: tuple[str, ...]
     resources: tuple[ApiResource, ...]
-    bundle: Bundle | None
+    bundles: tuple[Bundle, ...]
     requires: tuple[str, ...] = ()
 
 
@@ -33,41 +33,55 @@ def _gh_release(repo: str, version: str, asset: str) -> str:
 
 FRAMEWORKS: dict[str, Framework] = {
     # batch/Job is built into Kubernetes: always on, nothing to install.
-    "batch": Framework("batch", ("batch/job",), (ApiResource("batch", "jobs"),), None),
+    "batch": Framework("batch", ("batch/job",), (ApiResource("batch", "jobs"),), ()),
     "jobset": Framework(
         "jobset",
         ("jobset.x-k8s.io/jobset",),
         (ApiResource("jobset.x-k8s.io", "jobsets"),),
-        Bundle(
-            "jobset",
-            "v0.12.0",
-            _gh_release("kubernetes-sigs/jobset", "v0.12.0", "manifests.yaml"),
-            "manifests",
-            "jobset-system",
+        (
+            Bundle(
+                "jobset",
+                "v0.12.0",
+                _gh_release("kubernetes-sigs/jobset", "v0.12.0", "manifests.yaml"),
+                "manifests",
+                "jobset-system",
+            ),
         ),
     ),
     "leaderworkerset": Framework(
         "leaderworkerset",
         ("leaderworkerset.x-k8s.io/leaderworkerset",),
         (ApiResource("leaderworkerset.x-k8s.io", "leaderworkersets"),),
-        Bundle(
-            "leaderworkerset",
-            "v0.9.0",
-            _gh_release("kubernetes-sigs/lws", "v0.9.0", "manifests.yaml"),
-            "manifests",
-            "lws-system",
+        (
+            Bundle(
+                "leaderworkerset",
+                "v0.9.0",
+                _gh_release("kubernetes-sigs/lws", "v0.9.0", "manifests.yaml"),
+                "manifests",
+                "lws-system",
+            ),
         ),
     ),
     "trainer": Framework(
         "trainer",
         ("trainer.kubeflow.org/trainjob",),
         (ApiResource("trainer.kubeflow.org", "trainjobs"),),
-        Bundle(
-            "kubeflow-trainer",
-            "v2.2.1",
-            "https://github.com/kubeflow/trainer.git/manifests/overlays/manager?ref=v2.2.1",
-            "kustomize",
-            "kubeflow-system",
+        (
+            Bundle(
+                "kubeflow-trainer",
+                "v2.2.1",
+                "https://github.com/kubeflow/trainer.git/manifests/overlays/manager?ref=v2.2.1",
+                "kustomize",
+                "kubeflow-system",
+            ),
+            # TrainJobs need their (Cluster)TrainingRuntimes on every cluster that runs them.
+            Bundle(
+                "kubeflow-trainer-runtimes",
+                "v2.2.1",
+                "https://github.com/kubeflow/trainer.git/manifests/overlays/runtimes?ref=v2.2.1",
+                "kustomize",
+                "kubeflow-system",
+            ),
         ),
         # Trainer v2 runs every TrainJob as a JobSet.
         requires=("jobset",),
@@ -85,50 +99,58 @@ FRAMEWORKS: dict[str, Framework] = {
             ApiResource("kubeflow.org", p)
             for p in ("pytorchjobs", "tfjobs", "xgboostjobs", "paddlejobs", "jaxjobs")
         ),
-        Bundle(
-            "training-operator",
-            "v1.9.3",
-            "https://github.com/kubeflow/training-operator.git/manifests/overlays/standalone"
-            "?ref=v1.9.3",
-            "kustomize",
-            "kubeflow",
+        (
+            Bundle(
+                "training-operator",
+                "v1.9.3",
+                "https://github.com/kubeflow/training-operator.git/manifests/overlays/standalone"
+                "?ref=v1.9.3",
+                "kustomize",
+                "kubeflow",
+            ),
         ),
     ),
     "mpi": Framework(
         "mpi",
         ("kubeflow.org/mpijob",),
         (ApiResource("kubeflow.org", "mpijobs"),),
-        Bundle(
-            "mpi-operator",
-            "v0.8.2",
-            "https://raw.githubusercontent.com/kubeflow/mpi-operator/v0.8.2/deploy/v2beta1/"
-            "mpi-operator.yaml",
-            "manifests",
-            "mpi-operator",
+        (
+            Bundle(
+                "mpi-operator",
+                "v0.8.2",
+                "https://raw.githubusercontent.com/kubeflow/mpi-operator/v0.8.2/deploy/v2beta1/"
+                "mpi-operator.yaml",
+                "manifests",
+                "mpi-operator",
+            ),
         ),
     ),
     "kuberay": Framework(
         "kuberay",
         ("ray.io/rayjob", "ray.io/raycluster", "ray.io/rayservice"),
         tuple(ApiResource("ray.io", p) for p in ("rayjobs", "rayclusters", "rayservices")),
-        Bundle(
-            "kuberay",
-            "v1.6.2",
-            "https://github.com/ray-project/kuberay/ray-operator/config/default?ref=v1.6.2",
-            "kustomize",
-            "default",
+        (
+            Bundle(
+                "kuberay",
+                "v1.6.2",
+                "https://github.com/ray-project/kuberay/ray-operator/config/default?ref=v1.6.2",
+                "kustomize",
+                "default",
+            ),
         ),
     ),
     "appwrapper": Framework(
         "appwrapper",
         ("workload.codeflare.dev/appwrapper",),
         (ApiResource("workload.codeflare.dev", "appwrappers"),),
-        Bundle(
-            "appwrapper",
-            "v1.2.2",
-            _gh_release("project-codeflare/appwrapper", "v1.2.2", "install.yaml"),
-            "manifests",
-            "appwrapper-system",
+        (
+            Bundle(
+                "appwrapper",
+                "v1.2.2",
+                _gh_release("project-codeflare/appwrapper", "v1.2.2", "install.yaml"),
+                "manifests",
+                "appwrapper-system",
+            ),
         ),
     ),
     # Tekton has no built-in Kueue integration: PipelineRuns reach MultiKueue as an
@@ -137,12 +159,14 @@ FRAMEWORKS: dict[str, Framework] = {
         "tekton",
         (),
         (ApiResource("tekton.dev", "pipelineruns"),),
-        Bundle(
-            "tekton-pipelines",
-            "v1.9.0",
-            "https://storage.googleapis.com/tekton-releases/pipeline/previous/v1.9.0/release.yaml",
-            "manifests",
-            "tekton-pipelines",
+        (
+            Bundle(
+                "tekton-pipelines",
+                "v1.9.0",
+                "https://storage.googleapis.com/tekton-releases/pipeline/previous/v1.9.0/release.yaml",
+                "manifests",
+                "tekton-pipelines",
+            ),
         ),
     ),
 }

@@ -251,6 +251,8 @@ class DispatcherSpec:
     name: str = DISPATCHER_NAME
     # None: built from controller/ at deploy time and pinned by digest.
     image: str | None = None
+    # Where that build is pushed when the manager is not a kind cluster.
+    registry: str | None = None
     replicas: int = 2
     policy: DispatchPolicyDefaults = field(default_factory=DispatchPolicyDefaults)
 
@@ -858,7 +860,7 @@ def _read_credentials(r: _Reader, raw: Any) -> CredentialsSpec:
 
 def _read_dispatcher(r: _Reader, raw: Any) -> DispatcherSpec:
     path = "dispatcher"
-    m = r.mapping(raw, path, ("enabled", "name", "image", "replicas", "policy"))
+    m = r.mapping(raw, path, ("enabled", "name", "image", "registry", "replicas", "policy"))
     pp = key_path(path, "policy")
     p = r.mapping(
         m.get("policy"),
@@ -869,6 +871,7 @@ def _read_dispatcher(r: _Reader, raw: Any) -> DispatcherSpec:
         enabled=r.boolean(m, "enabled", path, True),
         name=r.string(m, "name", path, DISPATCHER_NAME) or DISPATCHER_NAME,
         image=r.string(m, "image", path),
+        registry=r.string(m, "registry", path),
         replicas=r.integer(m, "replicas", path, 2, minimum=1, maximum=5) or 2,
         policy=DispatchPolicyDefaults(
             strategy=r.string(p, "strategy", pp, "MostFreeQuota", choices=STRATEGIES)

@@ -410,6 +410,13 @@ class _Checks:
                 "remove the entry (the stack turns it on): without it Kueue's "
                 "server-side apply keeps our nominations and never admits the workload",
             )
+        if self.spec.manager.provider != "kind" and not d.image and not d.registry:
+            self.error(
+                "dispatcher.registry",
+                "the dispatcher image must be pushed somewhere the manager can pull from",
+                "set dispatcher.registry (for example "
+                "europe-docker.pkg.dev/PROJECT/REPO) or dispatcher.image to a built image",
+            )
         self.duration(d.policy.widen_after, "dispatcher.policy.widenAfter")
         self.labels(d.policy.cluster_selector, "dispatcher.policy.clusterSelector")
         selector = d.policy.cluster_selector

@@ -151,8 +151,11 @@ class FleetState:
         self.clusters = Reflector(manager, MULTIKUEUE_CLUSTERS, notify("fleet"))
         self.policies = Reflector(manager, DISPATCH_POLICIES, notify("policies"))
         self.secrets = Reflector(manager, SECRETS, self._secrets_changed, settings.namespace)
-        self.profiles = Reflector(
-            manager, CLUSTER_PROFILES, notify("profiles"), settings.kueue_namespace
+        # Only in ClusterProfile mode: elsewhere the CRD (and the right to read it) is absent.
+        self.profiles: Reflector | None = (
+            Reflector(manager, CLUSTER_PROFILES, notify("profiles"), settings.kueue_namespace)
+            if settings.cluster_profiles
+            else None
         )
         self.workers: dict[str, WorkerConnection] = {}
         self._kubeconfigs: dict[str, str] = {}
@@ -161,15 +164,15 @@ class FleetState:
 
     @property
     def reflectors(self) -> tuple[Reflector, ...]:
-        return (
+        found = (
             self.workloads,
             self.checks,
             self.configs,
             self.clusters,
             self.policies,
             self.secrets,
-            self.profiles,
         )
+        return (*found, self.profiles) if self.profiles is not None else found
 
     async def start(self) -> None:
         self._tasks = [

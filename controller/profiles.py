@@ -58,6 +58,8 @@ async def sync_profiles(
     manager: Kube, state: FleetState, declared: tuple[DeclaredProfile, ...], namespace: str
 ) -> int:
     """Patch the profiles whose status differs from what it should be; returns how many."""
+    if state.profiles is None:
+        return 0
     health = state.worker_health()
     written = 0
     for profile in declared:

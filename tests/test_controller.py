@@ -75,6 +75,8 @@ async def test_nominates_with_a_status_merge_patch_and_explains_it(fleet: Fleet)
     assert event["message"].startswith("w2: fits in default-flavor; 50% of the tightest flavor")
     assert "not chosen: w1 (fits in default-flavor; 0%" in event["message"]
     assert event["involvedObject"]["kind"] == "Workload"
+    # Kubeconfig mode: no ClusterProfile CRD and no right to it, so never asked for.
+    assert not any("clusterprofiles" in r.path for r in fleet.manager.requests)
 
 
 @fleet_test(TWO)

@@ -23,7 +23,7 @@ def _fake(path: Path, body: str) -> None:
 def project(tmp_path: Path) -> Path:
     copy = tmp_path / "project"
     copy.mkdir()
-    for name in ("components", "scripts", "stacks"):
+    for name in ("components", "controller", "scripts", "stacks"):
         shutil.copytree(ROOT / name, copy / name, ignore=shutil.ignore_patterns("__pycache__"))
     for name in ("requirements.txt", "Pulumi.yaml", "__main__.py"):
         shutil.copy(ROOT / name, copy / name)

@@ -481,6 +481,13 @@ CASES: list[tuple[str, Mutate, str, str, str]] = [
         "1 to 20",
     ),
     (
+        "cloud manager without a registry",
+        _set("manager", {"provider": "gke", "gke": {"project": "p", "location": "l"}}),
+        "dispatcher.registry",
+        "must be pushed somewhere the manager can pull from",
+        "dispatcher.image",
+    ),
+    (
         "selector matches no worker",
         _set("dispatcher.policy", {"clusterSelector": {"accelerator": "nvidia-tesla-t4"}}),
         "dispatcher.policy.clusterSelector",
