@@ -1,4 +1,4 @@
-"""The Pulumi program: stack config -> validated FleetSpec -> the fleet -> exports.
+"""The Pulumi program: stack config -> validated FleetSpec -> the Fleet -> exports.
 
 Validation runs before any resource is registered; on error the run stops with every
 problem listed and nothing changed on any cluster.
@@ -7,6 +7,7 @@ problem listed and nothing changed on any cluster.
 import pulumi
 
 from components.config_source import from_pulumi_config, load_checked
+from components.fleet import Fleet
 
 config, secret_keys = from_pulumi_config()
 spec, problems = load_checked(
@@ -14,6 +15,9 @@ spec, problems = load_checked(
 )
 for problem in problems:
     pulumi.log.warn(str(problem))
+
+fleet = Fleet("fleet", spec)
+manager = fleet.handles[spec.manager.name]
 
 pulumi.export("fleet", spec.fleet_name)
 pulumi.export(
@@ -24,7 +28,23 @@ pulumi.export(
             "role": c.role,
             "provider": c.provider,
             "kubernetesVersion": c.kubernetes_version,
+            "context": fleet.handles[c.name].context,
         }
         for c in spec.clusters
+    ],
+)
+# `pulumi stack output --show-secrets kubeconfigs` to use them.
+pulumi.export("kubeconfigs", {name: h.kubeconfig for name, h in fleet.handles.items()})
+pulumi.export(
+    "checks",
+    [
+        pulumi.Output.format(
+            "kubectl --context {0} get multikueueclusters,admissionchecks,clusterqueues",
+            manager.context,
+        ),
+        pulumi.Output.format(
+            "kubectl --context {0} -n multikueue-fleet-system get deploy,lease", manager.context
+        ),
+        ".venv/bin/python -m controller --kubeconfig <manager kubeconfig> explain <ns>/<workload>",
     ],
 )

@@ -1,0 +1,136 @@
+"""Upstream release manifests: fetched at deploy time from their pinned URL (never stored
+in this repository), cached locally, and for Kueue edited before they are applied: our
+Configuration in its ConfigMap, feature-gate flags, the ClusterProfile access-provider
+plugin mounted into the controller, or a custom image. The edits are pure functions."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import os
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from components.kueue_config import CONFIG_KEY, CONFIG_MAP, config_map, feature_gate_args
+from components.spec import ClusterSpec, FleetSpec
+from components.versions import IMAGE_VOLUME_MIN_KUBERNETES
+
+DEFAULT_CACHE = Path(__file__).resolve().parent.parent / ".cache" / "upstream"
+KUEUE_DEPLOYMENT = "kueue-controller-manager"
+KUEUE_CONTAINER = "manager"
+PLUGIN_VOLUME = "access-provider-plugins"
+PLUGIN_ROOT = "/plugins"
+
+Fetch = Callable[[str], str]
+
+
+def cache_key(url: str) -> str:
+    return hashlib.sha256(url.encode()).hexdigest()
+
+
+def fetch(url: str, timeout: float = 60) -> str:
+    """The document at `url`, from the local cache when it was fetched before (a pinned
+    release never changes)."""
+    cache = Path(os.environ.get("MKF_UPSTREAM_CACHE") or DEFAULT_CACHE)
+    cache.mkdir(parents=True, exist_ok=True)
+    cached = cache / cache_key(url)
+    if cached.exists():
+        return cached.read_text()
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            text = response.read().decode()
+    except OSError as exc:
+        raise RuntimeError(
+            f"cannot download {url}: {exc}; check the network, or that the "
+            "pinned release still exists"
+        ) from exc
+    cached.write_text(text)
+    return text
+
+
+def documents(text: str) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(text) if isinstance(d, dict) and d.get("kind")]
+
+
+def plugin_mount(spec: FleetSpec, cluster: ClusterSpec) -> str | None:
+    """How the access-provider plugin reaches kueue-controller-manager, or None."""
+    if cluster.role != "manager" or spec.credentials.mode != "clusterProfile":
+        return None
+    mode = spec.credentials.cluster_profile.plugin_mount
+    if mode != "auto":
+        return mode
+    major, _, minor = (cluster.kubernetes_version or "0.0").partition(".")
+    return (
+        "imageVolume"
+        if (int(major), int(minor)) >= IMAGE_VOLUME_MIN_KUBERNETES
+        else "initContainer"
+    )
+
+
+def _edit_manager(deployment: dict[str, Any], spec: FleetSpec, cluster: ClusterSpec) -> None:
+    pod = deployment["spec"]["template"]["spec"]
+    container = next(c for c in pod["containers"] if c["name"] == KUEUE_CONTAINER)
+    args = [a for a in container.get("args") or [] if not a.startswith("--feature-gates=")]
+    container["args"] = args + feature_gate_args(spec, cluster)
+    cp = spec.credentials.cluster_profile
+    mode = plugin_mount(spec, cluster)
+    if mode is None:
+        return
+    if mode == "customImage":
+        container["image"] = cp.kueue_image
+        return
+    mount = {"name": PLUGIN_VOLUME, "mountPath": PLUGIN_ROOT, "readOnly": True}
+    container["volumeMounts"] = [*(container.get("volumeMounts") or []), mount]
+    volumes = pod.setdefault("volumes", [])
+    if mode == "imageVolume":
+        volumes.append(
+            {
+                "name": PLUGIN_VOLUME,
+                "image": {"reference": cp.plugin_image, "pullPolicy": "IfNotPresent"},
+            }
+        )
+        return
+    # initContainer: copy the plugin out of its image into a shared emptyDir. The image must
+    # have `cp`; the binary sits at plugin_path with the /plugins prefix removed.
+    source = cp.plugin_path.removeprefix(PLUGIN_ROOT) or cp.plugin_path
+    target = str(Path(cp.plugin_path).parent)
+    volumes.append({"name": PLUGIN_VOLUME, "emptyDir": {}})
+    pod.setdefault("initContainers", []).append(
+        {
+            "name": "access-provider-plugin",
+            "image": cp.plugin_image,
+            "command": ["sh", "-c", f"mkdir -p {target} && cp {source} {target}/"],
+            "volumeMounts": [{"name": PLUGIN_VOLUME, "mountPath": PLUGIN_ROOT}],
+            "securityContext": {
+                "allowPrivilegeEscalation": False,
+                "capabilities": {"drop": ["ALL"]},
+            },
+        }
+    )
+
+
+def kueue_objects(text: str, spec: FleetSpec, cluster: ClusterSpec) -> list[dict[str, Any]]:
+    """Kueue's release manifests with this cluster's configuration applied."""
+    objects = [copy.deepcopy(d) for d in documents(text)]
+    ours = config_map(spec, cluster)
+    found = set()
+    for obj in objects:
+        meta = obj.get("metadata") or {}
+        if obj["kind"] == "ConfigMap" and meta.get("name") == CONFIG_MAP:
+            obj["data"] = {CONFIG_KEY: ours["data"][CONFIG_KEY]}
+            found.add("config")
+        elif obj["kind"] == "Deployment" and meta.get("name") == KUEUE_DEPLOYMENT:
+            _edit_manager(obj, spec, cluster)
+            found.add("deployment")
+    missing = {"config", "deployment"} - found
+    if missing:
+        raise RuntimeError(
+            f"the Kueue {spec.kueue.version} manifests have no "
+            f"{' and no '.join(sorted(missing))} where expected "
+            f"({CONFIG_MAP} ConfigMap, {KUEUE_DEPLOYMENT} Deployment)"
+        )
+    return objects

@@ -1,0 +1,259 @@
+"""Running `__main__.py` under Pulumi's mock engine: per-type fake outputs for what a
+provider would return (kind kubeconfigs, tokens, the built image, cloud endpoints), a
+synthetic Kueue release in place of the download, and a monitor that records every
+registration with its parent, provider, dependencies and inputs."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import runpy
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import yaml
+from google.protobuf import json_format
+from pulumi.runtime.mocks import MockMonitor
+
+from components.upstream import cache_key
+from components.versions import kueue_bundle
+
+ROOT = Path(__file__).resolve().parent.parent
+STACKS = sorted(
+    p.name[len("Pulumi.") : -len(".yaml")] for p in (ROOT / "stacks").glob("Pulumi.*.yaml")
+)
+
+# A stand-in for Kueue's release manifests: the objects the edits look for, and a few more.
+FAKE_KUEUE = [
+    {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kueue-system"}},
+    {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "workloads.kueue.x-k8s.io"},
+        "spec": {},
+    },
+    {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": {"name": "kueue-controller-manager", "namespace": "kueue-system"},
+    },
+    {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "kueue-manager-config", "namespace": "kueue-system"},
+        "data": {"controller_manager_config.yaml": "shipped: default\n"},
+    },
+    {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "kueue-controller-manager", "namespace": "kueue-system"},
+        "spec": {
+            "template": {
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "manager",
+                            "image": "registry.k8s.io/kueue/kueue:v0.19.2",
+                            "args": [
+                                "--config=/controller_manager_config.yaml",
+                                "--zap-log-level=2",
+                            ],
+                        }
+                    ]
+                }
+            }
+        },
+    },
+    {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "kueue-webhook-service", "namespace": "kueue-system"},
+    },
+]
+
+FAKE_KUBECONFIG = {
+    "apiVersion": "v1",
+    "kind": "Config",
+    "current-context": "lab-manager",
+    "clusters": [
+        {
+            "name": n,
+            "cluster": {"server": f"https://{n}.local:6443", "certificate-authority-data": "Q0E="},
+        }
+        for n in ("lab-manager", "lab-a", "lab-b")
+    ],
+    "users": [{"name": "me", "user": {"token": "t"}}],
+    "contexts": [
+        {"name": n, "context": {"cluster": n, "user": "me"}}
+        for n in ("lab-manager", "lab-a", "lab-b")
+    ],
+}
+
+
+def _kind_kubeconfig(name: str) -> str:
+    return yaml.safe_dump(
+        {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "current-context": f"kind-{name}",
+            "clusters": [
+                {
+                    "name": f"kind-{name}",
+                    "cluster": {
+                        "server": "https://127.0.0.1:40000",
+                        "certificate-authority-data": "S0lORA==",
+                    },
+                }
+            ],
+            "users": [{"name": f"kind-{name}", "user": {"client-key-data": "a2V5"}}],
+            "contexts": [
+                {
+                    "name": f"kind-{name}",
+                    "context": {"cluster": f"kind-{name}", "user": f"kind-{name}"},
+                }
+            ],
+        }
+    )
+
+
+def fake_outputs(typ: str, inputs: dict[str, Any]) -> dict[str, Any]:
+    if typ == "pulumi-python:dynamic/kind:Cluster":
+        name = inputs["name"]
+        return {
+            "kubeconfig": _kind_kubeconfig(name),
+            "context": f"kind-{name}",
+            "ca_data": "S0lORA==",
+            "internal_server": f"https://{name}-control-plane:6443",
+        }
+    if typ == "pulumi-python:dynamic/multikueue-fleet:Token":
+        return {"token": f"token-of-{inputs['secret']}", "ca_data": "V09SS0VSLUNB"}
+    if typ == "pulumi-python:dynamic/multikueue-fleet:Image":
+        image = f"{inputs['repository']}:{inputs['tag']}"
+        if inputs.get("registry"):
+            image = f"{inputs['registry']}/{inputs['repository']}@sha256:{'0' * 64}"
+        return {"image": image}
+    if typ == "gcp:container/cluster:Cluster":
+        return {"endpoint": "34.1.2.3", "masterAuth": {"clusterCaCertificate": "R0tFLUNB"}}
+    if typ == "eks:index:Cluster":
+        server = f"https://{inputs['name']}.eks.example.com"
+        return {
+            "kubeconfigJson": json.dumps({"clusters": [{"cluster": {"server": server}}]}),
+            "kubeconfig": {},
+        }
+    return {}
+
+
+@dataclass
+class Registration:
+    typ: str
+    name: str
+    urn: str
+    parent: str
+    provider: str
+    providers: dict[str, str]
+    dependencies: list[str]
+    inputs: dict[str, Any]
+    custom: bool
+
+
+class Mocks(pulumi.runtime.Mocks):
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
+        outputs = {**args.inputs, **fake_outputs(args.typ, args.inputs)}
+        return (f"{args.name}_id" if args.custom else ""), outputs
+
+    def call(self, args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
+        return {}
+
+
+class Monitor(MockMonitor):
+    def __init__(self, mocks: Mocks) -> None:
+        super().__init__(mocks)
+        self.registered: dict[str, Registration] = {}
+
+    def RegisterResource(self, request: Any) -> Any:
+        response = super().RegisterResource(request)
+        assert response.urn not in self.registered, f"duplicate URN {response.urn}"
+        self.registered[response.urn] = Registration(
+            request.type,
+            request.name,
+            response.urn,
+            request.parent,
+            request.provider,
+            dict(request.providers),
+            list(request.dependencies),
+            json_format.MessageToDict(request.object),
+            request.custom,
+        )
+        return response
+
+    def of_type(self, suffix: str) -> list[Registration]:
+        return [r for r in self.registered.values() if r.typ.endswith(suffix)]
+
+    def named(self, name: str) -> Registration:
+        (found,) = [r for r in self.registered.values() if r.name == name]
+        return found
+
+
+@dataclass
+class Run:
+    monitor: Monitor
+    exports: dict[str, Any] = field(default_factory=dict)
+    loop: asyncio.AbstractEventLoop | None = None
+
+    def resolve(self, exported: Any) -> tuple[Any, bool]:
+        """(value, is it secret) of an export (an Output, or a structure of them)."""
+        assert self.loop is not None
+        asyncio.set_event_loop(self.loop)  # the loop this program's Outputs live on
+        output = pulumi.Output.from_input(exported)
+
+        async def read() -> tuple[Any, bool]:
+            return await output.future(), await output.is_secret()
+
+        return self.loop.run_until_complete(read())
+
+
+def engine_config(stack_file: Path) -> tuple[dict[str, str], list[str]]:
+    """Config as the engine hands it to the program: one string per key, objects as JSON."""
+    doc = yaml.safe_load(stack_file.read_text())
+    config, secret = {}, []
+    for key, value in (doc.get("config") or {}).items():
+        config[key] = value if isinstance(value, str) else json.dumps(value)
+        if "secure" in json.dumps(value):
+            secret.append(key)
+    return config, secret
+
+
+def prepare_environment(tmp: Path) -> None:
+    """The synthetic Kueue release in a private upstream cache, and a kubeconfig with the
+    contexts the `existing` stack names."""
+    cache = tmp / "upstream"
+    cache.mkdir(parents=True, exist_ok=True)
+    text = yaml.safe_dump_all(FAKE_KUEUE)
+    (cache / cache_key(kueue_bundle("v0.19.2").url)).write_text(text)
+    os.environ["MKF_UPSTREAM_CACHE"] = str(cache)
+    kubeconfig = tmp / "kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump(FAKE_KUBECONFIG))
+    os.environ["KUBECONFIG"] = str(kubeconfig)
+
+
+def run_program(stack: str, config: dict[str, str], secret: list[str]) -> Run:
+    mocks = Mocks()
+    monitor = Monitor(mocks)
+    # Pulumi's test decorator runs on the current event loop; asyncio.run() in other tests
+    # leaves none behind, so each program gets a fresh one.
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    pulumi.runtime.set_all_config(config, secret)
+    pulumi.runtime.set_mocks(mocks, project="multikueue-fleet", stack=stack, monitor=monitor)
+    result = Run(monitor, loop=loop)
+
+    @pulumi.runtime.test
+    def program() -> None:
+        runpy.run_path(str(ROOT / "__main__.py"), run_name="__main__")
+        result.exports.update(pulumi.runtime.get_root_resource().outputs)  # type: ignore[union-attr]
+
+    program()
+    return result
