@@ -126,11 +126,12 @@ def kueue_objects(text: str, spec: FleetSpec, cluster: ClusterSpec) -> list[dict
         elif obj["kind"] == "Deployment" and meta.get("name") == KUEUE_DEPLOYMENT:
             _edit_manager(obj, spec, cluster)
             found.add("deployment")
-    missing = {"config", "deployment"} - found
+    names = {"config": f"{CONFIG_MAP} ConfigMap", "deployment": f"{KUEUE_DEPLOYMENT} Deployment"}
+    missing = [names[k] for k in sorted(names) if k not in found]
     if missing:
         raise RuntimeError(
-            f"the Kueue {spec.kueue.version} manifests have no "
-            f"{' and no '.join(sorted(missing))} where expected "
-            f"({CONFIG_MAP} ConfigMap, {KUEUE_DEPLOYMENT} Deployment)"
+            f"the Kueue {spec.kueue.version} manifests have no {' and no '.join(missing)}; "
+            "the fleet's configuration is applied by editing them, so this release's layout "
+            "is not one this version of multikueue-fleet knows"
         )
     return objects

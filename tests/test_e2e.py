@@ -99,18 +99,182 @@ def test_real_engine_reports_config_errors_before_any_change(project: Path) -> N
     assert "nominalQuota 'lots' is not a Kubernetes quantity" in result.stdout + result.stderr
 
 
-def test_readme_first_command_on_a_docker_machine(project: Path) -> None:
-    _require(pulumi=True, kind=True, docker=True)
+JOBS = """
+apiVersion: batch/v1
+kind: Job
+metadata: {name: e2e-job, namespace: default, labels: {kueue.x-k8s.io/queue-name: user-queue}}
+spec:
+  suspend: true
+  template:
+    spec:
+      restartPolicy: Never
+      containers:
+      - {name: c, image: busybox:1.36, command: [sh, -c, "sleep 3"],
+         resources: {requests: {cpu: 100m, memory: 64Mi}}}
+---
+apiVersion: jobset.x-k8s.io/v1alpha2
+kind: JobSet
+metadata: {name: e2e-jobset, namespace: default, labels: {kueue.x-k8s.io/queue-name: user-queue}}
+spec:
+  replicatedJobs:
+  - name: workers
+    replicas: 1
+    template:
+      spec:
+        template:
+          spec:
+            restartPolicy: Never
+            containers:
+            - {name: c, image: busybox:1.36, command: [sh, -c, "sleep 3"],
+               resources: {requests: {cpu: 100m, memory: 64Mi}}}
+---
+apiVersion: leaderworkerset.x-k8s.io/v1
+kind: LeaderWorkerSet
+metadata: {name: e2e-lws, namespace: default, labels: {kueue.x-k8s.io/queue-name: user-queue}}
+spec:
+  replicas: 1
+  leaderWorkerTemplate:
+    size: 2
+    workerTemplate:
+      spec:
+        containers:
+        - {name: c, image: busybox:1.36, command: [sh, -c, "sleep 3600"],
+           resources: {requests: {cpu: 100m, memory: 64Mi}}}
+"""
+
+
+def _kubectl(kubeconfig: Path, *args: str, stdin: str | None = None) -> str:
     result = subprocess.run(
-        ["bash", "scripts/up.sh", "dev"],
-        cwd=project,
+        ["kubectl", "--kubeconfig", str(kubeconfig), *args],
+        input=stdin,
         capture_output=True,
         text=True,
         check=False,
-        timeout=1800,
-        env={**os.environ, "PULUMI_SKIP_UPDATE_CHECK": "1"},
+        timeout=120,
     )
-    # This version validates, installs the tools, creates the stack and renders the
-    # fleet; it stops before provisioning with exit code 3 and says so.
-    assert result.returncode == 3, result.stdout + result.stderr
-    assert (project / ".render" / "dev" / "manager" / "objects.yaml").exists()
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def _wait(check, what: str, timeout: float = 600) -> None:  # type: ignore[no-untyped-def]
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(5)
+
+
+def test_ci_fleet_runs_a_job_a_jobset_and_a_leaderworkerset(project: Path) -> None:
+    _require(pulumi=True, kind=True, docker=True)
+    if not shutil.which("kubectl"):
+        pytest.skip("needs kubectl")
+    import json
+    import uuid
+
+    stack_file = project / "stacks" / "Pulumi.ci.yaml"
+    name = f"e2e{uuid.uuid4().hex[:6]}"  # kind cluster names are global on a Docker host
+    stack_file.write_text(
+        stack_file.read_text().replace(
+            "config:\n", f"config:\n  multikueue-fleet:fleetName: {name}\n", 1
+        )
+    )
+    env = {**os.environ, "PULUMI_CONFIG_PASSPHRASE": "e2e", "PULUMI_SKIP_UPDATE_CHECK": "1"}
+    try:
+        up = subprocess.run(
+            ["bash", "scripts/up.sh", "ci"],
+            cwd=project,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=3600,
+        )
+        assert up.returncode == 0, up.stdout[-4000:] + up.stderr[-4000:]
+        outputs = json.loads(
+            _pulumi_run(
+                project, "stack", "output", "--json", "--show-secrets", "--stack", "ci"
+            ).stdout
+        )
+        manager = project / "manager.kubeconfig"
+        manager.write_text(outputs["kubeconfigs"]["manager"])
+        _kubectl(manager, "apply", "-f", "-", stdin=JOBS)
+
+        def admitted_on_worker(kind: str, obj: str) -> bool:
+            listing = json.loads(
+                _kubectl(manager, "get", "workloads", "-n", "default", "-o", "json")
+            )
+            return any(
+                w["metadata"]["ownerReferences"][0]["name"] == obj
+                and (w.get("status") or {}).get("clusterName") == "worker1"
+                for w in listing["items"]
+                if w["metadata"].get("ownerReferences")
+            )
+
+        for kind, obj in (
+            ("Job", "e2e-job"),
+            ("JobSet", "e2e-jobset"),
+            ("LeaderWorkerSet", "e2e-lws"),
+        ):
+            _wait(lambda kind=kind, obj=obj: admitted_on_worker(kind, obj), f"{kind} on worker1")
+        _wait(
+            lambda: (
+                "Complete"
+                in _kubectl(
+                    manager,
+                    "get",
+                    "job",
+                    "e2e-job",
+                    "-n",
+                    "default",
+                    "-o",
+                    "jsonpath={.status.conditions[*].type}",
+                )
+            ),
+            "the Job to complete (status mirrored from the worker)",
+        )
+        preview = _pulumi_run(project, "preview", "--stack", "ci", "--expect-no-changes")
+        assert preview.returncode == 0, preview.stdout[-4000:]
+    finally:
+        subprocess.run(
+            ["bash", "scripts/down.sh", "ci"],
+            cwd=project,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=1800,
+        )
+
+
+def test_readme_first_command_on_a_docker_machine(project: Path) -> None:
+    _require(pulumi=True, kind=True, docker=True)
+    env = {**os.environ, "PULUMI_SKIP_UPDATE_CHECK": "1"}
+    stack_file = project / "stacks" / "Pulumi.dev.yaml"
+    stack_file.write_text(
+        stack_file.read_text().replace(
+            "config:\n", "config:\n  multikueue-fleet:fleetName: e2edev\n", 1
+        )
+    )
+    try:
+        result = subprocess.run(
+            ["bash", "scripts/up.sh", "dev"],
+            cwd=project,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=3600,
+            env=env,
+        )
+        assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+        assert "The fleet is up" in result.stdout
+    finally:
+        subprocess.run(
+            ["bash", "scripts/down.sh", "dev"],
+            cwd=project,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=1800,
+            env=env,
+        )

@@ -25,10 +25,21 @@ def project(tmp_path: Path) -> Path:
     copy.mkdir()
     for name in ("components", "controller", "scripts", "stacks"):
         shutil.copytree(ROOT / name, copy / name, ignore=shutil.ignore_patterns("__pycache__"))
-    for name in ("requirements.txt", "Pulumi.yaml", "__main__.py"):
+    for name in ("requirements.txt", "requirements-cloud.txt", "Pulumi.yaml", "__main__.py"):
         shutil.copy(ROOT / name, copy / name)
     (copy / ".venv").symlink_to(ROOT / ".venv")
     return copy
+
+
+# Records each call with the backend and passphrase it saw; answers what up/down read.
+FAKE_PULUMI = r"""echo "pulumi $* | $PULUMI_BACKEND_URL | ${PULUMI_CONFIG_PASSPHRASE:-}" >> LOG
+case "$1 $2" in
+  "version "*) echo v3.272.0 ;;
+  "stack output") echo '["kubectl --context kind-dev-manager get clusterqueues"]' ;;
+  "stack ls") echo "${FAKE_STACKS:-[]}" ;;
+esac
+exit 0
+"""
 
 
 def run_up(
@@ -37,18 +48,15 @@ def run_up(
     *args: str,
     docker_ok: bool = True,
     env: dict[str, str] | None = None,
+    script: str = "up.sh",
 ) -> subprocess.CompletedProcess[str]:
     bin_dir, tools, log = tmp_path / "bin", tmp_path / "tools", tmp_path / "calls.log"
     _fake(
         bin_dir / "docker",
         f'echo "docker $*" >> {log}\n[ "$1" = info ] && exit {0 if docker_ok else 1}\nexit 0\n',
     )
-    _fake(tools / "kind", f'echo "kind $*" >> {log}\n[ "$1" = version ] && echo 0.33.0\n')
-    _fake(
-        tools / "pulumi" / "pulumi",
-        f'echo "pulumi $* | $PULUMI_BACKEND_URL | ${{PULUMI_CONFIG_PASSPHRASE:-}}" >> {log}\n'
-        '[ "$1" = version ] && echo v3.272.0\nexit 0\n',
-    )
+    _fake(tools / "kind", f'echo "kind $*" >> {log}\n[ "$1" = version ] && echo 0.33.0\nexit 0\n')
+    _fake(tools / "pulumi" / "pulumi", FAKE_PULUMI.replace("LOG", str(log)))
     # Only what the test sets: a passphrase in the caller's environment must not leak in.
     environment = {
         "PATH": f"{bin_dir}:{os.environ['PATH']}",
@@ -57,7 +65,7 @@ def run_up(
         **(env or {}),
     }
     return subprocess.run(
-        ["bash", str(project / "scripts" / "up.sh"), *args],
+        ["bash", str(project / "scripts" / script), *args],
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -66,30 +74,49 @@ def run_up(
     )
 
 
-def calls(tmp_path: Path) -> list[str]:
+def calls_of(tmp_path: Path) -> list[str]:
     log = tmp_path / "calls.log"
     return log.read_text().splitlines() if log.exists() else []
 
 
-def test_dev_goes_as_far_as_this_version_provisions(project: Path, tmp_path: Path) -> None:
+def test_dev_is_validated_rendered_and_brought_up(project: Path, tmp_path: Path) -> None:
     result = run_up(project, tmp_path)
-    assert result.returncode == 3, result.stdout + result.stderr
-    assert "Stack 'dev' is valid and rendered to .render/dev" in result.stdout
-    assert "Nothing was created on Docker" in result.stdout
+    assert result.returncode == 0, result.stdout + result.stderr
     backend = f"file://{project}/.pulumi-state"
+    calls = [c.split(" | ")[0] for c in calls_of(tmp_path)]
     assert (
-        f"pulumi stack select --create dev --non-interactive | {backend} | "
-        "multikueue-fleet-dev" in calls(tmp_path)
+        calls_of(tmp_path)[calls.index("pulumi stack select --create dev --non-interactive")]
+        == f"pulumi stack select --create dev --non-interactive | {backend} | multikueue-fleet-dev"
     )
-    assert "docker info" in calls(tmp_path)
+    assert calls.index("pulumi stack select --create dev --non-interactive") < calls.index(
+        "pulumi up --yes --stack dev --non-interactive"
+    )
+    assert "docker info" in calls
     assert (project / ".render" / "dev" / "manager" / "objects.yaml").exists()
+    assert "The fleet is up. Check it with:" in result.stdout
+    assert "  kubectl --context kind-dev-manager get clusterqueues" in result.stdout
+
+
+def test_down_is_safe_when_there_is_nothing(project: Path, tmp_path: Path) -> None:
+    result = run_up(project, tmp_path, script="down.sh")
+    assert result.returncode == 0, result.stderr
+    assert "nothing to tear down" in result.stdout
+    assert not any(c.startswith("pulumi destroy") for c in calls_of(tmp_path))
+
+
+def test_down_destroys_and_forgets_the_stack(project: Path, tmp_path: Path) -> None:
+    result = run_up(project, tmp_path, script="down.sh", env={"FAKE_STACKS": '[{"name": "dev"}]'})
+    assert result.returncode == 0, result.stderr
+    calls = [c.split(" | ")[0] for c in calls_of(tmp_path)]
+    assert "pulumi destroy --yes --stack dev --non-interactive" in calls
+    assert "pulumi stack rm --yes --preserve-config --stack dev --non-interactive" in calls
 
 
 def test_docker_not_running_is_a_clear_stop(project: Path, tmp_path: Path) -> None:
     result = run_up(project, tmp_path, docker_ok=False)
     assert result.returncode == 1
     assert "Docker is installed but not running" in result.stderr
-    assert not any(c.startswith(("kind", "pulumi")) for c in calls(tmp_path))
+    assert not any(c.startswith(("kind", "pulumi")) for c in calls_of(tmp_path))
 
 
 def test_invalid_stack_stops_before_docker_or_tools(project: Path, tmp_path: Path) -> None:
@@ -98,7 +125,7 @@ def test_invalid_stack_stops_before_docker_or_tools(project: Path, tmp_path: Pat
     result = run_up(project, tmp_path)
     assert result.returncode == 1
     assert "duplicate cluster name 'worker1'" in result.stderr
-    assert calls(tmp_path) == []
+    assert calls_of(tmp_path) == []
 
 
 def test_other_stacks_need_their_own_passphrase(project: Path, tmp_path: Path) -> None:
@@ -106,10 +133,10 @@ def test_other_stacks_need_their_own_passphrase(project: Path, tmp_path: Path) -
     assert result.returncode == 1
     assert "set PULUMI_CONFIG_PASSPHRASE" in result.stderr
     ok = run_up(project, tmp_path, "ci", env={"PULUMI_CONFIG_PASSPHRASE": "s3cret"})
-    assert ok.returncode == 3
+    assert ok.returncode == 0, ok.stderr
     assert any(
         c.startswith("pulumi stack select --create ci") and c.endswith("s3cret")
-        for c in calls(tmp_path)
+        for c in calls_of(tmp_path)
     )
 
 

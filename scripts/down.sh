@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Tears a stack down (default: dev): destroys every cluster and object it created, then
+# removes the stack's state from the local backend (its stack file stays). Safe to run
+# twice, and on a stack that was never brought up.
+#
+#   scripts/down.sh [STACK]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT="$PWD"
+STACK="${1:-dev}"
+STACK_FILE="stacks/Pulumi.${STACK}.yaml"
+
+source "$ROOT/scripts/env.sh"
+
+install_tools
+use_local_backend "$STACK"
+if ! pulumi stack ls --json 2>/dev/null | grep -q "\"name\": \"${STACK}\""; then
+  echo "stack '$STACK' does not exist in .pulumi-state: nothing to tear down"
+  exit 0
+fi
+step "Destroying stack '$STACK'"
+pulumi destroy --yes --stack "$STACK" --non-interactive
+pulumi stack rm --yes --preserve-config --stack "$STACK" --non-interactive
+echo "Stack '$STACK' is gone; stacks/Pulumi.${STACK}.yaml is kept."

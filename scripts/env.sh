@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# Shared by up.sh and down.sh: the tool pins, installing them into .tools/bin, and the
+# local Pulumi backend. Sourced, not run.
+
+# One place for the tool pins; components/versions.py holds the same numbers for Python.
+KIND_VERSION="v0.33.0"
+PULUMI_VERSION="3.272.0"
+TOOLS="${MKF_TOOLS_DIR:-$ROOT/.tools/bin}"
+
+die() { printf 'error: %s\n' "$*" >&2; exit 1; }
+step() { printf '\n== %s\n' "$*"; }
+
+[ -f "$STACK_FILE" ] || die "no stack file $STACK_FILE; stacks are: $(ls stacks | sed -n 's/^Pulumi\.\(.*\)\.yaml$/\1/p' | tr '\n' ' ')"
+
+platform() {
+  local os arch
+  os="$(uname -s | tr '[:upper:]' '[:lower:]')"
+  arch="$(uname -m)"
+  case "$arch" in
+    x86_64|amd64) arch=amd64 ;;
+    aarch64|arm64) arch=arm64 ;;
+    *) die "unsupported CPU architecture $arch" ;;
+  esac
+  case "$os" in linux|darwin) ;; *) die "unsupported OS $os (use Linux or macOS)" ;; esac
+  echo "$os $arch"
+}
+
+sha256_of() {
+  if command -v sha256sum >/dev/null; then sha256sum "$1" | cut -d' ' -f1
+  else shasum -a 256 "$1" | cut -d' ' -f1; fi
+}
+
+download() {  # url dest
+  curl --fail --silent --show-error --location --retry 3 --output "$2" "$1" \
+    || die "could not download $1"
+}
+
+install_kind() {
+  if [ -x "$TOOLS/kind" ] && [ "$("$TOOLS/kind" version -q 2>/dev/null)" = "${KIND_VERSION#v}" ]; then
+    return
+  fi
+  read -r os arch < <(platform)
+  local base="https://github.com/kubernetes-sigs/kind/releases/download/${KIND_VERSION}"
+  local tmp; tmp="$(mktemp -d)"
+  echo "installing kind ${KIND_VERSION} into .tools/bin"
+  download "$base/kind-${os}-${arch}" "$tmp/kind"
+  download "$base/kind-${os}-${arch}.sha256sum" "$tmp/kind.sha256sum"
+  [ "$(sha256_of "$tmp/kind")" = "$(cut -d' ' -f1 "$tmp/kind.sha256sum")" ] \
+    || die "kind download does not match its published checksum"
+  install -m 0755 "$tmp/kind" "$TOOLS/kind"
+  rm -rf "$tmp"
+}
+
+install_pulumi() {
+  if [ -x "$TOOLS/pulumi/pulumi" ] && \
+     [ "$("$TOOLS/pulumi/pulumi" version 2>/dev/null)" = "v${PULUMI_VERSION}" ]; then
+    return
+  fi
+  read -r os arch < <(platform)
+  [ "$arch" = amd64 ] && arch=x64
+  local asset="pulumi-v${PULUMI_VERSION}-${os}-${arch}.tar.gz"
+  local base="https://github.com/pulumi/pulumi/releases/download/v${PULUMI_VERSION}"
+  local tmp; tmp="$(mktemp -d)"
+  echo "installing Pulumi CLI ${PULUMI_VERSION} into .tools/bin"
+  download "$base/$asset" "$tmp/$asset"
+  download "$base/pulumi-${PULUMI_VERSION}-checksums.txt" "$tmp/checksums.txt"
+  local want; want="$(grep " ${asset}\$" "$tmp/checksums.txt" | cut -d' ' -f1)"
+  [ -n "$want" ] && [ "$(sha256_of "$tmp/$asset")" = "$want" ] \
+    || die "Pulumi CLI download does not match its published checksum"
+  rm -rf "$TOOLS/pulumi"
+  tar -xzf "$tmp/$asset" -C "$TOOLS"
+  rm -rf "$tmp"
+}
+
+
+use_local_backend() {  # stack
+  mkdir -p "$ROOT/.pulumi-state"
+  export PULUMI_BACKEND_URL="file://$ROOT/.pulumi-state"
+  if [ -z "${PULUMI_CONFIG_PASSPHRASE:-}" ] && [ -z "${PULUMI_CONFIG_PASSPHRASE_FILE:-}" ]; then
+    # The dev stack holds no secret of value (its kind clusters live and die on this
+    # machine), so it has a documented passphrase. Every other stack must bring its own.
+    [ "$1" = dev ] || die "set PULUMI_CONFIG_PASSPHRASE (or _FILE) for stack '$1'"
+    export PULUMI_CONFIG_PASSPHRASE="multikueue-fleet-dev"
+  fi
+}
+
+install_tools() {
+  mkdir -p "$TOOLS"
+  install_kind
+  install_pulumi
+  export PATH="$TOOLS:$TOOLS/pulumi:$PATH"
+}
