@@ -343,6 +343,13 @@ class _Checks:
                     "remove the entry (the stack turns the gate on) or use "
                     "credentials.mode: kubeconfigSecret",
                 )
+            if not spec.dispatcher.enabled:
+                self.error(
+                    "dispatcher.enabled",
+                    "ClusterProfile mode needs the dispatcher: it writes the profiles' "
+                    "status.accessProviders, without which Kueue cannot reach a worker",
+                    "set dispatcher.enabled: true, or use credentials.mode: kubeconfigSecret",
+                )
             version = _minor_tuple(spec.manager.kubernetes_version)
             if cp.plugin_mount in ("imageVolume", "auto") and version is None:
                 self.error(

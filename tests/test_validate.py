@@ -488,6 +488,13 @@ CASES: list[tuple[str, Mutate, str, str, str]] = [
         "dispatcher.image",
     ),
     (
+        "profile mode without the dispatcher",
+        _seq(_set("credentials", {"mode": "clusterProfile"}), _set("dispatcher.enabled", False)),
+        "dispatcher.enabled",
+        "ClusterProfile mode needs the dispatcher",
+        "kubeconfigSecret",
+    ),
+    (
         "selector matches no worker",
         _set("dispatcher.policy", {"clusterSelector": {"accelerator": "nvidia-tesla-t4"}}),
         "dispatcher.policy.clusterSelector",
