@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from decimal import Decimal
 
 from aiohttp import web
 
@@ -88,7 +87,7 @@ async def run(
     return dispatcher
 
 
-def _amounts(resources: dict[str, Decimal]) -> str:
+def _amounts(resources: dict[str, int]) -> str:
     return ", ".join(f"{r} {show(r, a)}" for r, a in sorted(resources.items())) or "nothing"
 
 

@@ -20,7 +20,7 @@ from controller.fleet_state import DISPATCH_POLICIES, FleetState
 from controller.kube import EVENTS, WORKLOADS, ApiError, Kube
 from controller.metrics import Metrics
 from controller.model import Decision, InFlight
-from controller.policy import decide
+from controller.policy import InFlightIndex, decide
 from controller.settings import Settings
 from controller.workloads import (
     Eligibility,
@@ -63,7 +63,7 @@ class Dispatcher:
         self.state = FleetState(manager, settings, kube_factory, self._changed)
         self.queue: asyncio.Queue[str] = asyncio.Queue()
         self.queued: set[str] = set()
-        self.in_flight: dict[str, list[InFlight]] = {}
+        self.in_flight = InFlightIndex()
         self.first_nominated: dict[str, datetime] = {}
         self.last_event: dict[str, str] = {}
         self.policy_conditions: dict[str, tuple[str, str]] = {}
@@ -103,7 +103,7 @@ class Dispatcher:
             self.enqueue(key)
 
     def _forget(self, key: str) -> None:
-        self.in_flight.pop(key, None)
+        self.in_flight.remove(key)
         self.first_nominated.pop(key, None)
         self.last_event.pop(key, None)
 
@@ -191,9 +191,8 @@ class Dispatcher:
                 None,
                 "",
             )
-        others = [i for k, items in self.in_flight.items() if k != key for i in items]
         started = time.perf_counter()
-        decision = decide(view, clusters, self.state.worker_views(), policy, others, _now())
+        decision = decide(view, clusters, self.state.worker_views(), policy, self.in_flight, _now())
         self.metrics.decision_seconds.observe(time.perf_counter() - started)
         return found, decision, policy.name
 
@@ -244,17 +243,20 @@ class Dispatcher:
         views = self.state.worker_views()
         wl = self.state.workloads.store.get(key) or {}
         local_queue = f"{key.partition('/')[0]}/{(wl.get('spec') or {}).get('queueName', '')}"
-        self.in_flight[key] = [
-            InFlight(
-                key,
-                v.cluster,
-                views[v.cluster].local_queues.get(local_queue, ""),
-                v.flavors,
-                requests,
-            )
-            for v in decision.verdicts
-            if v.cluster in decision.nominate and v.cluster in views
-        ]
+        self.in_flight.replace(
+            key,
+            [
+                InFlight(
+                    key,
+                    v.cluster,
+                    views[v.cluster].local_queues.get(local_queue, ""),
+                    v.flavors,
+                    requests,
+                )
+                for v in decision.verdicts
+                if v.cluster in decision.nominate and v.cluster in views
+            ],
+        )
 
     # --- writing (leader only) ----------------------------------------------------------------
 

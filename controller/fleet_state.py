@@ -16,7 +16,6 @@ from collections.abc import Callable
 from typing import Any
 
 import yaml
-from kubernetes.utils.quantity import parse_quantity
 
 from controller import policy_api
 from controller.kube import (
@@ -32,7 +31,7 @@ from controller.kube import (
     Kube,
     Reflector,
 )
-from controller.model import FlavorCapacity, QueueCapacity, Resources, WorkerView
+from controller.model import FlavorCapacity, QueueCapacity, Resources, WorkerView, milli
 from controller.settings import Settings
 from controller.workloads import MULTIKUEUE_CONTROLLER
 
@@ -45,7 +44,7 @@ def _quantities(raw: dict[str, Any]) -> Resources:
     out: Resources = {}
     for name, value in raw.items():
         try:
-            out[name] = parse_quantity(value)
+            out[name] = milli(value)
         except (ValueError, TypeError):
             log.warning("ignoring unreadable quantity %s=%r", name, value)
     return out
@@ -140,10 +139,18 @@ class FleetState:
         self.manager = manager
         self.settings = settings
         self.kube_factory = kube_factory
-        self.on_change = on_change
+        self._views: tuple[tuple[int, int], dict[str, WorkerView]] | None = None
+        self._version = 0  # bumped by every change that can alter a worker's view
+
+        def changed(source: str, event: str, obj: Any) -> None:
+            if source in ("fleet", "workers"):
+                self._version += 1
+            on_change(source, event, obj)
+
+        self.on_change = changed
 
         def notify(source: str) -> Callable[[str, Any], None]:
-            return lambda event, obj: on_change(source, event, obj)
+            return lambda event, obj: changed(source, event, obj)
 
         self.workloads = Reflector(manager, WORKLOADS, notify("workloads"))
         self.checks = Reflector(manager, ADMISSION_CHECKS, notify("fleet"))
@@ -274,6 +281,15 @@ class FleetState:
         return policy_api.select(self.policies.store.values())
 
     def worker_views(self) -> dict[str, WorkerView]:
+        """Every worker as the policy sees it. Rebuilt only after a change to a worker's
+        queues or MultiKueueCluster, or once a second (health depends on time passing):
+        decisions in between, thousands of them in a backlog, share one snapshot."""
+        key = (self._version, int(time.monotonic()))
+        if self._views is None or self._views[0] != key:
+            self._views = (key, self._build_views())
+        return self._views[1]
+
+    def _build_views(self) -> dict[str, WorkerView]:
         views = {}
         for name, mkc in self.clusters.store.items():
             active = any(

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from datetime import datetime
-from decimal import Decimal
 
 from controller.model import (
     MAX_NOMINATIONS,
+    MILLI,
     Decision,
     FlavorCapacity,
     InFlight,
@@ -27,33 +27,79 @@ from controller.model import (
     WorkloadView,
 )
 
-_ZERO = Decimal(0)
+_ZERO = 0
+_EMPTY: Resources = {}
 
 
-def show(resource: str, amount: Decimal) -> str:
-    """Amounts as people read them: cores, GiB, plain counts."""
+def show(resource: str, amount: int) -> str:
+    """Milli-unit amounts as people read them: cores, GiB, plain counts."""
     if resource == "memory" or resource.endswith("storage"):
-        gib = amount / Decimal(1024**3)
-        return f"{gib.normalize():f}Gi" if gib >= 1 or amount == 0 else f"{amount:f}"
-    return f"{amount.normalize():f}"
+        gib = amount / (MILLI * 1024**3)
+        if gib >= 1 or amount == 0:
+            return f"{gib:.6g}Gi"
+    return f"{amount / MILLI:.6g}"
 
 
-def _in_flight_by_flavor(
-    in_flight: Iterable[InFlight], cluster: str, cq: str
-) -> dict[str, Resources]:
-    used: dict[str, Resources] = {}
-    for item in in_flight:
-        if item.cluster != cluster or item.cluster_queue != cq:
-            continue
+class InFlightIndex:
+    """Demand nominated but not yet admitted, summed per (cluster, ClusterQueue, flavor) as
+    nominations come and go, so a decision reads its totals instead of scanning every
+    in-flight workload (the scan was 63% of decision time at 1,000 pending)."""
+
+    def __init__(self) -> None:
+        self._by_workload: dict[str, list[InFlight]] = {}
+        self._totals: dict[tuple[str, str], dict[str, Resources]] = {}
+
+    @classmethod
+    def of(cls, items: Iterable[InFlight]) -> InFlightIndex:
+        index = cls()
+        for item in items:
+            index.add(item)
+        return index
+
+    def _apply(self, item: InFlight, sign: int) -> None:
+        bucket = self._totals.setdefault((item.cluster, item.cluster_queue), {})
         for resource, amount in item.requests.items():
             flavor = item.flavors.get(resource)
             if flavor is not None:
-                bucket = used.setdefault(flavor, {})
-                bucket[resource] = bucket.get(resource, _ZERO) + amount
-    return used
+                totals = bucket.setdefault(flavor, {})
+                totals[resource] = totals.get(resource, _ZERO) + sign * amount
+
+    def add(self, item: InFlight) -> None:
+        self._by_workload.setdefault(item.workload, []).append(item)
+        self._apply(item, 1)
+
+    def remove(self, workload: str) -> None:
+        for item in self._by_workload.pop(workload, []):
+            self._apply(item, -1)
+
+    def replace(self, workload: str, items: Iterable[InFlight]) -> None:
+        self.remove(workload)
+        for item in items:
+            self.add(item)
+
+    def __len__(self) -> int:
+        return len(self._by_workload)
+
+    def usage(self, cluster: str, cluster_queue: str, excluding: str) -> dict[str, Resources]:
+        """flavor -> resource -> demand in flight there, not counting `excluding`'s own."""
+        totals = self._totals.get((cluster, cluster_queue), {})
+        own = [
+            i
+            for i in self._by_workload.get(excluding, ())
+            if i.cluster == cluster and i.cluster_queue == cluster_queue
+        ]
+        if not own:
+            return totals
+        adjusted = {flavor: dict(resources) for flavor, resources in totals.items()}
+        for item in own:
+            for resource, amount in item.requests.items():
+                flavor = item.flavors.get(resource)
+                if flavor is not None:
+                    adjusted[flavor][resource] -= amount
+        return adjusted
 
 
-def _free(flavor: FlavorCapacity, in_flight: Resources, resource: str) -> Decimal:
+def _free(flavor: FlavorCapacity, in_flight: Resources, resource: str) -> int:
     return (
         flavor.nominal.get(resource, _ZERO)
         - flavor.reserved.get(resource, _ZERO)
@@ -70,8 +116,8 @@ class _Fit:
         self.flavors: dict[str, str] = {}
         self.fits = True
         self.possible = True
-        self.headroom = Decimal(1)  # smallest share of a flavor left free after placement
-        self.deficit = _ZERO  # largest share of a flavor missing to fit now
+        self.headroom = 1.0  # smallest share of a flavor left free after placement
+        self.deficit = 0.0  # largest share of a flavor missing to fit now
         self.blocker = ""
         for group in queue.groups:
             wanted = {r: a for r, a in requests.items() if r in group[0].nominal and a > 0}
@@ -81,45 +127,50 @@ class _Fit:
     def _place(
         self, group: Sequence[FlavorCapacity], wanted: Resources, in_flight: dict[str, Resources]
     ) -> None:
-        best_wait: tuple[Decimal, FlavorCapacity] | None = None
+        # One pass per flavor, in order (as Kueue tries them): the largest share of the
+        # flavor's quota the workload is short of. <= 0 means it fits, and then its
+        # negation is the smallest share left free after placement.
+        best: tuple[float, FlavorCapacity, str] | None = None
         for flavor in group:
-            used = in_flight.get(flavor.name, {})
-            if any(flavor.nominal.get(r, _ZERO) < a for r, a in wanted.items()):
-                continue  # this flavor can never hold it
-            short = max((a - _free(flavor, used, r)) / flavor.nominal[r] for r, a in wanted.items())
-            if short <= 0:
-                left = min(
-                    (_free(flavor, used, r) - a) / flavor.nominal[r] for r, a in wanted.items()
-                )
-                self.headroom = min(self.headroom, left)
-                for r in wanted:
-                    self.flavors[r] = flavor.name
-                return
-            if best_wait is None or short < best_wait[0]:
-                best_wait = (short, flavor)
+            nominal, reserved = flavor.nominal, flavor.reserved
+            used = in_flight.get(flavor.name) or _EMPTY
+            short, tightest = -1.0, ""
+            for r, amount in wanted.items():
+                n = nominal.get(r, 0)
+                if n < amount:
+                    break  # this flavor can never hold it
+                ratio = (amount - (n - reserved.get(r, 0) - used.get(r, 0))) / n
+                if ratio > short or not tightest:
+                    short, tightest = ratio, r
+            else:
+                if short <= 0:
+                    self.headroom = min(self.headroom, 0.0 - short)  # never -0.0
+                    for r in wanted:
+                        self.flavors[r] = flavor.name
+                    return
+                if best is None or short < best[0]:
+                    best = (short, flavor, tightest)
         self.fits = False
-        if best_wait is None:
+        if best is None:
             self.possible = False
-            biggest = {r: max(f.nominal.get(r, _ZERO) for f in group) for r in wanted}
+            biggest = {r: max(f.nominal.get(r, 0) for f in group) for r in wanted}
             r = next(r for r, a in wanted.items() if biggest[r] < a)
             self.blocker = (
                 f"never fits: needs {r} {show(r, wanted[r])}, the largest flavor "
                 f"offers {show(r, biggest[r])}"
             )
             return
-        short, flavor = best_wait
+        short, flavor, r = best
         self.deficit = max(self.deficit, short)
-        used = in_flight.get(flavor.name, {})
-        r = max(wanted, key=lambda r: (wanted[r] - _free(flavor, used, r)) / flavor.nominal[r])
+        free = max(_free(flavor, in_flight.get(flavor.name) or _EMPTY, r), 0)
         self.blocker = (
-            f"full now: needs {r} {show(r, wanted[r])}, "
-            f"{show(r, max(_free(flavor, used, r), _ZERO))} free in {flavor.name}"
+            f"full now: needs {r} {show(r, wanted[r])}, {show(r, free)} free in {flavor.name}"
         )
         for res in wanted:
             self.flavors[res] = flavor.name
 
 
-def _load(queue: QueueCapacity, in_flight: dict[str, Resources]) -> Decimal:
+def _load(queue: QueueCapacity, in_flight: dict[str, Resources]) -> float:
     """Share of the queue's quota in use or in flight, over all flavors and resources."""
     shares = [
         (f.reserved.get(r, _ZERO) + in_flight.get(f.name, {}).get(r, _ZERO)) / nominal
@@ -128,11 +179,11 @@ def _load(queue: QueueCapacity, in_flight: dict[str, Resources]) -> Decimal:
         for r, nominal in f.nominal.items()
         if nominal > 0
     ]
-    return max(shares, default=_ZERO)
+    return max(shares, default=0.0)
 
 
 def _filter(
-    worker: WorkerView | None, name: str, workload: WorkloadView, policy: Policy
+    worker: WorkerView | None, local_queue: str, workload: WorkloadView, policy: Policy
 ) -> tuple[str, str, QueueCapacity | None]:
     """(category, reason) of why the cluster is out, or ("", "", its ClusterQueue)."""
     if worker is None:
@@ -142,20 +193,24 @@ def _filter(
     if not worker.healthy:
         reason = f"unreachable for the dispatcher: {worker.health_reason or 'no data'}"
         return "unreachable", reason, None
-    mismatch = [f"{k}={v}" for k, v in policy.cluster_selector.items() if worker.labels.get(k) != v]
-    if mismatch:
-        return "selector", f"labels do not match {', '.join(mismatch)} (policy {policy.name})", None
-    cq_name = worker.local_queues.get(f"{workload.namespace}/{workload.queue_name}")
+    if policy.cluster_selector:
+        labels = worker.labels
+        mismatch = [f"{k}={v}" for k, v in policy.cluster_selector.items() if labels.get(k) != v]
+        if mismatch:
+            reason = f"labels do not match {', '.join(mismatch)} (policy {policy.name})"
+            return "selector", reason, None
+    cq_name = worker.local_queues.get(local_queue)
     if cq_name is None:
-        reason = f"no LocalQueue {workload.namespace}/{workload.queue_name} on this worker"
-        return "no-local-queue", reason, None
+        return "no-local-queue", f"no LocalQueue {local_queue} on this worker", None
     queue = worker.queues.get(cq_name)
     if queue is None:
         reason = f"its LocalQueue points to ClusterQueue {cq_name}, which does not exist"
         return "no-cluster-queue", reason, None
     if not queue.active:
         return "inactive-queue", f"ClusterQueue {cq_name} is not active", None
-    missing = sorted(r for r, a in workload.requests.items() if a > 0 and r not in queue.covered())
+    if workload.requests.keys() <= queue.covered:
+        return "", "", queue
+    missing = sorted(r for r, a in workload.requests.items() if a > 0 and r not in queue.covered)
     if missing:
         return "not-covered", f"ClusterQueue {cq_name} does not cover {', '.join(missing)}", None
     return "", "", queue
@@ -176,20 +231,20 @@ def decide(
     clusters: Sequence[str],
     workers: dict[str, WorkerView],
     policy: Policy,
-    in_flight: Iterable[InFlight],
+    in_flight: InFlightIndex,
     now: datetime,
 ) -> Decision:
     """Nominations for `workload` among `clusters` (its MultiKueueConfig, in order)."""
-    pending = [i for i in in_flight if i.workload != workload.key]
+    local_queue = f"{workload.namespace}/{workload.queue_name}"
     verdicts: list[Verdict] = []
-    fitting: list[tuple[Decimal, int, Verdict]] = []
-    waiting: list[tuple[Decimal, int, Verdict]] = []
+    fitting: list[tuple[float, int, Verdict]] = []
+    waiting: list[tuple[float, int, Verdict]] = []
     for order, name in enumerate(clusters):
-        category, reason, queue = _filter(workers.get(name), name, workload, policy)
+        category, reason, queue = _filter(workers.get(name), local_queue, workload, policy)
         if queue is None:
             verdicts.append(Verdict(name, "filtered", reason, category=category))
             continue
-        used = _in_flight_by_flavor(pending, name, queue.name)
+        used = in_flight.usage(name, queue.name, workload.key)
         fit = _Fit(queue, workload.requests, used)
         if fit.fits:
             where = ", ".join(sorted(set(fit.flavors.values()))) or "no quota needed"
@@ -203,13 +258,12 @@ def decide(
             key = {
                 "MostFreeQuota": -fit.headroom,
                 "BestFit": fit.headroom,
-                "OrderedSpillover": _ZERO,
+                "OrderedSpillover": 0.0,
             }[policy.strategy]
             fitting.append((key, order, verdict))
         elif fit.possible:
-            load = _load(queue, used)
             verdict = Verdict(name, "waits", fit.blocker, float(-fit.deficit), fit.flavors)
-            key = fit.deficit if policy.when_nothing_fits == "WaitOnBest" else load
+            key = fit.deficit if policy.when_nothing_fits == "WaitOnBest" else _load(queue, used)
             waiting.append((key, order, verdict))
         else:
             verdict = Verdict(name, "filtered", fit.blocker, category="too-large")

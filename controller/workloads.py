@@ -10,12 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from decimal import Decimal
 from typing import Any
 
-from kubernetes.utils.quantity import parse_quantity
-
-from controller.model import Resources, WorkloadView
+from controller.model import Resources, WorkloadView, milli
 
 MULTIKUEUE_CONTROLLER = "kueue.x-k8s.io/multikueue"
 COMPONENT_INDEX = "kueue.x-k8s.io/component-workload-index"
@@ -79,10 +76,10 @@ def eligibility(workload: Mapping[str, Any], multikueue_checks: set[str]) -> Eli
 
 def _add(total: Resources, resource: str, amount: Any) -> None:
     try:
-        value = parse_quantity(amount)
+        value = milli(amount)
     except (ValueError, TypeError) as exc:
         raise MalformedWorkload(f"{resource} quantity {amount!r} is not a quantity") from exc
-    total[resource] = total.get(resource, Decimal(0)) + value
+    total[resource] = total.get(resource, 0) + value
 
 
 def _pod_requests(pod_spec: Mapping[str, Any]) -> Resources:
@@ -97,7 +94,7 @@ def _pod_requests(pod_spec: Mapping[str, Any]) -> Resources:
         for r, a in ((container.get("resources") or {}).get("requests") or {}).items():
             _add(init, r, a)
         for r, a in init.items():
-            total[r] = max(total.get(r, Decimal(0)), a)
+            total[r] = max(total.get(r, 0), a)
     for r, a in (pod_spec.get("overhead") or {}).items():
         _add(total, r, a)
     return total
@@ -123,7 +120,7 @@ def requests_of(workload: Mapping[str, Any]) -> Resources:
             raise MalformedWorkload(f"pod set {pod_set.get('name')!r} has count {count!r}")
         spec = ((pod_set.get("template") or {}).get("spec")) or {}
         for r, a in _pod_requests(spec).items():
-            total[r] = total.get(r, Decimal(0)) + a * count
+            total[r] = total.get(r, 0) + a * count
     return total
 
 

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from decimal import Decimal
 
 import pytest
 
 from controller.model import (
+    MILLI,
     FlavorCapacity,
     InFlight,
     Policy,
@@ -15,12 +15,17 @@ from controller.model import (
     WorkerView,
     WorkloadView,
 )
-from controller.policy import decide
+from controller.policy import InFlightIndex, decide
 from controller.workloads import MalformedWorkload, eligibility, requests_of, view_of
 from tests.fleet_harness import workload
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
-GI = Decimal(1024**3)
+GI = 1024**3 * MILLI
+
+
+def units(amount: float) -> int:
+    """Whole units (cores, GPUs) in the policy's milli-units."""
+    return int(amount * MILLI)
 
 
 def queue(
@@ -35,8 +40,8 @@ def queue(
         (
             FlavorCapacity(
                 "default",
-                {"cpu": Decimal(cpu), "memory": memory_gi * GI},
-                {"cpu": Decimal(reserved)},
+                {"cpu": units(cpu), "memory": memory_gi * GI},
+                {"cpu": units(reserved)},
             ),
         )
     ]
@@ -45,8 +50,8 @@ def queue(
             (
                 FlavorCapacity(
                     "t4",
-                    {"nvidia.com/gpu": Decimal(gpu)},
-                    {"nvidia.com/gpu": Decimal(gpu_reserved)},
+                    {"nvidia.com/gpu": units(gpu)},
+                    {"nvidia.com/gpu": units(gpu_reserved)},
                 ),
             )
         )
@@ -73,9 +78,9 @@ def worker(
 
 
 def demand(cpu: float, gpu: float = 0, **kw: object) -> WorkloadView:
-    requests = {"cpu": Decimal(cpu)}
+    requests = {"cpu": units(cpu)}
     if gpu:
-        requests["nvidia.com/gpu"] = Decimal(gpu)
+        requests["nvidia.com/gpu"] = units(gpu)
     return WorkloadView("team-a/wl", "user-queue", requests, **kw)  # type: ignore[arg-type]
 
 
@@ -90,7 +95,8 @@ def run(
     in_flight: list[InFlight] | None = None,
     now: datetime = NOW,
 ):
-    return decide(wl, list(workers), workers, policy or Policy(), in_flight or [], now)
+    index = InFlightIndex.of(in_flight or [])
+    return decide(wl, list(workers), workers, policy or Policy(), index, now)
 
 
 def verdict(decision, cluster: str):  # type: ignore[no-untyped-def]
@@ -146,8 +152,8 @@ def test_second_flavor_in_a_group_is_tried_in_order() -> None:
         "cq",
         (
             (
-                FlavorCapacity("spot", {"cpu": Decimal(4)}, {"cpu": Decimal(4)}),
-                FlavorCapacity("on-demand", {"cpu": Decimal(8)}, {}),
+                FlavorCapacity("spot", {"cpu": units(4)}, {"cpu": units(4)}),
+                FlavorCapacity("on-demand", {"cpu": units(8)}, {}),
             ),
         ),
     )
@@ -205,13 +211,13 @@ def test_missing_local_queue_and_cluster_queue() -> None:
 
 def test_in_flight_demand_counts_against_the_last_slot() -> None:
     workers = fleet(w1=queue(8, reserved=4), w2=queue(8, reserved=5))
-    first = InFlight("team-a/other", "w1", "cq", {"cpu": "default"}, {"cpu": Decimal(3)})
+    first = InFlight("team-a/other", "w1", "cq", {"cpu": "default"}, {"cpu": units(3)})
     decision = run(demand(2), workers, in_flight=[first])
     # w1 has 4 free but 3 are promised to another workload: w2 (3 free) is the one with room.
     assert decision.nominate == ("w2",)
     assert verdict(decision, "w1").status == "waits"
     # A workload's own in-flight demand never counts against itself.
-    own = InFlight("team-a/wl", "w1", "cq", {"cpu": "default"}, {"cpu": Decimal(3)})
+    own = InFlight("team-a/wl", "w1", "cq", {"cpu": "default"}, {"cpu": units(3)})
     assert run(demand(2), workers, in_flight=[own]).nominate == ("w1",)
 
 
@@ -309,7 +315,7 @@ def test_finished_deactivated_and_foreign_checks() -> None:
 
 def test_requests_from_kueue_admission_or_pod_templates() -> None:
     assert requests_of(workload("w", cpu="1500m", memory="2Gi")) == {
-        "cpu": Decimal("1.5"),
+        "cpu": 1500,
         "memory": 2 * GI,
     }
     wl = workload("w", reserved=False)
@@ -338,7 +344,7 @@ def test_requests_from_kueue_admission_or_pod_templates() -> None:
             },
         },
     ]
-    assert requests_of(wl) == {"cpu": Decimal("13.1"), "nvidia.com/gpu": Decimal(4)}
+    assert requests_of(wl) == {"cpu": 13100, "nvidia.com/gpu": units(4)}
 
 
 @pytest.mark.parametrize(
