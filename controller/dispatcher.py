@@ -9,6 +9,7 @@ workload saying where and why, and the DispatchPolicies' Ready conditions.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -34,6 +35,8 @@ from controller.workloads import (
 log = logging.getLogger("controller.dispatcher")
 COMPONENT = "multikueue-fleet-dispatcher"
 EVENT_MESSAGE_LIMIT = 1024
+EVENT_CLUSTERS_SHOWN = 5
+EVENT_BACKLOG = 10000  # Events waiting to be sent; beyond that they are dropped and counted
 
 
 def _now() -> datetime:
@@ -61,14 +64,27 @@ class Dispatcher:
         self.metrics = metrics
         self.is_leader = is_leader
         self.state = FleetState(manager, settings, kube_factory, self._changed)
-        self.queue: asyncio.Queue[str] = asyncio.Queue()
-        self.queued: set[str] = set()
+        # Two queues: workloads that just changed come first; re-evaluations of pending ones
+        # (the fleet changed, time passed) wait behind them, so a burst of worker updates
+        # never delays a new workload behind thousands of unchanged ones.
+        self.urgent: dict[str, None] = {}
+        self.later: dict[str, None] = {}
+        self._wake = asyncio.Event()
+        self._fleet_changed = False
+        self._events: asyncio.Queue[tuple[str, dict[str, Any]]] = asyncio.Queue(
+            maxsize=EVENT_BACKLOG
+        )
         self.in_flight = InFlightIndex()
         self.first_nominated: dict[str, datetime] = {}
-        self.last_event: dict[str, str] = {}
+        # What was last said on each workload, as a hash: only equality matters, and
+        # 10,000 pending workloads' full messages would be megabytes.
+        self.last_event: dict[str, int] = {}
         self.policy_conditions: dict[str, tuple[str, str]] = {}
         self.heartbeat = time.monotonic()
         self._policies_changed = asyncio.Event()
+        self._write_slots = asyncio.Semaphore(settings.concurrent_writes)
+        self._writing: set[str] = set()
+        self._tasks_in_flight: set[asyncio.Task] = set()
         self._tasks: list[asyncio.Task] = []
 
     # --- events in --------------------------------------------------------------------------
@@ -81,26 +97,38 @@ class Dispatcher:
             else:
                 self.enqueue(key)
         else:
-            self.enqueue_pending()
+            # Coalesced: worker queues change on every admission; looking at every pending
+            # workload once per change would be a storm. The resync loop does it soon.
+            self._fleet_changed = True
             if source == "policies":
                 self._policies_changed.set()
 
     def enqueue(self, key: str) -> None:
-        if key not in self.queued:
-            self.queued.add(key)
-            self.queue.put_nowait(key)
+        self.later.pop(key, None)
+        self.urgent[key] = None
+        self._wake.set()
 
     def enqueue_pending(self) -> None:
-        """Every workload whose MultiKueue check still waits for a cluster. Those already
-        nominated go first, so their in-flight demand is counted before new decisions."""
+        """Every workload whose MultiKueue check still waits for a cluster, behind the
+        urgent ones. Those already nominated go first, so their in-flight demand is counted
+        before new decisions."""
         pending = []
         for key, wl in self.state.workloads.store.items():
             status = wl.get("status") or {}
-            if status.get("clusterName"):
+            if status.get("clusterName") or key in self.urgent:
                 continue
             pending.append((not status.get("nominatedClusterNames"), key))
         for _, key in sorted(pending):
-            self.enqueue(key)
+            self.later[key] = None
+        self._wake.set()
+
+    def _next(self) -> str | None:
+        for queue in (self.urgent, self.later):
+            if queue:
+                key = next(iter(queue))
+                del queue[key]
+                return key
+        return None
 
     def _forget(self, key: str) -> None:
         self.in_flight.remove(key)
@@ -113,6 +141,7 @@ class Dispatcher:
         await self.state.start()
         self._tasks = [
             asyncio.create_task(self._work(), name="dispatch"),
+            *(asyncio.create_task(self._send_events(), name=f"events-{i}") for i in range(2)),
             asyncio.create_task(self._resync(), name="resync"),
             asyncio.create_task(self._policy_status(), name="policy-status"),
         ]
@@ -124,18 +153,25 @@ class Dispatcher:
             await self.sync_policy_status()
 
     async def stop(self) -> None:
-        for task in self._tasks:
+        for task in [*self._tasks, *self._tasks_in_flight]:
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.gather(*self._tasks, *self._tasks_in_flight, return_exceptions=True)
         await self.state.stop()
 
     async def _resync(self) -> None:
-        """Widening and staleness are about time passing, not about events."""
+        """Re-evaluates pending workloads after fleet changes (at most once a second) and
+        every resync period (widening and staleness are about time passing)."""
+        last = time.monotonic()
         while True:
-            await asyncio.sleep(self.settings.resync_seconds)
-            self.enqueue_pending()
-            await self.sync_policy_status()
-            self._export_health()
+            await asyncio.sleep(1.0)
+            due = time.monotonic() - last >= self.settings.resync_seconds
+            if self._fleet_changed or due:
+                self._fleet_changed = False
+                self.enqueue_pending()
+            if due:
+                last = time.monotonic()
+                await self.sync_policy_status()
+                self._export_health()
 
     def _export_health(self) -> None:
         for name, (healthy, _, age) in self.state.worker_health().items():
@@ -147,13 +183,14 @@ class Dispatcher:
         await self.state.wait_workers(timeout=10)
         while True:
             self.heartbeat = time.monotonic()
-            try:
+            key = self._next()
+            if key is None:
+                self._wake.clear()
                 # Wake up now and then even with nothing to do: the heartbeat is what the
                 # liveness probe reads.
-                key = await asyncio.wait_for(self.queue.get(), self.settings.resync_seconds)
-            except TimeoutError:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), self.settings.resync_seconds)
                 continue
-            self.queued.discard(key)
             try:
                 await self.reconcile(key)
             except asyncio.CancelledError:
@@ -217,16 +254,38 @@ class Dispatcher:
             self.metrics.no_feasible.labels(decision.blocker()).inc()
             await self.event(wl, "Warning", "NoFeasibleCluster", decision.summary)
             return
-        if list(decision.nominate) != current:
-            if not self.is_leader():
-                return
-            if not await self._nominate(wl, key, list(decision.nominate)):
-                return
-            for cluster in decision.nominate:
-                if cluster not in current:
-                    self.metrics.nominations.labels(cluster).inc()
-        self.first_nominated.setdefault(key, _now())
+        if list(decision.nominate) == current:
+            # Already in place (a restart, or our own write coming back): keep counting it.
+            self.first_nominated.setdefault(key, _now())
+            self._record_in_flight(key, decision, view_of(wl).requests)
+            return
+        if not self.is_leader() or key in self._writing:
+            return  # a write for it is under way; its completion looks at it again
+        # Decisions stay one at a time (the in-flight demand is what keeps two of them
+        # from taking the same last slot), so it is recorded now; the writes run
+        # concurrently, a bounded number at once, at most one per workload.
         self._record_in_flight(key, decision, view_of(wl).requests)
+        self._writing.add(key)
+        await self._write_slots.acquire()
+        task = asyncio.create_task(self._actuate(wl, key, decision, current))
+        self._tasks_in_flight.add(task)
+        task.add_done_callback(self._tasks_in_flight.discard)
+
+    async def _actuate(
+        self, wl: dict[str, Any], key: str, decision: Decision, current: list[str]
+    ) -> None:
+        try:
+            written = await self._nominate(wl, key, list(decision.nominate))
+        finally:
+            self._write_slots.release()
+            self._writing.discard(key)
+        if not written:
+            self.in_flight.remove(key)
+            return
+        self.first_nominated.setdefault(key, _now())
+        for cluster in decision.nominate:
+            if cluster not in current:
+                self.metrics.nominations.labels(cluster).inc()
         verb = "Nominated" if decision.outcome == "nominated" else "WaitingForCapacity"
         filtered = [
             f"{v.cluster} ({v.reason})"
@@ -235,7 +294,12 @@ class Dispatcher:
         ]
         message = decision.summary
         if filtered:
-            message += "; not chosen: " + "; ".join(filtered)
+            # Events hold 1 KiB: the first few, and where to see them all.
+            shown = filtered[:EVENT_CLUSTERS_SHOWN]
+            more = len(filtered) - len(shown)
+            message += "; not chosen: " + "; ".join(shown)
+            if more:
+                message += f"; and {more} more (python -m controller explain {key})"
         await self.event(wl, "Normal", verb, message)
 
     def _record_in_flight(self, key: str, decision: Decision, requests: Any) -> None:
@@ -286,7 +350,7 @@ class Dispatcher:
         """One Event per distinct message, so resyncs do not flood the workload."""
         meta = obj.get("metadata") or {}
         key = key_of(obj)
-        if not self.is_leader() or self.last_event.get(key) == f"{reason}:{message}":
+        if not self.is_leader() or self.last_event.get(key) == hash((reason, message)):
             return
         now = _now().strftime("%Y-%m-%dT%H:%M:%SZ")
         body = {
@@ -313,12 +377,23 @@ class Dispatcher:
             "lastTimestamp": now,
             "count": 1,
         }
+        # Sent in the background, after the nomination itself: like client-go's recorder,
+        # Events are best effort and must not slow down or block the writes that matter.
         try:
-            await self.manager.create(EVENTS, body, meta.get("namespace"))
-            self.last_event[key] = f"{reason}:{message}"
-        except ApiError as exc:
-            self.metrics.write_errors.labels("event").inc()
-            log.warning("event on %s: %s", key, exc)
+            self._events.put_nowait((key, body))
+        except asyncio.QueueFull:
+            self.metrics.write_errors.labels("event-dropped").inc()
+            return
+        self.last_event[key] = hash((reason, message))
+
+    async def _send_events(self) -> None:
+        while True:
+            key, body = await self._events.get()
+            try:
+                await self.manager.create(EVENTS, body, body["metadata"]["namespace"])
+            except ApiError as exc:
+                self.metrics.write_errors.labels("event").inc()
+                log.warning("event on %s: %s", key, exc)
 
     async def sync_policy_status(self) -> None:
         """A Ready condition on every DispatchPolicy: True when in force, False with why."""

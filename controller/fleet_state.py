@@ -33,7 +33,7 @@ from controller.kube import (
 )
 from controller.model import FlavorCapacity, QueueCapacity, Resources, WorkerView, milli
 from controller.settings import Settings
-from controller.workloads import MULTIKUEUE_CONTROLLER
+from controller.workloads import MULTIKUEUE_CONTROLLER, trim
 
 log = logging.getLogger("controller.state")
 DISPATCH_POLICIES = Kind(policy_api.GROUP, policy_api.VERSION, policy_api.PLURAL, False)
@@ -152,7 +152,7 @@ class FleetState:
         def notify(source: str) -> Callable[[str, Any], None]:
             return lambda event, obj: changed(source, event, obj)
 
-        self.workloads = Reflector(manager, WORKLOADS, notify("workloads"))
+        self.workloads = Reflector(manager, WORKLOADS, notify("workloads"), transform=trim)
         self.checks = Reflector(manager, ADMISSION_CHECKS, notify("fleet"))
         self.configs = Reflector(manager, MULTIKUEUE_CONFIGS, notify("fleet"))
         self.clusters = Reflector(manager, MULTIKUEUE_CLUSTERS, notify("fleet"))

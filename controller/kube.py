@@ -182,9 +182,28 @@ class Kube:
             content_type="application/merge-patch+json",
         )
 
-    async def list(self, kind: Kind, namespace: str | None = None) -> tuple[list[dict], str]:
-        result = await self.request("GET", kind.path(namespace), timeout=120)
-        return result.get("items") or [], (result.get("metadata") or {}).get("resourceVersion", "")
+    async def list(
+        self,
+        kind: Kind,
+        namespace: str | None = None,
+        transform: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+        page: int = 500,
+    ) -> tuple[list[dict], str]:
+        """Every object, a page at a time (limit/continue), each passed through
+        `transform` as it arrives: listing 10,000 Workloads never holds them all in full."""
+        items: list[dict] = []
+        token = ""
+        while True:
+            query: list[tuple[str, Any]] = [("limit", page)]
+            if token:
+                query.append(("continue", token))
+            result = await self.request("GET", kind.path(namespace), query=query, timeout=120)
+            chunk = result.get("items") or []
+            items.extend(transform(o) for o in chunk) if transform else items.extend(chunk)
+            meta = result.get("metadata") or {}
+            token = meta.get("continue") or ""
+            if not token:
+                return items, meta.get("resourceVersion", "")
 
     async def watch(
         self,
@@ -247,6 +266,7 @@ class Reflector:
         namespace: str | None = None,
         watch_timeout: int = 300,
         max_backoff: float = 30.0,
+        transform: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
     ) -> None:
         self.kube = kube
         self.kind = kind
@@ -254,6 +274,9 @@ class Reflector:
         self.on_change = on_change
         self.watch_timeout = watch_timeout
         self.max_backoff = max_backoff
+        # Applied to each object before it is stored: keep only what is read, so a cache of
+        # tens of thousands of objects stays small.
+        self.transform = transform or (lambda obj: obj)
         self.store: dict[str, dict[str, Any]] = {}
         self.synced = asyncio.Event()
         self.healthy = False
@@ -296,7 +319,7 @@ class Reflector:
                 backoff = min(backoff * 2, self.max_backoff)
 
     async def _list(self) -> str:
-        items, resource_version = await self.kube.list(self.kind, self.namespace)
+        items, resource_version = await self.kube.list(self.kind, self.namespace, self.transform)
         self.store = {self.key(o): o for o in items}
         self.relists += 1
         self._seen()
@@ -325,6 +348,7 @@ class Reflector:
             if kind == "DELETED":
                 self.store.pop(self.key(obj), None)
             else:
+                obj = self.transform(obj)
                 self.store[self.key(obj)] = obj
             self.on_change(kind, obj)
         return resource_version

@@ -45,6 +45,9 @@ class Settings:
     lease_duration_seconds: float = 15.0
     lease_renew_seconds: float = 5.0
     metrics_port: int = 8080
+    # Status patches under way at once (one per workload at most): enough to hide the
+    # API server's round trip, few enough to stay a polite client.
+    concurrent_writes: int = 16
 
 
 def load_settings(path: str | Path | None) -> Settings:
@@ -61,6 +64,7 @@ def load_settings(path: str | Path | None) -> Settings:
         "staleAfterSeconds",
         "resyncSeconds",
         "metricsPort",
+        "concurrentWrites",
     }
     unknown = sorted(set(raw) - known)
     if unknown:
@@ -92,4 +96,5 @@ def load_settings(path: str | Path | None) -> Settings:
         stale_after_seconds=float(raw.get("staleAfterSeconds", base.stale_after_seconds)),
         resync_seconds=float(raw.get("resyncSeconds", base.resync_seconds)),
         metrics_port=int(raw.get("metricsPort", base.metrics_port)),
+        concurrent_writes=int(raw.get("concurrentWrites", base.concurrent_writes)),
     )

@@ -148,3 +148,63 @@ def view_of(workload: Mapping[str, Any]) -> WorkloadView:
         nominated_at=parse_time(annotations.get(NOMINATED_AT)),
         priority=int(spec.get("priority") or 0),
     )
+
+
+def _requests_only(pod_spec: Mapping[str, Any]) -> dict[str, Any]:
+    def containers(key: str) -> list[dict[str, Any]]:
+        return [
+            {"resources": {"requests": (c.get("resources") or {}).get("requests") or {}}}
+            for c in pod_spec.get(key) or []
+        ]
+
+    trimmed: dict[str, Any] = {"containers": containers("containers")}
+    if pod_spec.get("initContainers"):
+        trimmed["initContainers"] = containers("initContainers")
+    if pod_spec.get("overhead"):
+        trimmed["overhead"] = pod_spec["overhead"]
+    return trimmed
+
+
+def trim(workload: Mapping[str, Any]) -> dict[str, Any]:
+    """A Workload reduced to what the dispatcher reads (metadata, queue, demand, admission
+    state): a watch cache of 10,000 full Workloads, pod templates and managedFields
+    included, would be most of the controller's memory."""
+    meta = workload.get("metadata") or {}
+    spec = workload.get("spec") or {}
+    status = workload.get("status") or {}
+    kept_spec: dict[str, Any] = {
+        k: spec[k] for k in ("queueName", "active", "priority") if k in spec
+    }
+    kept_spec["podSets"] = (
+        [
+            {
+                "name": p.get("name"),
+                "count": p.get("count", 1),
+                "template": {"spec": _requests_only((p.get("template") or {}).get("spec") or {})},
+            }
+            for p in spec.get("podSets") or []
+            if isinstance(p, Mapping)
+        ]
+        if isinstance(spec.get("podSets"), list)
+        else spec.get("podSets")
+    )
+    kept_status = {
+        k: status[k]
+        for k in ("clusterName", "nominatedClusterNames", "admission", "admissionChecks")
+        if k in status
+    }
+    kept_status["conditions"] = [
+        {k: c.get(k) for k in ("type", "status", "lastTransitionTime")}
+        for c in status.get("conditions") or []
+    ]
+    return {
+        "apiVersion": workload.get("apiVersion"),
+        "kind": workload.get("kind"),
+        "metadata": {
+            k: meta[k]
+            for k in ("name", "namespace", "uid", "annotations", "resourceVersion")
+            if k in meta
+        },
+        "spec": kept_spec,
+        "status": kept_status,
+    }

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
+import time
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -58,6 +59,7 @@ class Request:
     query: dict[str, str]
     body: Any
     content_type: str
+    at: float = 0.0  # time.time() on arrival: benchmarks measure latency to the write
 
 
 @dataclass
@@ -224,8 +226,20 @@ class Emulator:
             text = await request.text()
             body = json.loads(text) if text else None
         self.requests.append(
-            Request(request.method, request.path, dict(request.query), body, request.content_type)
+            Request(
+                request.method,
+                request.path,
+                dict(request.query),
+                body,
+                request.content_type,
+                time.time(),
+            )
         )
+        if request.path == "/_emulator/writes":
+            # Not Kubernetes: lets a benchmark in another process read when writes arrived.
+            return web.json_response(
+                [{"method": r.method, "path": r.path, "at": r.at} for r in self.writes()]
+            )
         if self.down:
             raise web.HTTPServiceUnavailable()
         for fault in self.faults:
@@ -247,18 +261,15 @@ class Emulator:
         if request.method == "GET" and not name:
             if request.query.get("watch") in ("true", "1"):
                 return await self._watch(request, gp, namespace)
-            items = [
-                copy.deepcopy(o)
-                for (ns, _), o in sorted(store.items())
-                if not namespace or ns == namespace
-            ]
-            return web.json_response(
-                {
-                    "kind": "List",
-                    "items": items,
-                    "metadata": {"resourceVersion": str(self.revision)},
-                }
-            )
+            keys = [k for k in sorted(store) if not namespace or k[0] == namespace]
+            # limit/continue as the API server pages: the token is where the page ended.
+            start = int(request.query.get("continue") or 0)
+            limit = int(request.query.get("limit") or 0) or len(keys)
+            items = [copy.deepcopy(store[k]) for k in keys[start : start + limit]]
+            meta: dict[str, Any] = {"resourceVersion": str(self.revision)}
+            if start + limit < len(keys):
+                meta["continue"] = str(start + limit)
+            return web.json_response({"kind": "List", "items": items, "metadata": meta})
         key = (namespace, name)
         if request.method == "GET":
             return (
@@ -387,3 +398,19 @@ class Emulator:
         finally:
             self._watchers.remove(queue)
         return response
+
+
+async def _serve(names: list[str], out: str) -> None:
+    emulators = {name: Emulator(name) for name in names}
+    urls = {name: await e.start() for name, e in emulators.items()}
+    with open(out, "w") as handle:
+        json.dump(urls, handle)
+    await asyncio.Event().wait()
+
+
+if __name__ == "__main__":
+    # python -m tests.kube_emulator OUT.json NAME... : serve one emulator per name until
+    # killed, their URLs written to OUT.json (the controller benchmark runs them apart).
+    import sys
+
+    asyncio.run(_serve(sys.argv[2:], sys.argv[1]))

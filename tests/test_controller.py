@@ -402,3 +402,27 @@ async def test_explain_command_line(fleet: Fleet) -> None:
         assert code == 2
         assert "<namespace>/<name>" in err
     assert fleet.manager.writes() == []
+
+
+def test_lists_are_read_a_page_at_a_time() -> None:
+    from tests.kube_emulator import Emulator
+
+    async def main() -> None:
+        emulator = Emulator("m")
+        await emulator.start()
+        for i in range(1203):
+            emulator.put(WORKLOADS, workload(f"w{i}"))
+        kube = await Kube.from_kubeconfig(emulator.kubeconfig(), "m")
+        try:
+            from controller.kube import WORKLOADS as KIND
+
+            items, version = await kube.list(KIND, transform=lambda o: o["metadata"]["name"])
+        finally:
+            await kube.close()
+            await emulator.stop()
+        assert len(items) == 1203 and len(set(items)) == 1203
+        pages = [r for r in emulator.requests if r.path.endswith("/workloads")]
+        assert [r.query.get("continue") for r in pages] == [None, "500", "1000"]
+        assert version == str(emulator.revision)
+
+    asyncio.run(main())

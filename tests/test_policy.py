@@ -364,3 +364,23 @@ def test_malformed_workloads_are_reported(mutate, message: str) -> None:  # type
     mutate(wl)
     with pytest.raises(MalformedWorkload, match=message):
         view_of(wl)
+
+
+def test_trimming_keeps_what_the_dispatcher_reads() -> None:
+    from controller.workloads import trim
+
+    for full in (
+        workload("w", cpu="3"),
+        workload("w", reserved=False),
+        workload("w", annotations={"kueue.x-k8s.io/component-workload-index": "1"}),
+    ):
+        full["metadata"]["managedFields"] = [{"manager": "kueue", "fieldsV1": {"f:x": {}}}]
+        full["spec"]["podSets"][0]["template"]["spec"]["containers"][0]["env"] = [
+            {"name": "BIG", "value": "x" * 10000}
+        ]
+        small = trim(full)
+        assert eligibility(small, {"multikueue"}) == eligibility(full, {"multikueue"})
+        assert view_of(small) == view_of(full)
+        assert requests_of(small) == requests_of(full)
+        assert "managedFields" not in small["metadata"]
+        assert len(str(small)) < len(str(full)) / 5
