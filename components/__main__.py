@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from components.config_source import load_stack, stack_path
 from components.problems import FleetConfigError, format_report
@@ -88,6 +90,76 @@ def _render_diff(args: argparse.Namespace) -> int:
     return 1 if lines and args.exit_code else 0
 
 
+def _driver(args: argparse.Namespace) -> Any:
+    from components.automation import Driver, Options
+
+    options = Options(
+        base=args.base,
+        name=args.name,
+        out=Path(args.out),
+        up_timeout=args.timeout,
+        ready_timeout=args.ready_timeout,
+    )
+    return Driver(options)
+
+
+def _guarded(action: Callable[[], int]) -> int:
+    from components.automation import DriverError
+
+    try:
+        return action()
+    except (DriverError, FleetConfigError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    return _guarded(lambda: (_driver(args).up(), 0)[1])
+
+
+def cmd_down(args: argparse.Namespace) -> int:
+    if not args.name:
+        print("down needs --name (the stack `up` printed)", file=sys.stderr)
+        return 2
+    return _guarded(lambda: (_driver(args).down(args.name), 0)[1])
+
+
+def cmd_preview(args: argparse.Namespace) -> int:
+    name = args.name or args.base
+    return _guarded(lambda: (_driver(args).preview(name), 0)[1])
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    command = [c for c in args.command if c != "--"]
+    if not command:
+        print("run needs a command after --", file=sys.stderr)
+        return 2
+    return _guarded(lambda: _driver(args).run(command))
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    import asyncio
+    import json
+
+    import yaml
+
+    from components.status import collect, wait_ready
+
+    folder = Path(args.dir)
+    summary = json.loads((folder / "summary.json").read_text())
+    kubeconfigs = {
+        c["name"]: yaml.safe_load((folder / c["kubeconfig"]).read_text())
+        for c in summary["clusters"]
+    }
+    roles = {c["name"]: c["role"] for c in summary["clusters"]}
+    if args.wait:
+        status = asyncio.run(wait_ready(kubeconfigs, roles, args.wait))
+    else:
+        status = asyncio.run(collect(kubeconfigs, roles))
+    print(status.as_json() if args.json else status.table())
+    return 0 if status.ready else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m components", description="Check and view a fleet offline."
@@ -115,6 +187,31 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--new", help="with --diff: a stack file path or REV:path")
     r.add_argument("--exit-code", action="store_true", help="with --diff: exit 1 when it differs")
     r.set_defaults(func=cmd_render)
+    for name, func, text in (
+        ("up", cmd_up, "create a uniquely named fleet from a base stack, wait until ready"),
+        ("down", cmd_down, "destroy a fleet made by up and remove its stack (safe twice)"),
+        ("preview", cmd_preview, "pulumi preview --diff of a stack"),
+        ("run", cmd_run, "up, run a command with KUBECONFIG set to the manager, down"),
+    ):
+        p = sub.add_parser(name, help=text)
+        p.add_argument("--base", default="ci", help="stack file the fleet is made from")
+        p.add_argument("--name", help="stack name (default: <base>-<run id>)")
+        p.add_argument("--out", default=".fleet", help="where kubeconfigs and summary.json go")
+        p.add_argument("--timeout", type=float, default=3600, help="seconds for up/destroy")
+        p.add_argument(
+            "--ready-timeout",
+            type=float,
+            default=900,
+            help="seconds to wait until the fleet is ready",
+        )
+        if name == "run":
+            p.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS]")
+        p.set_defaults(func=func)
+    st = sub.add_parser("status", help="is the fleet ready? (exit 1 when not)")
+    st.add_argument("--dir", default=".fleet", help="the directory `up` wrote")
+    st.add_argument("--json", action="store_true", help="machine-readable output")
+    st.add_argument("--wait", type=float, default=0, help="seconds to wait until ready")
+    st.set_defaults(func=cmd_status)
     args = parser.parse_args(argv)
     if args.command == "validate" and not args.stack and not args.all:
         parser.error("validate needs --stack NAME or --all")

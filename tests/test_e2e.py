@@ -278,3 +278,35 @@ def test_readme_first_command_on_a_docker_machine(project: Path) -> None:
             timeout=1800,
             env=env,
         )
+
+
+def test_run_gives_the_command_a_fleet_and_tears_it_down(project: Path) -> None:
+    _require(pulumi=True, kind=True, docker=True)
+    if not shutil.which("kubectl"):
+        pytest.skip("needs kubectl")
+    env = {**_pulumi_env(project), "PULUMI_CONFIG_PASSPHRASE": "e2e-run"}
+    result = subprocess.run(
+        [
+            str(project / ".venv" / "bin" / "python"),
+            "-m",
+            "components",
+            "run",
+            "--base",
+            "ci",
+            "--out",
+            str(project / ".fleet"),
+            "--",
+            "bash",
+            "scripts/sample-jobs.sh",
+        ],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=5400,
+    )
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    assert "the Job and the JobSet completed on a worker" in result.stdout
+    stacks = _pulumi_run(project, "stack", "ls", "--json")
+    assert "ci-" not in stacks.stdout  # run removed the stack it made

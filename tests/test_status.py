@@ -1,0 +1,196 @@
+"""`status` against emulated clusters seeded with healthy and unhealthy objects: the table,
+the JSON and the exit codes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from components.status import collect
+from tests.fleet_harness import NS, K, cluster_queue
+from tests.kube_emulator import Emulator
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def deployment(namespace: str, name: str, available: int) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"replicas": 1},
+        "status": {"availableReplicas": available},
+    }
+
+
+def active(kind_name: str, ok: bool, reason: str = "Active", message: str = "") -> dict:
+    return {
+        "metadata": {"name": kind_name},
+        "status": {
+            "conditions": [
+                {
+                    "type": "Active",
+                    "status": "True" if ok else "False",
+                    "reason": reason,
+                    "message": message,
+                }
+            ]
+        },
+    }
+
+
+async def fleet(healthy: bool = True) -> tuple[Emulator, Emulator]:
+    manager, worker = Emulator("manager"), Emulator("worker1")
+    for e in (manager, worker):
+        await e.start()
+        e.put("apps/deployments", deployment("kueue-system", "kueue-controller-manager", 1))
+        cq = cluster_queue("8", "32Gi")
+        cq["status"]["pendingWorkloads"], cq["status"]["admittedWorkloads"] = 3, 5
+        e.put(f"{K}/clusterqueues", cq)
+        e.put(
+            f"{K}/localqueues",
+            {
+                "metadata": {"name": "user-queue", "namespace": NS},
+                "spec": {"clusterQueue": "cluster-queue"},
+            },
+        )
+    manager.put(
+        "apps/deployments", deployment("multikueue-fleet-system", "multikueue-fleet-dispatcher", 1)
+    )
+    manager.put(f"{K}/admissionchecks", active("multikueue", True))
+    manager.put(
+        f"{K}/multikueueclusters",
+        active(
+            "worker1",
+            healthy,
+            "Active" if healthy else "ClientConnectionFailed",
+            "" if healthy else "the server has asked for the client to provide credentials",
+        ),
+    )
+    if not healthy:
+        manager.put(
+            f"{K}/localqueues",
+            {
+                "metadata": {"name": "gpu", "namespace": NS},
+                "spec": {"clusterQueue": "cluster-queue"},
+            },
+        )
+        worker.put("apps/deployments", deployment("kueue-system", "kueue-controller-manager", 0))
+    return manager, worker
+
+
+def configs(manager: Emulator, worker: Emulator) -> tuple[dict, dict]:
+    return (
+        {"manager": manager.kubeconfig(), "worker1": worker.kubeconfig()},
+        {"manager": "manager", "worker1": "worker"},
+    )
+
+
+def test_a_ready_fleet() -> None:
+    async def main() -> None:
+        manager, worker = await fleet()
+        try:
+            status = await collect(*configs(manager, worker))
+        finally:
+            await manager.stop()
+            await worker.stop()
+        assert status.ready
+        kinds = {(c.cluster, c.kind, c.name) for c in status.checks}
+        assert ("manager", "MultiKueueCluster", "worker1") in kinds
+        assert (
+            "manager",
+            "Deployment",
+            "multikueue-fleet-system/multikueue-fleet-dispatcher",
+        ) in kinds
+        assert ("worker1", "LocalQueues", "mirrored") in kinds
+        table = status.table()
+        assert table.splitlines()[-1] == "fleet ready"
+        row = next(line for line in table.splitlines() if "ClusterQueue" in line)
+        assert row.split()[3:6] == ["yes", "3", "5"]
+
+    asyncio.run(main())
+
+
+def test_what_is_wrong_is_named() -> None:
+    async def main() -> None:
+        manager, worker = await fleet(healthy=False)
+        try:
+            status = await collect(*configs(manager, worker))
+        finally:
+            await manager.stop()
+            await worker.stop()
+        assert not status.ready
+        bad = {(c.cluster, c.kind, c.name): c for c in status.checks if not c.ready}
+        mkc = bad[("manager", "MultiKueueCluster", "worker1")]
+        assert mkc.reason == "ClientConnectionFailed"
+        assert "provide credentials" in mkc.message
+        assert bad[("worker1", "LocalQueues", "mirrored")].message == f"{NS}/gpu"
+        kueue = bad[("worker1", "Deployment", "kueue-system/kueue-controller-manager")]
+        assert kueue.message == "0/1 replicas available"
+        assert json.loads(status.as_json())["ready"] is False
+
+    asyncio.run(main())
+
+
+def test_an_unreachable_cluster() -> None:
+    async def main() -> None:
+        manager, worker = await fleet()
+        worker.down = True
+        try:
+            status = await collect(*configs(manager, worker))
+        finally:
+            await manager.stop()
+            await worker.stop()
+        (check,) = [c for c in status.checks if c.cluster == "worker1"]
+        assert (check.ready, check.reason) == (False, "Unreachable")
+
+    asyncio.run(main())
+
+
+def test_command_line_exit_codes_and_json(tmp_path: Path) -> None:
+    async def main() -> None:
+        manager, worker = await fleet()
+        try:
+            (tmp_path / "kubeconfigs").mkdir()
+            clusters = []
+            for name, e, role in (("manager", manager, "manager"), ("worker1", worker, "worker")):
+                path = tmp_path / "kubeconfigs" / f"{name}.yaml"
+                path.write_text(yaml.safe_dump(e.kubeconfig()))
+                clusters.append(
+                    {"name": name, "role": role, "kubeconfig": f"kubeconfigs/{name}.yaml"}
+                )
+            (tmp_path / "summary.json").write_text(json.dumps({"clusters": clusters}))
+
+            async def status(*args: str) -> tuple[int, str]:
+                process = await asyncio.create_subprocess_exec(
+                    sys.executable,
+                    "-m",
+                    "components",
+                    "status",
+                    "--dir",
+                    str(tmp_path),
+                    *args,
+                    cwd=ROOT,
+                    stdout=asyncio.subprocess.PIPE,
+                    stderr=asyncio.subprocess.PIPE,
+                )
+                out, _ = await process.communicate()
+                return process.returncode or 0, out.decode()
+
+            code, out = await status("--json")
+            assert code == 0 and json.loads(out)["ready"] is True
+            manager.put(f"{K}/multikueueclusters", active("worker1", False, "BadKubeConfig"))
+            code, out = await status()
+            assert code == 1
+            assert out.splitlines()[-1] == "fleet NOT ready"
+            assert "BadKubeConfig" in out
+            code, _ = await status("--wait", "1")
+            assert code == 1
+        finally:
+            await manager.stop()
+            await worker.stop()
+
+    asyncio.run(main())
