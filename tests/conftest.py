@@ -11,6 +11,7 @@ from components.fleet_objects import ClusterObjects, build_fleet
 from components.problems import Problem
 from components.spec import FleetSpec, load_spec
 from components.validate import validate
+from tests.envtest import apiserver  # noqa: F401 (the real-API-server fixture, for all tests)
 
 BASE: dict[str, Any] = {
     "manager": {"name": "manager", "provider": "kind"},

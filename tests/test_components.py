@@ -273,3 +273,17 @@ def test_cloud_clusters_use_their_providers(runs: dict[str, Run]) -> None:
     eks = runs["eks"].monitor
     assert eks.named("use1-eks").typ == "eks:index:Cluster"
     assert eks.named("use1-aws").inputs["region"] == "us-east-1"
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_no_object_is_registered_twice_on_a_cluster(runs: dict[str, Run], stack: str) -> None:
+    # Two Pulumi resources owning one Kubernetes object would fight over it on every up.
+    monitor = runs[stack].monitor
+    spec = _spec(stack)
+    seen: dict[tuple[str, str], str] = {}
+    for reg in monitor.of_type("yaml/v2:ConfigGroup"):
+        cluster = _cluster_of(reg, spec)
+        for obj in _objs(reg):
+            key = (cluster or "", object_key(obj))
+            assert key not in seen, f"{key} in both {seen[key]} and {reg.name}"
+            seen[key] = reg.name

@@ -9,9 +9,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from components.status import collect
+from tests.envtest import missing
 from tests.fleet_harness import NS, K, cluster_queue
 from tests.kube_emulator import Emulator
 
@@ -192,5 +194,86 @@ def test_command_line_exit_codes_and_json(tmp_path: Path) -> None:
         finally:
             await manager.stop()
             await worker.stop()
+
+    asyncio.run(main())
+
+
+@pytest.mark.skipif(bool(missing()), reason=missing() or "ok")
+def test_status_against_a_real_api_server(apiserver: dict[str, Any]) -> None:
+    """The manager on a real kube-apiserver (objects created and their status written the
+    way Kueue would), the worker emulated."""
+    from controller.kube import Kind, Kube
+    from tests.envtest import install, wait_ready
+
+    deployments = Kind("apps", "v1", "deployments", True)
+    checks = Kind(K, "v1beta2", "admissionchecks", False)
+    clusters = Kind(K, "v1beta2", "multikueueclusters", False)
+
+    async def main() -> None:
+        worker = Emulator("worker1")
+        await worker.start()
+        worker.put("apps/deployments", deployment("kueue-system", "kueue-controller-manager", 1))
+        manager = await Kube.from_kubeconfig(apiserver, "manager")
+        try:
+            await wait_ready(manager)
+            await install(manager)
+            pod = {
+                "metadata": {"labels": {"app": "kueue"}},
+                "spec": {
+                    "containers": [
+                        {"name": "manager", "image": "registry.k8s.io/kueue/kueue:v0.19.2"}
+                    ]
+                },
+            }
+            await manager.create(
+                deployments,
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": "Deployment",
+                    "metadata": {"name": "kueue-controller-manager", "namespace": "kueue-system"},
+                    "spec": {
+                        "replicas": 1,
+                        "selector": {"matchLabels": {"app": "kueue"}},
+                        "template": pod,
+                    },
+                },
+                "kueue-system",
+            )
+            await manager.merge_patch(
+                deployments,
+                "kueue-controller-manager",
+                {"status": {"replicas": 1, "availableReplicas": 1}},
+                "kueue-system",
+                status=True,
+            )
+            for kind, kind_name, body in (
+                (checks, "AdmissionCheck", active("multikueue", True)),
+                (
+                    clusters,
+                    "MultiKueueCluster",
+                    active("worker1", False, "BadKubeConfig", "no token"),
+                ),
+            ):
+                status = body.pop("status")
+                await manager.create(
+                    kind,
+                    {"apiVersion": f"{K}/v1beta2", "kind": kind_name, **body, "spec": {}},
+                )
+                await manager.merge_patch(
+                    kind, body["metadata"]["name"], {"status": status}, status=True
+                )
+            result = await collect(
+                {"manager": apiserver, "worker1": worker.kubeconfig()},
+                {"manager": "manager", "worker1": "worker"},
+                dispatcher=False,
+            )
+        finally:
+            await manager.close()
+            await worker.stop()
+        assert not result.ready
+        (mkc,) = [c for c in result.checks if c.kind == "MultiKueueCluster"]
+        assert (mkc.ready, mkc.reason, mkc.message) == (False, "BadKubeConfig", "no token")
+        kueue = next(c for c in result.checks if c.cluster == "manager" and c.kind == "Deployment")
+        assert kueue.ready
 
     asyncio.run(main())
