@@ -77,7 +77,18 @@ def _rules(spec: FleetSpec) -> list[dict[str, Any]]:
         {"apiGroups": [GROUP], "resources": [PLURAL], "verbs": read},
         {"apiGroups": [GROUP], "resources": [f"{PLURAL}/status"], "verbs": ["patch"]},
         {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
-    ]
+    ] + (
+        [
+            # Inventory automation: only objects carrying its owner label are ever touched.
+            {
+                "apiGroups": ["kueue.x-k8s.io"],
+                "resources": ["multikueueclusters", "multikueueconfigs"],
+                "verbs": ["create", "patch", "delete"],
+            },
+        ]
+        if spec.dispatcher.inventory
+        else []
+    )
 
 
 def _binding(kind: str, name: str) -> dict[str, Any]:
@@ -128,19 +139,23 @@ def rbac(spec: FleetSpec) -> list[dict[str, Any]]:
             "subjects": subject,
         },
     ]
-    if spec.credentials.mode == "clusterProfile":
+    profile_mode = spec.credentials.mode == "clusterProfile"
+    if profile_mode or spec.dispatcher.inventory:
         profiles = [
             {
                 "apiGroups": ["multicluster.x-k8s.io"],
                 "resources": ["clusterprofiles"],
                 "verbs": ["get", "list", "watch"],
             },
-            {
-                "apiGroups": ["multicluster.x-k8s.io"],
-                "resources": ["clusterprofiles/status"],
-                "verbs": ["patch"],
-            },
         ]
+        if profile_mode:  # it keeps the status of the profiles the stack declared
+            profiles.append(
+                {
+                    "apiGroups": ["multicluster.x-k8s.io"],
+                    "resources": ["clusterprofiles/status"],
+                    "verbs": ["patch"],
+                }
+            )
         objects += [
             {
                 "apiVersion": "rbac.authorization.k8s.io/v1",

@@ -253,6 +253,9 @@ class DispatcherSpec:
     image: str | None = None
     # Where that build is pushed when the manager is not a kind cluster.
     registry: str | None = None
+    # Let DispatchPolicies with `inventory` add ClusterProfiles to MultiKueue (grants the
+    # dispatcher the rights to create MultiKueueClusters and its own MultiKueueConfigs).
+    inventory: bool = False
     replicas: int = 2
     policy: DispatchPolicyDefaults = field(default_factory=DispatchPolicyDefaults)
 
@@ -860,7 +863,9 @@ def _read_credentials(r: _Reader, raw: Any) -> CredentialsSpec:
 
 def _read_dispatcher(r: _Reader, raw: Any) -> DispatcherSpec:
     path = "dispatcher"
-    m = r.mapping(raw, path, ("enabled", "name", "image", "registry", "replicas", "policy"))
+    m = r.mapping(
+        raw, path, ("enabled", "name", "image", "registry", "inventory", "replicas", "policy")
+    )
     pp = key_path(path, "policy")
     p = r.mapping(
         m.get("policy"),
@@ -872,6 +877,7 @@ def _read_dispatcher(r: _Reader, raw: Any) -> DispatcherSpec:
         name=r.string(m, "name", path, DISPATCHER_NAME) or DISPATCHER_NAME,
         image=r.string(m, "image", path),
         registry=r.string(m, "registry", path),
+        inventory=r.boolean(m, "inventory", path, False),
         replicas=r.integer(m, "replicas", path, 2, minimum=1, maximum=5) or 2,
         policy=DispatchPolicyDefaults(
             strategy=r.string(p, "strategy", pp, "MostFreeQuota", choices=STRATEGIES)

@@ -6,11 +6,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from datetime import UTC, datetime
 
 from aiohttp import web
 
 from controller.dispatcher import Dispatcher
-from controller.kube import Kube
+from controller.inventory import InventoryKeeper
+from controller.kube import ApiError, Kube
 from controller.leader import LeaderElector
 from controller.metrics import Metrics
 from controller.policy import show
@@ -70,11 +72,25 @@ async def run(
                 )
             await asyncio.sleep(min(settings.resync_seconds, 10))
 
+    keeper = InventoryKeeper(manager, dispatcher.state, settings.kueue_namespace, dispatcher.event)
+
+    async def inventory() -> None:
+        while True:
+            await asyncio.sleep(min(settings.resync_seconds, 2))
+            if not (elector.is_leader and dispatcher.state.synced()):
+                continue
+            try:
+                await keeper.step(datetime.now(UTC))
+                dispatcher.excluded = keeper.excluded
+            except ApiError as exc:
+                log.warning("inventory: %s", exc)
+
     await dispatcher.start()
     tasks = [
         asyncio.create_task(elector.run(), name="leader"),
         asyncio.create_task(on_leadership(), name="leadership"),
         asyncio.create_task(profiles(), name="profiles"),
+        asyncio.create_task(inventory(), name="inventory"),
     ]
     try:
         await stop.wait()

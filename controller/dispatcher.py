@@ -76,6 +76,8 @@ class Dispatcher:
         )
         self.in_flight = InFlightIndex()
         self.first_nominated: dict[str, datetime] = {}
+        # Clusters leaving the inventory: no new nominations while they drain.
+        self.excluded: set[str] = set()
         # What was last said on each workload, as a hash: only equality matters, and
         # 10,000 pending workloads' full messages would be megabytes.
         self.last_event: dict[str, int] = {}
@@ -216,7 +218,11 @@ class Dispatcher:
             view = replace(view, nominated_at=since)
         queue = ((wl.get("status") or {}).get("admission") or {}).get("clusterQueue", "")
         policy = self.state.policy_set().for_queue(queue, self.settings.default_policy)
-        clusters = self.state.config_clusters(checks[found.check or ""])
+        clusters = [
+            c
+            for c in self.state.config_clusters(checks[found.check or ""])
+            if c not in self.excluded
+        ]
         if not clusters:
             return (
                 Eligibility(
@@ -358,7 +364,8 @@ class Dispatcher:
             "kind": "Event",
             "metadata": {
                 "generateName": f"{meta.get('name')}.",
-                "namespace": meta.get("namespace"),
+                # Events on cluster-scoped objects (policies) live in "default", as kubectl's do.
+                "namespace": meta.get("namespace") or "default",
             },
             "involvedObject": {
                 "apiVersion": obj.get("apiVersion", "kueue.x-k8s.io/v1beta2"),

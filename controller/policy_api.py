@@ -65,6 +65,31 @@ def crd() -> dict[str, Any]:
                 "default": "5m",
                 "description": "Nominate more clusters after waiting this long.",
             },
+            "inventory": {
+                "type": "object",
+                "required": ["multiKueueConfig"],
+                "description": "Opt-in: ClusterProfiles selected here join this MultiKueueConfig.",
+                "properties": {
+                    "multiKueueConfig": {"type": "string"},
+                    "selector": {
+                        "type": "object",
+                        "properties": {
+                            "matchLabels": {
+                                "type": "object",
+                                "additionalProperties": {"type": "string"},
+                            }
+                        },
+                    },
+                    "accessProvider": {"type": "string"},
+                    "requiredProperties": {"type": "array", "items": {"type": "string"}},
+                    "orderBy": {"type": "string", "default": "name"},
+                    "drainTimeout": {
+                        "type": "string",
+                        "pattern": _DURATION.pattern,
+                        "default": "1h",
+                    },
+                },
+            },
             "whenNothingFits": {
                 "type": "string",
                 "enum": list(WHEN_NOTHING_FITS),
@@ -173,6 +198,9 @@ def parse(obj: Mapping[str, Any]) -> tuple[Policy, tuple[str, ...]]:
     queues = spec.get("clusterQueues") or []
     if not isinstance(queues, list) or not all(isinstance(q, str) for q in queues):
         raise InvalidPolicy("clusterQueues must be a list of names")
+    from controller.inventory import parse_inventory  # the inventory builds on this module
+
+    parse_inventory(name, spec.get("inventory"))  # refused here, reported as Ready=False
     policy = Policy(
         name=name,
         cluster_selector=dict(selector),

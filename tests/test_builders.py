@@ -491,3 +491,36 @@ def test_default_fleet_when_keys_are_omitted() -> None:
     assert spec.kueue.version == "v0.19.2"
     assert spec.kueue.multikueue.origin == "mkf-dev"
     assert spec.queues.local_queues[0].name == "user-queue"
+
+
+def test_inventory_rights_only_when_asked_for() -> None:
+    config = base()
+    plain = fleet(config)["manager"]
+    (role,) = find(plain, "ClusterRole", "multikueue-fleet:dispatcher")
+    assert not any(
+        "create" in r["verbs"] and "multikueueclusters" in r["resources"] for r in role["rules"]
+    )
+    assert not find(plain, "Role", "multikueue-fleet-dispatcher") or all(
+        r["metadata"]["namespace"] != "kueue-system"
+        for r in find(plain, "Role", "multikueue-fleet-dispatcher")
+    )
+    config["dispatcher"] = {"inventory": True}
+    manager = fleet(config)["manager"]
+    (role,) = find(manager, "ClusterRole", "multikueue-fleet:dispatcher")
+    assert {
+        "apiGroups": ["kueue.x-k8s.io"],
+        "resources": ["multikueueclusters", "multikueueconfigs"],
+        "verbs": ["create", "patch", "delete"],
+    } in role["rules"]
+    (profiles,) = [
+        r
+        for r in find(manager, "Role", "multikueue-fleet-dispatcher")
+        if r["metadata"]["namespace"] == "kueue-system"
+    ]
+    assert profiles["rules"] == [
+        {
+            "apiGroups": ["multicluster.x-k8s.io"],
+            "resources": ["clusterprofiles"],
+            "verbs": ["get", "list", "watch"],
+        }
+    ]
