@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
 import json
 import multiprocessing
 import resource
@@ -31,8 +30,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
@@ -40,7 +37,17 @@ from controller.app import run  # noqa: E402
 from controller.kube import SECRETS, WORKLOADS, Kind, Kube  # noqa: E402
 from controller.metrics import Metrics  # noqa: E402
 from controller.settings import Settings  # noqa: E402
-from tests.fleet_harness import NS, K, cluster_queue, workload  # noqa: E402
+from tests.fleet_harness import (  # noqa: E402
+    ACTIVE,
+    NS,
+    K,
+    admission_check,
+    cluster_queue,
+    multikueue_cluster,
+    multikueue_config,
+    reader_secret,
+    workload,
+)
 
 ADMISSION_CHECKS = Kind(K, "v1beta2", "admissionchecks", False)
 CONFIGS = Kind(K, "v1beta2", "multikueueconfigs", False)
@@ -69,55 +76,15 @@ async def create_workloads(manager: Kube, names: list[str], size: int = 64) -> N
 
 
 async def seed(manager: Kube, urls: dict[str, str], workers: list[str], pending: int) -> None:
-    await manager.create(
-        ADMISSION_CHECKS,
-        {
-            "apiVersion": f"{K}/v1beta2",
-            "kind": "AdmissionCheck",
-            "metadata": {"name": "multikueue"},
-            "spec": {
-                "controllerName": "kueue.x-k8s.io/multikueue",
-                "parameters": {"apiGroup": K, "kind": "MultiKueueConfig", "name": "multikueue"},
-            },
-        },
-    )
-    await manager.create(
-        CONFIGS,
-        {
-            "apiVersion": f"{K}/v1beta2",
-            "kind": "MultiKueueConfig",
-            "metadata": {"name": "multikueue"},
-            "spec": {"clusters": workers},
-        },
-    )
+    await manager.create(ADMISSION_CHECKS, admission_check())
+    await manager.create(CONFIGS, multikueue_config(workers))
     # Every worker could take every workload: the benchmark measures dispatch, not a full
     # fleet (1 cpu each, room for all of them on each worker).
     capacity = str(pending * 2 + 100)
     for name in workers:
+        await manager.create(CLUSTERS, {**multikueue_cluster(name), "status": ACTIVE})
         await manager.create(
-            CLUSTERS,
-            {
-                "apiVersion": f"{K}/v1beta2",
-                "kind": "MultiKueueCluster",
-                "metadata": {"name": name},
-                "spec": {},
-                "status": {"conditions": [{"type": "Active", "status": "True"}]},
-            },
-        )
-        text = yaml.safe_dump(kubeconfig(name, urls[name]))
-        await manager.create(
-            SECRETS,
-            {
-                "apiVersion": "v1",
-                "kind": "Secret",
-                "metadata": {
-                    "name": f"{name}-reader",
-                    "namespace": "multikueue-fleet-system",
-                    "labels": {"multikueue-fleet/worker": name},
-                },
-                "data": {"kubeconfig": base64.b64encode(text.encode()).decode()},
-            },
-            "multikueue-fleet-system",
+            SECRETS, reader_secret(name, kubeconfig(name, urls[name])), "multikueue-fleet-system"
         )
         worker = await Kube.from_kubeconfig(kubeconfig(name, urls[name]), name)
         await worker.create(CLUSTER_QUEUES, cluster_queue(capacity, f"{pending * 4}Gi"))

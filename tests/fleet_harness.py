@@ -136,6 +136,67 @@ def cluster_queue(
     }
 
 
+def admission_check() -> dict[str, Any]:
+    return {
+        "apiVersion": f"{K}/v1beta2",
+        "kind": "AdmissionCheck",
+        "metadata": {"name": "multikueue"},
+        "spec": {
+            "controllerName": "kueue.x-k8s.io/multikueue",
+            "parameters": {"apiGroup": K, "kind": "MultiKueueConfig", "name": "multikueue"},
+        },
+    }
+
+
+def multikueue_config(workers: list[str]) -> dict[str, Any]:
+    return {
+        "apiVersion": f"{K}/v1beta2",
+        "kind": "MultiKueueConfig",
+        "metadata": {"name": "multikueue"},
+        "spec": {"clusters": list(workers)},
+    }
+
+
+ACTIVE = {
+    "conditions": [
+        {
+            "type": "Active",
+            "status": "True",
+            "reason": "Active",
+            "message": "Connected",
+            "lastTransitionTime": "2026-11-22T00:00:00Z",
+        }
+    ]
+}
+
+
+def multikueue_cluster(name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
+    """Without status: an emulator takes `status` inline, a real server only on /status."""
+    return {
+        "apiVersion": f"{K}/v1beta2",
+        "kind": "MultiKueueCluster",
+        "metadata": {"name": name, "labels": dict(labels or {})},
+        "spec": {"clusterSource": {"kubeConfig": {"location": f"{name}-kubeconfig"}}},
+    }
+
+
+def reader_secret(
+    name: str, kubeconfig: dict[str, Any], namespace: str = "multikueue-fleet-system"
+) -> dict[str, Any]:
+    """The dispatcher's read-only kubeconfig for a worker, as the stack writes it."""
+    text = yaml.safe_dump(kubeconfig)
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": f"{name}-reader",
+            "namespace": namespace,
+            "labels": {"multikueue-fleet/worker": name},
+        },
+        "data": {"kubeconfig": base64.b64encode(text.encode()).decode()},
+    }
+
+
 class Fleet:
     def __init__(self, workers: dict[str, dict[str, Any]]) -> None:
         """workers: name -> {"cpu": nominal, "reserved": cpu reserved, "labels": {...}}."""
@@ -156,32 +217,14 @@ class Fleet:
     async def start(self) -> None:
         await self.manager.start()
         m = self.manager
-        m.put(
-            f"{K}/admissionchecks",
-            {
-                "metadata": {"name": "multikueue"},
-                "spec": {
-                    "controllerName": "kueue.x-k8s.io/multikueue",
-                    "parameters": {"apiGroup": K, "kind": "MultiKueueConfig", "name": "multikueue"},
-                },
-            },
-        )
-        m.put(
-            f"{K}/multikueueconfigs",
-            {"metadata": {"name": "multikueue"}, "spec": {"clusters": list(self.workers)}},
-        )
+        m.put(f"{K}/admissionchecks", admission_check())
+        m.put(f"{K}/multikueueconfigs", multikueue_config(list(self.workers)))
         for name, emulator in self.workers.items():
             await emulator.start()
             spec = self.spec[name]
             m.put(
                 f"{K}/multikueueclusters",
-                {
-                    "metadata": {"name": name, "labels": spec.get("labels", {})},
-                    "spec": {"clusterSource": {"kubeConfig": {"location": f"{name}-kubeconfig"}}},
-                    "status": {
-                        "conditions": [{"type": "Active", "status": "True", "reason": "Active"}]
-                    },
-                },
+                {**multikueue_cluster(name, spec.get("labels")), "status": ACTIVE},
             )
             self.put_reader_secret(name)
             emulator.put(
@@ -199,17 +242,8 @@ class Fleet:
             )
 
     def put_reader_secret(self, name: str) -> None:
-        text = yaml.safe_dump(self.workers[name].kubeconfig())
         self.manager.put(
-            "secrets",
-            {
-                "metadata": {
-                    "name": f"{name}-reader",
-                    "namespace": self.settings.namespace,
-                    "labels": {self.settings.worker_secret_label: name},
-                },
-                "data": {"kubeconfig": base64.b64encode(text.encode()).decode()},
-            },
+            "secrets", reader_secret(name, self.workers[name].kubeconfig(), self.settings.namespace)
         )
 
     async def run_controller(

@@ -5,17 +5,25 @@ workers stay emulated. Skips, saying why, when the binaries are not there."""
 from __future__ import annotations
 
 import asyncio
-import base64
 from typing import Any
 
 import pytest
-import yaml
 
 from controller.app import run
 from controller.kube import EVENTS, LEASES, SECRETS, WORKLOADS, Kind, Kube
 from controller.metrics import Metrics
 from tests.envtest import install, missing, wait_ready
-from tests.fleet_harness import NS, Fleet, K, workload
+from tests.fleet_harness import (
+    ACTIVE,
+    NS,
+    Fleet,
+    K,
+    admission_check,
+    multikueue_cluster,
+    multikueue_config,
+    reader_secret,
+    workload,
+)
 
 pytestmark = pytest.mark.skipif(bool(missing()), reason=missing() or "ok")
 
@@ -29,73 +37,16 @@ def test_dispatch_against_a_real_api_server(apiserver: dict[str, Any]) -> None:
         try:
             await wait_ready(manager)
             await install(manager)
+            await manager.create(Kind(K, "v1beta2", "admissionchecks", False), admission_check())
             await manager.create(
-                Kind(K, "v1beta2", "admissionchecks", False),
-                {
-                    "apiVersion": f"{K}/v1beta2",
-                    "kind": "AdmissionCheck",
-                    "metadata": {"name": "multikueue"},
-                    "spec": {
-                        "controllerName": "kueue.x-k8s.io/multikueue",
-                        "parameters": {
-                            "apiGroup": K,
-                            "kind": "MultiKueueConfig",
-                            "name": "multikueue",
-                        },
-                    },
-                },
-            )
-            await manager.create(
-                Kind(K, "v1beta2", "multikueueconfigs", False),
-                {
-                    "apiVersion": f"{K}/v1beta2",
-                    "kind": "MultiKueueConfig",
-                    "metadata": {"name": "multikueue"},
-                    "spec": {"clusters": ["w1", "w2"]},
-                },
+                Kind(K, "v1beta2", "multikueueconfigs", False), multikueue_config(["w1", "w2"])
             )
             clusters = Kind(K, "v1beta2", "multikueueclusters", False)
             for name, emulator in fleet.workers.items():
+                await manager.create(clusters, multikueue_cluster(name))
+                await manager.merge_patch(clusters, name, {"status": ACTIVE}, status=True)
                 await manager.create(
-                    clusters,
-                    {
-                        "apiVersion": f"{K}/v1beta2",
-                        "kind": "MultiKueueCluster",
-                        "metadata": {"name": name},
-                        "spec": {},
-                    },
-                )
-                await manager.merge_patch(
-                    clusters,
-                    name,
-                    {
-                        "status": {
-                            "conditions": [
-                                {
-                                    "type": "Active",
-                                    "status": "True",
-                                    "reason": "Active",
-                                    "message": "ok",
-                                    "lastTransitionTime": "2026-11-22T00:00:00Z",
-                                }
-                            ]
-                        }
-                    },
-                    status=True,
-                )
-                text = yaml.safe_dump(emulator.kubeconfig())
-                await manager.create(
-                    SECRETS,
-                    {
-                        "apiVersion": "v1",
-                        "kind": "Secret",
-                        "metadata": {
-                            "name": f"{name}-reader",
-                            "labels": {"multikueue-fleet/worker": name},
-                        },
-                        "data": {"kubeconfig": base64.b64encode(text.encode()).decode()},
-                    },
-                    "multikueue-fleet-system",
+                    SECRETS, reader_secret(name, emulator.kubeconfig()), "multikueue-fleet-system"
                 )
             wl = workload("real", cpu="2")
             status = wl.pop("status")
