@@ -99,48 +99,7 @@ def test_real_engine_reports_config_errors_before_any_change(project: Path) -> N
     assert "nominalQuota 'lots' is not a Kubernetes quantity" in result.stdout + result.stderr
 
 
-JOBS = """
-apiVersion: batch/v1
-kind: Job
-metadata: {name: e2e-job, namespace: default, labels: {kueue.x-k8s.io/queue-name: user-queue}}
-spec:
-  suspend: true
-  template:
-    spec:
-      restartPolicy: Never
-      containers:
-      - {name: c, image: busybox:1.36, command: [sh, -c, "sleep 3"],
-         resources: {requests: {cpu: 100m, memory: 64Mi}}}
----
-apiVersion: jobset.x-k8s.io/v1alpha2
-kind: JobSet
-metadata: {name: e2e-jobset, namespace: default, labels: {kueue.x-k8s.io/queue-name: user-queue}}
-spec:
-  replicatedJobs:
-  - name: workers
-    replicas: 1
-    template:
-      spec:
-        template:
-          spec:
-            restartPolicy: Never
-            containers:
-            - {name: c, image: busybox:1.36, command: [sh, -c, "sleep 3"],
-               resources: {requests: {cpu: 100m, memory: 64Mi}}}
----
-apiVersion: leaderworkerset.x-k8s.io/v1
-kind: LeaderWorkerSet
-metadata: {name: e2e-lws, namespace: default, labels: {kueue.x-k8s.io/queue-name: user-queue}}
-spec:
-  replicas: 1
-  leaderWorkerTemplate:
-    size: 2
-    workerTemplate:
-      spec:
-        containers:
-        - {name: c, image: busybox:1.36, command: [sh, -c, "sleep 3600"],
-           resources: {requests: {cpu: 100m, memory: 64Mi}}}
-"""
+JOBS = ROOT / "examples" / "sample-jobs.yaml"  # the same ones the CI workflow submits
 
 
 def _kubectl(kubeconfig: Path, *args: str, stdin: str | None = None) -> str:
@@ -198,7 +157,7 @@ def test_ci_fleet_runs_a_job_a_jobset_and_a_leaderworkerset(project: Path) -> No
         )
         manager = project / "manager.kubeconfig"
         manager.write_text(outputs["kubeconfigs"]["manager"])
-        _kubectl(manager, "apply", "-f", "-", stdin=JOBS)
+        _kubectl(manager, "apply", "-f", str(JOBS))
 
         def admitted_on_worker(kind: str, obj: str) -> bool:
             listing = json.loads(
@@ -212,9 +171,9 @@ def test_ci_fleet_runs_a_job_a_jobset_and_a_leaderworkerset(project: Path) -> No
             )
 
         for kind, obj in (
-            ("Job", "e2e-job"),
-            ("JobSet", "e2e-jobset"),
-            ("LeaderWorkerSet", "e2e-lws"),
+            ("Job", "sample-job"),
+            ("JobSet", "sample-jobset"),
+            ("LeaderWorkerSet", "sample-lws"),
         ):
             _wait(lambda kind=kind, obj=obj: admitted_on_worker(kind, obj), f"{kind} on worker1")
         _wait(
@@ -224,7 +183,7 @@ def test_ci_fleet_runs_a_job_a_jobset_and_a_leaderworkerset(project: Path) -> No
                     manager,
                     "get",
                     "job",
-                    "e2e-job",
+                    "sample-job",
                     "-n",
                     "default",
                     "-o",

@@ -4,6 +4,7 @@ registration."""
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import yaml
 
 from components.problems import FleetConfigError
 from tests.pulumi_harness import ROOT, STACKS, engine_config, prepare_environment, run_program
+from tests.test_validate import KUBECONFIG
 
 
 @pytest.fixture(autouse=True)
@@ -50,27 +52,10 @@ def test_program_stops_before_registering_anything_on_bad_config() -> None:
 def test_program_reads_secret_kubeconfigs_through_the_sdk() -> None:
     config, _ = engine_config(ROOT / "stacks" / "Pulumi.dev.yaml")
     # Decrypted by the engine, flagged secret: accepted without the plain-text error.
+    with_exec = copy.deepcopy(KUBECONFIG)
+    with_exec["users"][0]["user"] = {"exec": {"command": "aws"}}
     config["multikueue-fleet:workerKubeconfigs"] = json.dumps(
-        {
-            "worker1": yaml.safe_dump(
-                {
-                    "apiVersion": "v1",
-                    "kind": "Config",
-                    "current-context": "w",
-                    "clusters": [
-                        {
-                            "name": "w",
-                            "cluster": {
-                                "server": "https://w.example:6443",
-                                "certificate-authority-data": "Q0E=",
-                            },
-                        }
-                    ],
-                    "users": [{"name": "u", "user": {"exec": {"command": "aws"}}}],
-                    "contexts": [{"name": "w", "context": {"cluster": "w", "user": "u"}}],
-                }
-            )
-        }
+        {"worker1": yaml.safe_dump(with_exec)}
     )
     with pytest.raises(FleetConfigError) as info:
         run_program("dev", config, ["multikueue-fleet:workerKubeconfigs"])
@@ -84,24 +69,7 @@ def test_program_reads_secret_kubeconfigs_through_the_sdk() -> None:
 def test_a_kubeconfig_the_user_supplies_is_the_one_registered() -> None:
     from tests.test_components import secret_value
 
-    good = yaml.safe_dump(
-        {
-            "apiVersion": "v1",
-            "kind": "Config",
-            "current-context": "w",
-            "clusters": [
-                {
-                    "name": "w",
-                    "cluster": {
-                        "server": "https://w.example:6443",
-                        "certificate-authority-data": "Q0E=",
-                    },
-                }
-            ],
-            "users": [{"name": "u", "user": {"token": "mine"}}],
-            "contexts": [{"name": "w", "context": {"cluster": "w", "user": "u"}}],
-        }
-    )
+    good = yaml.safe_dump(KUBECONFIG)
     config, _ = engine_config(ROOT / "stacks" / "Pulumi.dev.yaml")
     config["multikueue-fleet:workerKubeconfigs"] = json.dumps({"worker2": good})
     run = run_program("dev", config, ["multikueue-fleet:workerKubeconfigs"])
