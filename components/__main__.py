@@ -160,6 +160,54 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0 if status.ready else 1
 
 
+READER_STEPS = """\
+# The dispatcher's read-only identity for worker {cluster} (fleet {fleet}).
+# 1. Apply this on the worker:
+#      python -m components reader-access --stack {stack} --cluster {cluster} \\
+#        | kubectl --context WORKER apply -f -
+# 2. Hand its token to the dispatcher, on the manager (the API server and CA come from
+#    the worker's ClusterProfile, so the token is all the Secret holds):
+#      TOKEN=$(kubectl --context WORKER -n {ns} get secret {token} \\
+#        -o jsonpath='{{.data.token}}' | base64 -d)
+#      kubectl --context MANAGER -n {ns} create secret generic {cluster}-reader-token \\
+#        --from-literal=token="$TOKEN"
+#      kubectl --context MANAGER -n {ns} label secret {cluster}-reader-token {label}={cluster}
+"""
+
+
+def cmd_reader_access(args: argparse.Namespace) -> int:
+    import yaml
+
+    from components.dispatcher_objects import WORKER_LABEL
+    from components.labels import FLEET_NAMESPACE
+    from components.spec import DNS_LABEL
+    from components.worker_access import READER_TOKEN, reader_access_objects
+
+    if len(args.cluster) > 63 or not DNS_LABEL.match(args.cluster):
+        print(
+            f"--cluster '{args.cluster}' is not a valid DNS label: use the name of the "
+            "worker's MultiKueueCluster (its ClusterProfile's name for inventory clusters)",
+            file=sys.stderr,
+        )
+        return 2
+    location = _locations(args)[0]
+    try:
+        spec, _ = load_stack(location)
+    except FleetConfigError as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    steps = READER_STEPS.format(
+        cluster=args.cluster,
+        fleet=spec.fleet_name,
+        stack=args.stack[0],
+        ns=FLEET_NAMESPACE,
+        token=READER_TOKEN,
+        label=WORKER_LABEL,
+    )
+    print(steps + "---\n" + yaml.safe_dump_all(reader_access_objects(spec), sort_keys=False))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m components", description="Check and view a fleet offline."
@@ -207,6 +255,13 @@ def main(argv: list[str] | None = None) -> int:
         if name == "run":
             p.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS]")
         p.set_defaults(func=func)
+    ra = sub.add_parser(
+        "reader-access",
+        help="the dispatcher's read-only identity for a worker the stack does not manage",
+    )
+    ra.add_argument("--stack", action="append", default=[], help="stack name or path")
+    ra.add_argument("--cluster", required=True, help="the worker's MultiKueueCluster name")
+    ra.set_defaults(func=cmd_reader_access)
     st = sub.add_parser("status", help="is the fleet ready? (exit 1 when not)")
     st.add_argument("--dir", default=".fleet", help="the directory `up` wrote")
     st.add_argument("--json", action="store_true", help="machine-readable output")
@@ -215,6 +270,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "validate" and not args.stack and not args.all:
         parser.error("validate needs --stack NAME or --all")
+    if args.command == "reader-access" and len(args.stack) != 1:
+        parser.error("reader-access needs one --stack NAME")
     return int(args.func(args))
 
 

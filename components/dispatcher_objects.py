@@ -48,6 +48,8 @@ def settings(spec: FleetSpec, endpoints: Mapping[str, tuple[str, str]]) -> dict[
         "kueueNamespace": KUEUE_NAMESPACE,
         "workerSecretLabel": WORKER_LABEL,
     }
+    if spec.dispatcher.inventory:
+        out["inventory"] = True
     if spec.credentials.mode == "clusterProfile":
         access = spec.credentials.cluster_profile.access_provider
         out["clusterProfiles"] = [

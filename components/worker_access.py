@@ -114,6 +114,23 @@ def _service_account_with_token(
     ]
 
 
+def reader_access_objects(spec: FleetSpec) -> list[dict[str, Any]]:
+    """The dispatcher's read-only identity on a worker: it reads queues, nothing else."""
+    reader_rules = [
+        {
+            "apiGroups": ["kueue.x-k8s.io"],
+            "resources": ["clusterqueues", "localqueues"],
+            "verbs": list(READ_VERBS),
+        }
+    ]
+    return [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": metadata(spec, FLEET_NAMESPACE)},
+        *_service_account_with_token(
+            spec, READER_SA, READER_TOKEN, FLEET_NAMESPACE, READER_ROLE, reader_rules
+        ),
+    ]
+
+
 def worker_access_objects(spec: FleetSpec) -> list[dict[str, Any]]:
     """The objects every worker gets so the manager and the dispatcher can reach it."""
     objects = _service_account_with_token(
@@ -125,20 +142,8 @@ def worker_access_objects(spec: FleetSpec) -> list[dict[str, Any]]:
         multikueue_rules(spec),
     )
     if spec.dispatcher.enabled:
-        reader_rules = [
-            {
-                "apiGroups": ["kueue.x-k8s.io"],
-                "resources": ["clusterqueues", "localqueues"],
-                "verbs": list(READ_VERBS),
-            }
-        ]
-        objects.insert(
-            0,
-            {"apiVersion": "v1", "kind": "Namespace", "metadata": metadata(spec, FLEET_NAMESPACE)},
-        )
-        objects += _service_account_with_token(
-            spec, READER_SA, READER_TOKEN, FLEET_NAMESPACE, READER_ROLE, reader_rules
-        )
+        reader = reader_access_objects(spec)
+        objects = [reader[0], *objects, *reader[1:]]  # the namespace first
     return objects
 
 

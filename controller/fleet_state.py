@@ -9,7 +9,6 @@ reached is marked unhealthy and never holds the others up.
 from __future__ import annotations
 
 import asyncio
-import base64
 import logging
 import time
 from collections.abc import Callable
@@ -17,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from controller import policy_api
+from controller import policy_api, reader_access
 from controller.kube import (
     ADMISSION_CHECKS,
     CLUSTER_PROFILES,
@@ -155,17 +154,29 @@ class FleetState:
         self.workloads = Reflector(manager, WORKLOADS, notify("workloads"), transform=trim)
         self.checks = Reflector(manager, ADMISSION_CHECKS, notify("fleet"))
         self.configs = Reflector(manager, MULTIKUEUE_CONFIGS, notify("fleet"))
-        self.clusters = Reflector(manager, MULTIKUEUE_CLUSTERS, notify("fleet"))
+
+        def access(source: str) -> Callable[[str, Any], None]:
+            # These change how a worker is reached: look at the connections again.
+            def seen(event: str, obj: Any) -> None:
+                self._reconnect.set()
+                if source:
+                    changed(source, event, obj)
+
+            return seen
+
+        self.clusters = Reflector(manager, MULTIKUEUE_CLUSTERS, access("fleet"))
         self.policies = Reflector(manager, DISPATCH_POLICIES, notify("policies"))
-        self.secrets = Reflector(manager, SECRETS, self._secrets_changed, settings.namespace)
-        # Only in ClusterProfile mode: elsewhere the CRD (and the right to read it) is absent.
+        self.secrets = Reflector(manager, SECRETS, access(""), settings.namespace)
+        # Only with ClusterProfiles (stack-declared or inventory): elsewhere the CRD, and the
+        # right to read it, are absent.
         self.profiles: Reflector | None = (
-            Reflector(manager, CLUSTER_PROFILES, notify("profiles"), settings.kueue_namespace)
-            if settings.cluster_profiles
+            Reflector(manager, CLUSTER_PROFILES, access("profiles"), settings.kueue_namespace)
+            if settings.cluster_profiles or settings.inventory
             else None
         )
         self.workers: dict[str, WorkerConnection] = {}
         self._kubeconfigs: dict[str, str] = {}
+        self.unreachable: dict[str, str] = {}  # worker -> why its reader access is unusable
         self._tasks: list[asyncio.Task] = []
         self._reconnect = asyncio.Event()
 
@@ -216,19 +227,29 @@ class FleetState:
             await worker.stop()
         self.workers.clear()
 
-    # --- worker connections, from the reader kubeconfig Secrets -----------------------------
-
-    def _secrets_changed(self, event: str, obj: Any) -> None:
-        self._reconnect.set()
+    # --- worker connections, from the reader Secrets -------------------------------------
 
     def worker_kubeconfigs(self) -> dict[str, str]:
+        """Worker -> reader kubeconfig text; the workers that have a Secret but cannot be
+        reached yet are in `self.unreachable`, with the reason."""
         label = self.settings.worker_secret_label
-        found = {}
+        profiles = {
+            (p.get("metadata") or {}).get("name", ""): p
+            for p in (self.profiles.store.values() if self.profiles is not None else ())
+        }
+        found, unreachable = {}, {}
         for secret in self.secrets.store.values():
             worker = ((secret.get("metadata") or {}).get("labels") or {}).get(label)
-            data = (secret.get("data") or {}).get("kubeconfig")
-            if worker and data:
-                found[worker] = base64.b64decode(data).decode()
+            if not worker:
+                continue
+            access = reader_access.resolve(
+                worker, secret, self.clusters.store.get(worker), profiles
+            )
+            if access.kubeconfig is not None:
+                found[worker] = access.kubeconfig
+            else:
+                unreachable[worker] = access.reason
+        self.unreachable = unreachable
         return found
 
     async def _keep_workers(self) -> None:
@@ -299,9 +320,11 @@ class FleetState:
             labels = dict((mkc.get("metadata") or {}).get("labels") or {})
             connection = self.workers.get(name)
             if connection is None:
-                views[name] = WorkerView(
-                    name, active, False, "no read-only kubeconfig Secret for it", labels
+                reason = self.unreachable.get(name) or (
+                    f"no reader Secret for it (label {self.settings.worker_secret_label}={name} "
+                    "in the dispatcher's namespace)"
                 )
+                views[name] = WorkerView(name, active, False, reason, labels)
                 continue
             healthy, reason, _ = connection.health(self.settings.stale_after_seconds)
             local_queues = {

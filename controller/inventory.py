@@ -240,7 +240,10 @@ class InventoryKeeper:
         if not specs:
             self.excluded = set()
             return {}
-        profiles, _ = await self.manager.list(CLUSTER_PROFILES, self.kueue_namespace)
+        if self.state.profiles is not None:
+            profiles = list(self.state.profiles.store.values())  # watched: no extra list
+        else:
+            profiles, _ = await self.manager.list(CLUSTER_PROFILES, self.kueue_namespace)
         running = running_per_cluster(self.state.workloads.store)
         plans, excluded = {}, set()
         for inv, policy in specs:

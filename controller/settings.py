@@ -40,6 +40,9 @@ class Settings:
     worker_secret_label: str = "multikueue-fleet/worker"
     default_policy: Policy = field(default_factory=Policy)
     cluster_profiles: tuple[DeclaredProfile, ...] = ()
+    # Inventory automation is on: watch ClusterProfiles, so a worker that joined through
+    # the inventory is reached with a reader token and the server its profile names.
+    inventory: bool = False
     stale_after_seconds: float = 60.0  # a worker silent for longer is unhealthy
     resync_seconds: float = 15.0  # pending workloads are looked at again this often
     lease_duration_seconds: float = 15.0
@@ -61,6 +64,7 @@ def load_settings(path: str | Path | None) -> Settings:
         "workerSecretLabel",
         "defaultPolicy",
         "clusterProfiles",
+        "inventory",
         "staleAfterSeconds",
         "resyncSeconds",
         "metricsPort",
@@ -93,6 +97,7 @@ def load_settings(path: str | Path | None) -> Settings:
         worker_secret_label=raw.get("workerSecretLabel", base.worker_secret_label),
         default_policy=policy,
         cluster_profiles=profiles,
+        inventory=bool(raw.get("inventory", base.inventory)),
         stale_after_seconds=float(raw.get("staleAfterSeconds", base.stale_after_seconds)),
         resync_seconds=float(raw.get("resyncSeconds", base.resync_seconds)),
         metrics_port=int(raw.get("metricsPort", base.metrics_port)),

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from controller.kube import Kind, Kube
+from controller.kube import ApiError, Kind, Kube
 from controller.policy_api import crd as dispatch_policy_crd
 from tests.fleet_harness import NS, K
 
@@ -174,10 +174,15 @@ async def install(kube: Kube) -> None:
         open_crd("multicluster.x-k8s.io", "ClusterProfile", "clusterprofiles", "Namespaced"),
         dispatch_policy_crd(),
     ]
-    for body in crds:
-        await kube.create(CRD_API, body)
-    for ns in (NS, "multikueue-fleet-system", "kueue-system"):
-        await kube.create(
-            NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
-        )
+    namespaces = [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
+        for ns in (NS, "multikueue-fleet-system", "kueue-system")
+    ]
+    # The server lives for a whole test module: a second test finds these already there.
+    for kind, body in [(CRD_API, c) for c in crds] + [(NAMESPACES, n) for n in namespaces]:
+        try:
+            await kube.create(kind, body)
+        except ApiError as exc:
+            if exc.status != 409:
+                raise
     await asyncio.sleep(2)  # CRDs become served

@@ -197,6 +197,22 @@ def reader_secret(
     }
 
 
+def seed_worker(emulator: Emulator, spec: dict[str, Any]) -> None:
+    """A worker's ClusterQueue (quota and reservation from `spec`) and the LocalQueue
+    `user-queue` in NS that points at it."""
+    emulator.put(
+        f"{K}/clusterqueues",
+        cluster_queue(spec.get("cpu", "8"), spec.get("memory", "32Gi"), spec.get("reserved", "0")),
+    )
+    emulator.put(
+        f"{K}/localqueues",
+        {
+            "metadata": {"name": "user-queue", "namespace": NS},
+            "spec": {"clusterQueue": "cluster-queue"},
+        },
+    )
+
+
 class Fleet:
     def __init__(self, workers: dict[str, dict[str, Any]]) -> None:
         """workers: name -> {"cpu": nominal, "reserved": cpu reserved, "labels": {...}}."""
@@ -219,27 +235,19 @@ class Fleet:
         m = self.manager
         m.put(f"{K}/admissionchecks", admission_check())
         m.put(f"{K}/multikueueconfigs", multikueue_config(list(self.workers)))
-        for name, emulator in self.workers.items():
-            await emulator.start()
-            spec = self.spec[name]
+        await self.start_workers()
+        for name in self.workers:
             m.put(
                 f"{K}/multikueueclusters",
-                {**multikueue_cluster(name, spec.get("labels")), "status": ACTIVE},
+                {**multikueue_cluster(name, self.spec[name].get("labels")), "status": ACTIVE},
             )
             self.put_reader_secret(name)
-            emulator.put(
-                f"{K}/clusterqueues",
-                cluster_queue(
-                    spec.get("cpu", "8"), spec.get("memory", "32Gi"), spec.get("reserved", "0")
-                ),
-            )
-            emulator.put(
-                f"{K}/localqueues",
-                {
-                    "metadata": {"name": "user-queue", "namespace": NS},
-                    "spec": {"clusterQueue": "cluster-queue"},
-                },
-            )
+
+    async def start_workers(self) -> None:
+        """The worker emulators, each with its ClusterQueue and LocalQueue."""
+        for name, emulator in self.workers.items():
+            await emulator.start()
+            seed_worker(emulator, self.spec[name])
 
     def put_reader_secret(self, name: str) -> None:
         self.manager.put(

@@ -10,6 +10,7 @@ request made. One emulator is one cluster.
 from __future__ import annotations
 
 import asyncio
+import base64
 import copy
 import json
 import time
@@ -76,6 +77,8 @@ class Emulator:
     revision: int = 1
     compacted: int = 0
     down: bool = False
+    # When set, requests must carry this bearer token (as a real server would refuse them).
+    required_token: str | None = None
     _watchers: list[asyncio.Queue] = field(default_factory=list)
     _runner: web.AppRunner | None = None
     port: int = 0
@@ -169,6 +172,10 @@ class Emulator:
         meta.setdefault("uid", str(uuid.uuid4()))
         meta.setdefault("creationTimestamp", datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
         meta.setdefault("generation", 1)
+        if "stringData" in obj:  # as the API server stores a Secret's plain-text values
+            data = obj.setdefault("data", {})
+            for k, v in obj.pop("stringData").items():
+                data[k] = base64.b64encode(str(v).encode()).decode()
         self.objects.setdefault(self._split(group_plural), {})[key] = obj
         self._record(group_plural, event, obj)
         return copy.deepcopy(obj)
@@ -202,6 +209,7 @@ class Emulator:
     @staticmethod
     def _status(code: int, message: str) -> web.Response:
         reason = {
+            401: "Unauthorized",
             404: "NotFound",
             409: "Conflict",
             410: "Gone",
@@ -242,6 +250,11 @@ class Emulator:
             )
         if self.down:
             raise web.HTTPServiceUnavailable()
+        if (
+            self.required_token is not None
+            and request.headers.get("Authorization") != f"Bearer {self.required_token}"
+        ):
+            return self._status(401, "Unauthorized")
         for fault in self.faults:
             if (
                 fault.remaining > 0

@@ -493,7 +493,9 @@ def test_default_fleet_when_keys_are_omitted() -> None:
     assert spec.queues.local_queues[0].name == "user-queue"
 
 
-def test_inventory_rights_only_when_asked_for() -> None:
+def test_inventory_rights_only_when_asked_for(tmp_path: Path) -> None:
+    from controller.settings import load_settings
+
     config = base()
     plain = fleet(config)["manager"]
     (role,) = find(plain, "ClusterRole", "multikueue-fleet:dispatcher")
@@ -506,6 +508,11 @@ def test_inventory_rights_only_when_asked_for() -> None:
     )
     config["dispatcher"] = {"inventory": True}
     manager = fleet(config)["manager"]
+    # The controller is told, so it watches profiles and reaches joined clusters by token.
+    for objects, expected in ((plain, False), (manager, True)):
+        (settings_map,) = find(objects, "ConfigMap", "multikueue-fleet-dispatcher")
+        (tmp_path / "config.yaml").write_text(settings_map["data"]["config.yaml"])
+        assert load_settings(tmp_path / "config.yaml").inventory is expected
     (role,) = find(manager, "ClusterRole", "multikueue-fleet:dispatcher")
     assert {
         "apiGroups": ["kueue.x-k8s.io"],

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from controller.app import run
-from controller.kube import EVENTS, LEASES, SECRETS, WORKLOADS, Kind, Kube
+from controller.kube import EVENTS, LEASES, SECRETS, WORKLOADS, ApiError, Kind, Kube
 from controller.metrics import Metrics
 from tests.envtest import install, missing, wait_ready
 from tests.fleet_harness import (
@@ -22,6 +22,7 @@ from tests.fleet_harness import (
     multikueue_cluster,
     multikueue_config,
     reader_secret,
+    seed_worker,
     workload,
 )
 
@@ -31,8 +32,7 @@ pytestmark = pytest.mark.skipif(bool(missing()), reason=missing() or "ok")
 def test_dispatch_against_a_real_api_server(apiserver: dict[str, Any]) -> None:
     async def main() -> None:
         fleet = Fleet({"w1": {"cpu": "8", "reserved": "6"}, "w2": {"cpu": "8"}})
-        for emulator in fleet.workers.values():
-            await emulator.start()
+        await fleet.start_workers()
         manager = await Kube.from_kubeconfig(apiserver, "manager")
         try:
             await wait_ready(manager)
@@ -81,5 +81,147 @@ def test_dispatch_against_a_real_api_server(apiserver: dict[str, Any]) -> None:
             await manager.close()
             for emulator in fleet.workers.values():
                 await emulator.stop()
+
+    asyncio.run(main())
+
+
+async def eventually(check: Any, what: str, timeout: float = 30) -> Any:
+    """Polls an async check against the real server until it returns something true."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        result = await check()
+        if result:
+            return result
+        assert asyncio.get_running_loop().time() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.2)
+
+
+def test_inventory_against_a_real_api_server(apiserver: dict[str, Any]) -> None:
+    """Profiles join in order through the real server's subresources, the joined cluster is
+    reached with a token Secret and gets work, a profile that goes leaves, and the
+    stack-managed cluster is never touched."""
+    from dataclasses import replace
+
+    from controller.kube import CLUSTER_PROFILES, MULTIKUEUE_CLUSTERS, MULTIKUEUE_CONFIGS
+    from controller.policy_api import GROUP, PLURAL, VERSION
+    from tests.kube_emulator import Emulator
+
+    policies = Kind(GROUP, VERSION, PLURAL, False)
+
+    async def main() -> None:
+        worker = Emulator("inv-a", required_token="reader-token")
+        await worker.start()
+        seed_worker(worker, {"cpu": "16"})
+        manager = await Kube.from_kubeconfig(apiserver, "manager")
+        settings = replace(Fleet({}).settings, inventory=True, identity="inventory-test")
+        try:
+            await wait_ready(manager)
+            await install(manager)
+            check = admission_check()
+            check["metadata"]["name"] = "inventory"
+            check["spec"]["parameters"]["name"] = "inventory"
+            await manager.create(Kind(K, "v1beta2", "admissionchecks", False), check)
+            stack_cluster = multikueue_cluster("stack-w", {"app.kubernetes.io/managed-by": "x"})
+            await manager.create(MULTIKUEUE_CLUSTERS, stack_cluster)
+            for name, zone, server in (("inv-a", "b", worker.url), ("inv-b", "a", "")):
+                await manager.create(
+                    CLUSTER_PROFILES,
+                    {
+                        "apiVersion": "multicluster.x-k8s.io/v1alpha1",
+                        "kind": "ClusterProfile",
+                        "metadata": {"name": name, "labels": {"zone": zone}},
+                        "spec": {"clusterManager": {"name": "gke-fleet"}},
+                    },
+                    "kueue-system",
+                )
+                cluster = {"server": server} if server else {}
+                await manager.merge_patch(
+                    CLUSTER_PROFILES,
+                    name,
+                    {"status": {"accessProviders": [{"name": "secretreader", "cluster": cluster}]}},
+                    "kueue-system",
+                    status=True,
+                )
+            await manager.create(
+                policies,
+                {
+                    "apiVersion": f"{GROUP}/{VERSION}",
+                    "kind": "DispatchPolicy",
+                    "metadata": {"name": "inventory"},
+                    "spec": {
+                        "inventory": {"multiKueueConfig": "inventory", "orderBy": "label:zone"}
+                    },
+                },
+            )
+            await manager.create(
+                SECRETS,
+                {
+                    "apiVersion": "v1",
+                    "kind": "Secret",
+                    "metadata": {
+                        "name": "inv-a-reader-token",
+                        "labels": {"multikueue-fleet/worker": "inv-a"},
+                    },
+                    "stringData": {"token": "reader-token"},
+                },
+                "multikueue-fleet-system",
+            )
+            stop = asyncio.Event()
+            task = asyncio.create_task(run(manager, settings, stop, Metrics(), port=0))
+
+            async def config() -> list[str]:
+                try:
+                    obj = await manager.get(MULTIKUEUE_CONFIGS, "inventory")
+                except ApiError:
+                    return []
+                return obj["spec"]["clusters"]
+
+            assert await eventually(config, "the config") == ["inv-b", "inv-a"]  # zone order
+            mkc = await manager.get(MULTIKUEUE_CLUSTERS, "inv-a")
+            assert mkc["spec"]["clusterSource"] == {"clusterProfileRef": {"name": "inv-a"}}
+            assert mkc["metadata"]["labels"]["zone"] == "b"
+            await manager.merge_patch(MULTIKUEUE_CLUSTERS, "inv-a", {"status": ACTIVE}, status=True)
+
+            wl = workload("inv-job", cpu="2")
+            wl["status"]["admissionChecks"][0]["name"] = "inventory"
+            status = wl.pop("status")
+            await manager.create(WORKLOADS, wl, NS)
+            await manager.merge_patch(WORKLOADS, "inv-job", {"status": status}, NS, status=True)
+
+            async def nominated() -> list[str] | None:
+                obj = await manager.get(WORKLOADS, "inv-job", NS)
+                return (obj.get("status") or {}).get("nominatedClusterNames")
+
+            assert await eventually(nominated, "a nomination") == ["inv-a"]
+
+            async def joined() -> list[str]:
+                obj = await manager.get(policies, "inventory")
+                return ((obj.get("status") or {}).get("inventory") or {}).get("joined") or []
+
+            assert await eventually(joined, "the policy status") == ["inv-b", "inv-a"]
+
+            # inv-b leaves the inventory; nothing runs there, so it leaves at once.
+            await manager.request("DELETE", CLUSTER_PROFILES.path("kueue-system", "inv-b"))
+
+            async def left() -> bool:
+                return await config() == ["inv-a"]
+
+            await eventually(left, "inv-b to leave the config")
+
+            async def gone() -> bool:
+                try:
+                    await manager.get(MULTIKUEUE_CLUSTERS, "inv-b")
+                except ApiError as exc:
+                    return exc.status == 404
+                return False
+
+            await eventually(gone, "inv-b's MultiKueueCluster to go")
+            kept = await manager.get(MULTIKUEUE_CLUSTERS, "stack-w")
+            assert kept["metadata"]["labels"] == stack_cluster["metadata"]["labels"]
+            stop.set()
+            await task
+        finally:
+            await manager.close()
+            await worker.stop()
 
     asyncio.run(main())

@@ -4,6 +4,8 @@ plain data, then the controller against emulated API servers."""
 from __future__ import annotations
 
 import asyncio
+import base64
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -19,7 +21,17 @@ from controller.inventory import (
     running_per_cluster,
 )
 from controller.policy_api import InvalidPolicy
-from tests.fleet_harness import NS, Fleet, K, until, workload
+from tests.fleet_harness import (
+    ACTIVE,
+    NS,
+    Fleet,
+    K,
+    admission_check,
+    seed_worker,
+    until,
+    workload,
+)
+from tests.kube_emulator import Emulator
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 INV = InventorySpec(
@@ -307,3 +319,69 @@ def test_draining_clusters_get_no_new_nominations() -> None:
             await fleet.stop()
 
     asyncio.run(asyncio.wait_for(main(), 60))
+
+
+def test_a_joined_cluster_is_reached_with_its_reader_token_and_gets_work() -> None:
+    """End to end in the controller: a profile appears, joins, and the dispatcher reaches
+    the cluster with nothing but a token Secret; a wrong token is reported, not guessed."""
+
+    async def main() -> None:
+        fleet = Fleet({"w1": {"cpu": "8", "reserved": "8"}})  # full: work must go elsewhere
+        await fleet.start()
+        fleet.settings = replace(fleet.settings, inventory=True)
+        m = fleet.manager
+        joined = Emulator("inv-a", required_token="reader-token")
+        await joined.start()
+        seed_worker(joined, {"cpu": "16"})
+        try:
+            # The workloads' check now points at the inventory's config.
+            check = admission_check()
+            check["spec"]["parameters"]["name"] = "inventory"
+            m.put(f"{K}/admissionchecks", check)
+            reachable = profile("inv-a")
+            reachable["status"]["accessProviders"][0]["cluster"] = {"server": joined.url}
+            m.put(PROFILES, reachable)
+            m.put(
+                POLICIES,
+                {
+                    "metadata": {"name": "inventory"},
+                    "spec": {"inventory": {"multiKueueConfig": "inventory"}},
+                },
+            )
+            secret = {
+                "metadata": {
+                    "name": "inv-a-reader-token",
+                    "namespace": fleet.settings.namespace,
+                    "labels": {"multikueue-fleet/worker": "inv-a"},
+                },
+                "data": {"token": base64.b64encode(b"wrong").decode()},
+            }
+            m.put("secrets", secret)
+            await fleet.run_controller()
+            await until(lambda: m.get(f"{K}/multikueueclusters", "inv-a"), timeout=30)
+            # Kueue marks the joined cluster Active once its own access works.
+            mkc = m.get(f"{K}/multikueueclusters", "inv-a")
+            m.put(f"{K}/multikueueclusters", {**mkc, "status": ACTIVE})
+            m.put(f"{K}/workloads", workload("job", cpu="2"))
+
+            def refused() -> bool:
+                return any(
+                    "inv-a" in e["message"] and "Unauthorized" in e["message"]
+                    for e in fleet.events("job")
+                )
+
+            await until(refused, timeout=30, what="the wrong token reported")
+            assert fleet.nominations("job") is None
+
+            secret["data"]["token"] = base64.b64encode(b"reader-token\n").decode()
+            m.put("secrets", secret)
+            assert await until(lambda: fleet.nominations("job"), timeout=30) == ["inv-a"]
+            assert all(
+                r.path.startswith(("/apis/kueue.x-k8s.io/v1beta2/", "/version"))
+                for r in joined.requests
+            ), "the dispatcher only reads queues (and the version) on a worker"
+        finally:
+            await joined.stop()
+            await fleet.stop()
+
+    asyncio.run(asyncio.wait_for(main(), 120))

@@ -188,3 +188,34 @@ def test_stack_file_parsing_keeps_only_project_keys_and_marks_secrets() -> None:
     )
     assert config == {"fleetName": "f", "workerKubeconfigs": {"w1": {"secure": "v1:abcd"}}}
     assert secret == {"workerKubeconfigs"}
+
+
+def test_reader_access_prints_the_read_only_identity_for_a_new_worker() -> None:
+    from components.worker_access import worker_access_objects
+
+    result = cli("reader-access", "--stack", "gke", "--cluster", "gke-new")
+    assert result.returncode == 0, result.stderr
+    assert "multikueue-fleet/worker=gke-new" in result.stdout  # the steps in the header
+    objects = [o for o in yaml.safe_load_all(result.stdout) if o]
+    kinds = [o["kind"] for o in objects]
+    assert kinds == ["Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Secret"]
+    (role,) = [o for o in objects if o["kind"] == "ClusterRole"]
+    assert role["rules"] == [
+        {
+            "apiGroups": ["kueue.x-k8s.io"],
+            "resources": ["clusterqueues", "localqueues"],
+            "verbs": ["get", "list", "watch"],
+        }
+    ]
+    # The same identity the stack gives its own workers, and nothing of Kueue's.
+    spec, _ = load_stack(str(ROOT / "stacks" / "Pulumi.gke.yaml"))
+    stack_objects = worker_access_objects(spec)
+    assert all(o in stack_objects for o in objects)
+    assert not any("multikueue-token" in str(o) for o in objects)
+
+
+def test_reader_access_refuses_a_name_kubernetes_would() -> None:
+    result = cli("reader-access", "--stack", "gke", "--cluster", "New_Cluster")
+    assert result.returncode == 2
+    assert "'New_Cluster' is not a valid DNS label" in result.stderr
+    assert result.stdout == ""
