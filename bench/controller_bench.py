@@ -1,34 +1,50 @@
 """Controller end to end: how fast the dispatcher nominates against an API server.
 
     .venv/bin/python bench/controller_bench.py [--workers 20] [--pending 10000] [--burst 300]
+        [--server emulator|real] [--kubeconfig FILE]
 
-The API servers (a manager and N workers, tests/kube_emulator.py) run in a process of
-their own; the controller runs in this one, so its memory is measured alone. Phases:
+The manager is the API emulator (tests/kube_emulator.py, the default), a real
+kube-apiserver with etcd started from KUBEBUILDER_ASSETS (`--server real`), or a
+throwaway API server you already run (`--kubeconfig`, e.g. a fresh kind cluster without
+Kueue: the benchmark installs open CRDs and leaves its objects behind). Workers are always
+emulated, in a process of their own; the controller runs in this one, so its memory is
+measured alone. Phases:
 1. backlog: M eligible Workloads exist before the controller starts; measured from the
    controller's start to the last nomination written (nominations/s, and the time to the
    first one, which includes listing everything);
-2. steady state: with the backlog done, --burst new Workloads arrive at 100/s; measured
-   from each one's creation to its nomination arriving at the server (P50/P99);
+2. steady state: with the backlog done, --burst new Workloads become eligible at 100/s;
+   measured from each one becoming eligible to its nomination arriving at the server
+   (P50/P99);
 3. the same server's raw rate of plain status merge patches from one client, sent one
-   after the other as the controller sends them: the ratio says how much of the server's
-   speed the controller uses.
-Prints a table row; peak memory is this process's maximum resident set.
+   after the other: the ratio says how much of the server's speed the controller uses.
+When a nomination arrived: the emulator logs each write with its arrival time; a real
+server is watched from a separate process, which stamps each Workload the first time it
+shows a nomination (a watch event is a few milliseconds after the write).
+Prints a table row; peak memory is this process's maximum resident set. With the emulator
+as the manager, also its CPU time per nomination (the patch, the Event, the watch
+notification to the controller) and per raw patch: what bounds the ratio when the server
+is the bottleneck.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import multiprocessing
+import os
 import resource
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -37,6 +53,7 @@ from controller.app import run  # noqa: E402
 from controller.kube import SECRETS, WORKLOADS, Kind, Kube  # noqa: E402
 from controller.metrics import Metrics  # noqa: E402
 from controller.settings import Settings  # noqa: E402
+from tests.apiserver import install, missing, running_apiserver, wait_ready  # noqa: E402
 from tests.fleet_harness import (  # noqa: E402
     ACTIVE,
     NS,
@@ -67,22 +84,42 @@ def kubeconfig(name: str, url: str) -> dict[str, Any]:
     }
 
 
-async def create_workloads(manager: Kube, names: list[str], size: int = 64) -> None:
+async def create_with_status(
+    kube: Kube, kind: Kind, obj: dict[str, Any], ns: str = "", inline: bool = True
+) -> None:
+    """A real API server ignores `status` on create: it is written through /status. The
+    emulator takes it inline, so its log of status writes holds only the controller's."""
+    status = None if inline else obj.pop("status", None)
+    await kube.create(kind, obj, ns or None)
+    if status:
+        name = obj["metadata"]["name"]
+        await kube.merge_patch(kind, name, {"status": status}, ns or None, status=True)
+
+
+async def create_workloads(manager: Kube, names: list[str], inline: bool, size: int = 64) -> None:
     """Created a chunk at a time: bodies are built only for the chunk under way."""
     for start in range(0, len(names), size):
         await asyncio.gather(
-            *(manager.create(WORKLOADS, workload(n), NS) for n in names[start : start + size])
+            *(
+                create_with_status(manager, WORKLOADS, workload(n), NS, inline)
+                for n in names[start : start + size]
+            )
         )
 
 
-async def seed(manager: Kube, urls: dict[str, str], workers: list[str], pending: int) -> None:
+async def seed(
+    manager: Kube, urls: dict[str, str], workers: list[str], pending: int, inline: bool
+) -> None:
+    await install(manager)  # CRDs and namespaces; already there is fine (the emulator)
     await manager.create(ADMISSION_CHECKS, admission_check())
     await manager.create(CONFIGS, multikueue_config(workers))
     # Every worker could take every workload: the benchmark measures dispatch, not a full
     # fleet (1 cpu each, room for all of them on each worker).
     capacity = str(pending * 2 + 100)
     for name in workers:
-        await manager.create(CLUSTERS, {**multikueue_cluster(name), "status": ACTIVE})
+        await create_with_status(
+            manager, CLUSTERS, {**multikueue_cluster(name), "status": ACTIVE}, inline=inline
+        )
         await manager.create(
             SECRETS, reader_secret(name, kubeconfig(name, urls[name])), "multikueue-fleet-system"
         )
@@ -97,106 +134,214 @@ async def seed(manager: Kube, urls: dict[str, str], workers: list[str], pending:
             NS,
         )
         await worker.close()
-    await create_workloads(manager, [f"backlog-{i}" for i in range(pending)])
+    await create_workloads(manager, [f"backlog-{i}" for i in range(pending)], inline)
 
 
-def seed_apart(urls: dict[str, str], workers: list[str], pending: int) -> None:
+def seed_apart(
+    manager_config: dict[str, Any], urls: dict[str, str], workers: list[str], pending: int
+) -> None:
     """Seeding in a process of its own, so its garbage is not counted as the controller's
     memory."""
 
     async def main() -> None:
-        manager = await Kube.from_kubeconfig(kubeconfig("manager", urls["manager"]), "manager")
+        manager = await Kube.from_kubeconfig(manager_config, "manager")
         try:
-            await seed(manager, urls, workers, pending)
+            await seed(manager, urls, workers, pending, "manager" in urls)
         finally:
             await manager.close()
 
     asyncio.run(main())
 
 
-async def writes(manager: Kube) -> list[dict[str, Any]]:
-    return [
-        w
-        for w in (
-            await manager.api.call_api(
+def name_of(status_path: str) -> str:
+    return status_path.split("/")[-2]  # .../workloads/<name>/status
+
+
+def watch_apart(manager_config: dict[str, Any], out: str, since: str) -> None:
+    """In a process of its own: append `name<TAB>time` to `out` the first time each Workload
+    shows a nomination, watching from resourceVersion `since`."""
+
+    async def main() -> None:
+        manager = await Kube.from_kubeconfig(manager_config, "watcher")
+        seen: set[str] = set()
+        version = since
+        with open(out, "a") as handle:
+            while True:
+                async for event in manager.watch(WORKLOADS, version, NS):
+                    obj = event.get("object") or {}
+                    meta = obj.get("metadata") or {}
+                    version = meta.get("resourceVersion", version)
+                    nominated = (obj.get("status") or {}).get("nominatedClusterNames")
+                    if nominated and meta.get("name") not in seen:
+                        seen.add(meta["name"])
+                        handle.write(f"{meta['name']}\t{time.time()}\n")
+                        handle.flush()
+
+    asyncio.run(main())
+
+
+class Arrivals:
+    """When each nomination reached the manager, read a little more at each call: from the
+    emulator's own log of writes, or from the watcher's file for a real server."""
+
+    def __init__(self, manager: Kube, watched: Path | None) -> None:
+        self.manager = manager
+        self.watched = watched
+        self.found: dict[str, float] = {}
+        self.read = 0  # writes (emulator) or bytes (file) taken in so far
+
+    async def get(self) -> dict[str, float]:
+        if self.watched is None:
+            new = await self.manager.api.call_api(
                 "/_emulator/writes",
                 "GET",
+                query_params=[("after", self.read)],
                 response_types_map={200: "object"},
                 _return_http_data_only=True,
             )
+            self.read += len(new)
+            arrived = [(name_of(w["path"]), w["at"]) for w in new if w["path"].endswith("/status")]
+        else:
+            with self.watched.open() as handle:
+                handle.seek(self.read)
+                text = handle.read()
+            text = text[: text.rfind("\n") + 1]  # whole lines only
+            self.read += len(text.encode())
+            arrived = [(n, float(at)) for n, at in (line.split("\t") for line in text.splitlines())]
+        for name, at in arrived:
+            self.found.setdefault(name, at)
+        return self.found
+
+
+@contextlib.contextmanager
+def manager_server(mode: str, given: str | None, urls: dict[str, str]) -> Iterator[dict[str, Any]]:
+    """The manager's kubeconfig: the emulator's, a real server's, or the one given."""
+    if given:
+        yield yaml.safe_load(Path(given).read_text())
+    elif mode == "real":
+        reason = missing()
+        if reason:
+            raise SystemExit(f"--server real: {reason}")
+        with tempfile.TemporaryDirectory() as work, running_apiserver(Path(work)) as config:
+            yield config
+    else:
+        yield kubeconfig("manager", urls["manager"])
+
+
+async def until_count(arrivals: Arrivals, wanted: int, prefix: str, task: asyncio.Task) -> None:
+    while sum(1 for n in await arrivals.get() if n.startswith(prefix)) < wanted:
+        await asyncio.sleep(0.5)
+        if task.done():
+            task.result()  # the controller stopped: say why
+
+
+def cpu_seconds(pid: int) -> float:
+    """A process's CPU time so far (user + system), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def raw_patch_rate(manager: Kube, count: int) -> float:
+    """Plain status merge patches from one client, one after the other."""
+    t0 = time.perf_counter()
+    for i in range(count):
+        await manager.merge_patch(
+            WORKLOADS,
+            f"backlog-{i}",
+            {"status": {"nominatedClusterNames": ["worker-000"]}},
+            NS,
+            status=True,
         )
-        if w["path"].endswith("/status")
-    ]
+    return count / (time.perf_counter() - t0)
 
 
-async def measure(n_workers: int, pending: int, burst: int) -> dict[str, float]:
+async def measure(
+    n_workers: int, pending: int, burst: int, mode: str, given: str | None
+) -> dict[str, Any]:
     workers = [f"worker-{i:03}" for i in range(n_workers)]
+    spawn = multiprocessing.get_context("spawn")
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "urls.json"
+        emulated = workers if mode == "real" or given else ["manager", *workers]
         server = subprocess.Popen(
-            [sys.executable, "-m", "tests.kube_emulator", str(out), "manager", *workers], cwd=ROOT
+            [sys.executable, "-m", "tests.kube_emulator", str(out), *emulated], cwd=ROOT
         )
+        watcher = None
         try:
             while not out.exists() or not out.read_text():
                 await asyncio.sleep(0.1)
             urls = json.loads(out.read_text())
-            manager = await Kube.from_kubeconfig(kubeconfig("manager", urls["manager"]), "manager")
-            seeder = multiprocessing.get_context("spawn").Process(
-                target=seed_apart, args=(urls, workers, pending)
-            )
-            seeder.start()
-            await asyncio.get_running_loop().run_in_executor(None, seeder.join)
-            assert seeder.exitcode == 0, "seeding failed"
-            settings = Settings(identity="bench", metrics_port=0)
-            stop = asyncio.Event()
-            started = time.time()
-            controller = asyncio.create_task(run(manager, settings, stop, Metrics(), port=0))
-            while len(await writes(manager)) < pending:
-                await asyncio.sleep(0.5)
-                if controller.done():
-                    controller.result()
-            backlog = sorted(w["at"] for w in await writes(manager))
-            created: dict[str, float] = {}
-            for i in range(burst):
-                name = f"burst-{i}"
-                created[name] = time.time()
-                await manager.create(WORKLOADS, workload(name), NS)
-                await asyncio.sleep(0.01)
-            while sum(1 for w in await writes(manager) if "/burst-" in w["path"]) < burst:
-                await asyncio.sleep(0.2)
-            arrived = {
-                w["path"].split("/")[-2]: w["at"]
-                for w in await writes(manager)
-                if "/burst-" in w["path"]
-            }
-            latencies = sorted(arrived[n] - created[n] for n in created)
-            stop.set()
-            await controller
-            raw_count = min(pending, 2000)
-            t0 = time.perf_counter()
-            for i in range(raw_count):
-                await manager.merge_patch(
-                    WORKLOADS,
-                    f"backlog-{i}",
-                    {"status": {"nominatedClusterNames": ["worker-000"]}},
-                    NS,
-                    status=True,
+            with manager_server(mode, given, urls) as manager_config:
+                manager = await Kube.from_kubeconfig(manager_config, "manager")
+                await wait_ready(manager)
+                seeder = spawn.Process(
+                    target=seed_apart, args=(manager_config, urls, workers, pending)
                 )
-            raw = raw_count / (time.perf_counter() - t0)
-            await manager.close()
+                seeder.start()
+                await asyncio.get_running_loop().run_in_executor(None, seeder.join)
+                assert seeder.exitcode == 0, "seeding failed"
+                watched = None
+                if "manager" not in urls:
+                    watched = Path(tmp) / "nominations.tsv"
+                    watched.touch()
+                    _, since = await manager.list(WORKLOADS, NS, transform=lambda o: {})
+                    watcher = spawn.Process(
+                        target=watch_apart, args=(manager_config, str(watched), since)
+                    )
+                    watcher.start()
+                arrivals = Arrivals(manager, watched)
+                settings = Settings(identity="bench", metrics_port=0)
+                stop = asyncio.Event()
+                started = time.time()
+                server_cpu = cpu_seconds(server.pid)
+                controller = asyncio.create_task(run(manager, settings, stop, Metrics(), port=0))
+                await until_count(arrivals, pending, "backlog-", controller)
+                # The emulator's CPU per nomination (with its Event and watch notification).
+                server_cpu = cpu_seconds(server.pid) - server_cpu
+                backlog = sorted((await arrivals.get()).values())
+                eligible: dict[str, float] = {}
+                for i in range(burst):
+                    body = workload(f"burst-{i}")
+                    status = body.pop("status")
+                    name = body["metadata"]["name"]
+                    if watched is None:  # the emulator: eligible as it is created
+                        eligible[name] = time.time()
+                        await manager.create(WORKLOADS, {**body, "status": status}, NS)
+                    else:  # a real server: eligible once the status says quota is reserved
+                        await manager.create(WORKLOADS, body, NS)
+                        eligible[name] = time.time()
+                        await manager.merge_patch(
+                            WORKLOADS, name, {"status": status}, NS, status=True
+                        )
+                    await asyncio.sleep(0.01)
+                await until_count(arrivals, burst, "burst-", controller)
+                seen = await arrivals.get()
+                latencies = sorted(seen[n] - at for n, at in eligible.items())
+                stop.set()
+                await controller
+                raw_cpu = cpu_seconds(server.pid)
+                raw_count = min(pending, 2000)
+                raw = await raw_patch_rate(manager, raw_count)
+                raw_cpu = cpu_seconds(server.pid) - raw_cpu
+                await manager.close()
         finally:
+            if watcher is not None:
+                watcher.terminate()
             server.terminate()
             server.wait(10)
-    rate = pending / (backlog[-1] - started)
     return {
+        "server": "given" if given else mode,
         "workers": n_workers,
         "pending": pending,
-        "rate": rate,
+        "rate": pending / (backlog[pending - 1] - started),
         "raw": raw,
         "first_s": backlog[0] - started,
         "p50_ms": statistics.median(latencies) * 1000,
         "p99_ms": latencies[max(0, int(len(latencies) * 0.99) - 1)] * 1000,
         "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        # Only when the manager is the emulator: its CPU per nomination and per raw patch.
+        "srv_ms": server_cpu / pending * 1000 if "manager" in urls else float("nan"),
+        "raw_ms": raw_cpu / raw_count * 1000 if "manager" in urls else float("nan"),
     }
 
 
@@ -205,16 +350,60 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=20)
     parser.add_argument("--pending", type=int, default=10000)
     parser.add_argument("--burst", type=int, default=300)
-    args = parser.parse_args()
-    r = asyncio.run(measure(args.workers, args.pending, args.burst))
-    print(
-        f"{'workers':>7} {'pending':>8} {'nominations/s':>14} {'raw patches/s':>14} "
-        f"{'ratio':>6} {'1st (s)':>8} {'P50 ms':>7} {'P99 ms':>7} {'peak MB':>8}"
+    parser.add_argument(
+        "--server",
+        choices=("emulator", "real"),
+        default="emulator",
+        help="the manager: the API emulator, or kube-apiserver from KUBEBUILDER_ASSETS",
     )
+    parser.add_argument("--kubeconfig", help="a throwaway API server to use as the manager")
+    parser.add_argument(
+        "--runs", type=int, default=1, help="repeat, and add the median of each column"
+    )
+    args = parser.parse_args()
     print(
-        f"{r['workers']:>7} {r['pending']:>8} {r['rate']:>14,.0f} {r['raw']:>14,.0f} "
-        f"{r['rate'] / r['raw']:>6.2f} {r['first_s']:>8.1f} {r['p50_ms']:>7.1f} "
-        f"{r['p99_ms']:>7.1f} {r['rss_mb']:>8.0f}"
+        f"{'server':>8} {'workers':>7} {'pending':>8} {'nominations/s':>14} "
+        f"{'raw patches/s':>14} {'ratio':>6} {'1st (s)':>8} {'P50 ms':>7} {'P99 ms':>7} "
+        f"{'peak MB':>8} {'srv ms/nom':>10} {'srv ms/raw':>10}"
+    )
+    rows = []
+    for _ in range(args.runs):
+        # Each run in a fresh process: peak memory is per process, and runs must not share it.
+        spawn = multiprocessing.get_context("spawn")
+        results = spawn.SimpleQueue()
+        one = spawn.Process(
+            target=run_once,
+            args=(results, args.workers, args.pending, args.burst, args.server, args.kubeconfig),
+        )
+        one.start()
+        one.join()
+        if one.exitcode != 0 or results.empty():
+            raise SystemExit(f"run {len(rows) + 1} failed (exit code {one.exitcode})")
+        row = results.get()
+        rows.append(row)
+        print_row(row)
+    if len(rows) > 1:
+        median = {
+            k: statistics.median(r[k] for r in rows) if k != "server" else "median" for k in rows[0]
+        }
+        print_row(median)
+
+
+def run_once(
+    results: Any, workers: int, pending: int, burst: int, server: str, given: str | None
+) -> None:
+    row = asyncio.run(measure(workers, pending, burst, server, given))
+    row["ratio"] = row["rate"] / row["raw"]
+    results.put(row)
+
+
+def print_row(r: dict[str, Any]) -> None:
+    print(
+        f"{r['server']:>8} {r['workers']:>7.0f} {r['pending']:>8.0f} {r['rate']:>14,.0f} "
+        f"{r['raw']:>14,.0f} {r['ratio']:>6.2f} {r['first_s']:>8.1f} "
+        f"{r['p50_ms']:>7.1f} {r['p99_ms']:>7.1f} {r['rss_mb']:>8.0f} "
+        f"{r['srv_ms']:>10.2f} {r['raw_ms']:>10.2f}",
+        flush=True,
     )
 
 

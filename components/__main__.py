@@ -27,18 +27,26 @@ def _locations(args: argparse.Namespace) -> list[str]:
     return [s if s.endswith(".yaml") else _shown(stack_path(s)) for s in args.stack]
 
 
+def _load_or_report(location: str) -> tuple[Any, list[Any]] | None:
+    """The stack's spec and problems, or None after printing why it cannot be read."""
+    try:
+        return load_stack(location)
+    except FleetConfigError as exc:
+        print(exc, file=sys.stderr)
+        return None
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
     from components.validate import validate_together
 
     loaded = []
     failed = False
     for location in _locations(args):
-        try:
-            spec, problems = load_stack(location)
-        except FleetConfigError as exc:
-            print(exc, file=sys.stderr)
+        one = _load_or_report(location)
+        if one is None:
             failed = True
             continue
+        spec, problems = one
         print(format_report(problems, location))
         loaded.append((location, spec))
     shared = validate_together(loaded)
@@ -54,11 +62,10 @@ def cmd_render(args: argparse.Namespace) -> int:
         print("render needs one --stack and --out DIR (or --diff)", file=sys.stderr)
         return 2
     location = _locations(args)[0]
-    try:
-        spec, problems = load_stack(location)
-    except FleetConfigError as exc:
-        print(exc, file=sys.stderr)
+    loaded = _load_or_report(location)
+    if loaded is None:
         return 1
+    spec, problems = loaded
     written = write_render(spec, Path(args.out), problems)
     print(format_report(problems, location))
     print(f"wrote {len(written)} files for {len(spec.clusters)} clusters under {args.out}")
@@ -190,12 +197,10 @@ def cmd_reader_access(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    location = _locations(args)[0]
-    try:
-        spec, _ = load_stack(location)
-    except FleetConfigError as exc:
-        print(exc, file=sys.stderr)
+    loaded = _load_or_report(_locations(args)[0])
+    if loaded is None:
         return 1
+    spec, _ = loaded
     steps = READER_STEPS.format(
         cluster=args.cluster,
         fleet=spec.fleet_name,

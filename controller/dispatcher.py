@@ -37,6 +37,9 @@ COMPONENT = "multikueue-fleet-dispatcher"
 EVENT_MESSAGE_LIMIT = 1024
 EVENT_CLUSTERS_SHOWN = 5
 EVENT_BACKLOG = 10000  # Events waiting to be sent; beyond that they are dropped and counted
+# Events yield to nominations: while nominations are being written, an Event waits for a
+# pause, but never longer than this after it was made.
+EVENT_MAX_DELAY_SECONDS = 30.0
 
 
 def _now() -> datetime:
@@ -48,6 +51,19 @@ def quota_reserved_at(workload: dict[str, Any]) -> datetime | None:
         if cond.get("type") == "QuotaReserved" and cond.get("status") == "True":
             return parse_time(cond.get("lastTransitionTime"))
     return None
+
+
+def _same_but_nominations(old: dict[str, Any], new: dict[str, Any]) -> bool:
+    """Equal apart from status.nominatedClusterNames and the resourceVersion."""
+    old_meta, new_meta = old.get("metadata") or {}, new.get("metadata") or {}
+    if old.get("spec") != new.get("spec") or any(
+        old_meta.get(k) != new_meta.get(k) for k in ("uid", "annotations")
+    ):
+        return False
+    old_status, new_status = dict(old.get("status") or {}), dict(new.get("status") or {})
+    old_status.pop("nominatedClusterNames", None)
+    new_status.pop("nominatedClusterNames", None)
+    return old_status == new_status
 
 
 class Dispatcher:
@@ -71,7 +87,7 @@ class Dispatcher:
         self.later: dict[str, None] = {}
         self._wake = asyncio.Event()
         self._fleet_changed = False
-        self._events: asyncio.Queue[tuple[str, dict[str, Any]]] = asyncio.Queue(
+        self._events: asyncio.Queue[tuple[str, dict[str, Any], float]] = asyncio.Queue(
             maxsize=EVENT_BACKLOG
         )
         self.in_flight = InFlightIndex()
@@ -86,6 +102,9 @@ class Dispatcher:
         self._policies_changed = asyncio.Event()
         self._write_slots = asyncio.Semaphore(settings.concurrent_writes)
         self._writing: set[str] = set()
+        # Our own nominations coming back through the watch: key -> (the workload as it was
+        # decided on, the clusters written). Nothing else changed, so no new decision.
+        self._echo: dict[str, tuple[dict[str, Any], tuple[str, ...]]] = {}
         self._tasks_in_flight: set[asyncio.Task] = set()
         self._tasks: list[asyncio.Task] = []
 
@@ -96,7 +115,7 @@ class Dispatcher:
             key = key_of(obj)
             if event == "DELETED":
                 self._forget(key)
-            else:
+            elif not self._is_echo(key, obj):
                 self.enqueue(key)
         else:
             # Coalesced: worker queues change on every admission; looking at every pending
@@ -132,7 +151,17 @@ class Dispatcher:
                 return key
         return None
 
+    def _is_echo(self, key: str, obj: dict[str, Any]) -> bool:
+        """Is this change only the nomination we wrote? Deciding again would find the same
+        (the fleet's changes are looked at by the resync), at a cost per nomination."""
+        decided_on, written = self._echo.pop(key, (None, ()))
+        if decided_on is None:
+            return False
+        now_nominated = tuple((obj.get("status") or {}).get("nominatedClusterNames") or ())
+        return now_nominated == written and _same_but_nominations(decided_on, obj)
+
     def _forget(self, key: str) -> None:
+        self._echo.pop(key, None)
         self.in_flight.remove(key)
         self.first_nominated.pop(key, None)
         self.last_event.pop(key, None)
@@ -288,6 +317,7 @@ class Dispatcher:
         if not written:
             self.in_flight.remove(key)
             return
+        self._echo[key] = (wl, tuple(decision.nominate))
         self.first_nominated.setdefault(key, _now())
         for cluster in decision.nominate:
             if cluster not in current:
@@ -387,7 +417,7 @@ class Dispatcher:
         # Sent in the background, after the nomination itself: like client-go's recorder,
         # Events are best effort and must not slow down or block the writes that matter.
         try:
-            self._events.put_nowait((key, body))
+            self._events.put_nowait((key, body, time.monotonic()))
         except asyncio.QueueFull:
             self.metrics.write_errors.labels("event-dropped").inc()
             return
@@ -395,7 +425,14 @@ class Dispatcher:
 
     async def _send_events(self) -> None:
         while True:
-            key, body = await self._events.get()
+            key, body, made = await self._events.get()
+            # The API server's capacity goes to the writes that matter first: each Event
+            # costs it as much as a nomination. A backlog delays Events by at most
+            # EVENT_MAX_DELAY_SECONDS; with no backlog they go at once.
+            while (self.urgent or self._writing) and (
+                time.monotonic() - made < EVENT_MAX_DELAY_SECONDS
+            ):
+                await asyncio.sleep(0.05)
             try:
                 await self.manager.create(EVENTS, body, body["metadata"]["namespace"])
             except ApiError as exc:

@@ -10,8 +10,9 @@ of the group. Borrowing from a cohort is not counted: the estimate stays on the 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
+from functools import partial
 
 from controller.model import (
     MAX_NOMINATIONS,
@@ -118,7 +119,7 @@ class _Fit:
         self.possible = True
         self.headroom = 1.0  # smallest share of a flavor left free after placement
         self.deficit = 0.0  # largest share of a flavor missing to fit now
-        self.blocker = ""
+        self.blocker: str | Callable[[], str] = ""
         for group in queue.groups:
             wanted = {r: a for r, a in requests.items() if r in group[0].nominal and a > 0}
             if wanted:
@@ -163,11 +164,22 @@ class _Fit:
         short, flavor, r = best
         self.deficit = max(self.deficit, short)
         free = max(_free(flavor, in_flight.get(flavor.name) or _EMPTY, r), 0)
-        self.blocker = (
-            f"full now: needs {r} {show(r, wanted[r])}, {show(r, free)} free in {flavor.name}"
-        )
+        # The numbers now, the words only if someone reads them.
+        self.blocker = partial(_full_now, r, wanted[r], free, flavor.name)
         for res in wanted:
             self.flavors[res] = flavor.name
+
+
+def _full_now(resource: str, wanted: int, free: int, flavor: str) -> str:
+    return (
+        f"full now: needs {resource} {show(resource, wanted)}, {show(resource, free)} free "
+        f"in {flavor}"
+    )
+
+
+def _fits(flavors: dict[str, str], headroom: float) -> str:
+    where = ", ".join(sorted(set(flavors.values()))) or "no quota needed"
+    return f"fits in {where}; {headroom:.0%} of the tightest flavor left free after it"
 
 
 def _load(queue: QueueCapacity, in_flight: dict[str, Resources]) -> float:
@@ -247,11 +259,10 @@ def decide(
         used = in_flight.usage(name, queue.name, workload.key)
         fit = _Fit(queue, workload.requests, used)
         if fit.fits:
-            where = ", ".join(sorted(set(fit.flavors.values()))) or "no quota needed"
             verdict = Verdict(
                 name,
                 "fits",
-                f"fits in {where}; {fit.headroom:.0%} of the tightest flavor left free after it",
+                partial(_fits, fit.flavors, fit.headroom),
                 float(fit.headroom),
                 fit.flavors,
             )

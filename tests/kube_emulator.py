@@ -21,6 +21,7 @@ from typing import Any
 
 from aiohttp import web
 
+WRITES = ("POST", "PUT", "PATCH", "DELETE")
 CLUSTER_SCOPED = {
     "admissionchecks",
     "multikueueconfigs",
@@ -80,6 +81,7 @@ class Emulator:
     # When set, requests must carry this bearer token (as a real server would refuse them).
     required_token: str | None = None
     _watchers: list[asyncio.Queue] = field(default_factory=list)
+    _write_log: list[Request] = field(default_factory=list)
     _runner: web.AppRunner | None = None
     port: int = 0
 
@@ -152,11 +154,7 @@ class Emulator:
             queue.put_nowait("GONE")
 
     def writes(self, path_part: str = "") -> list[Request]:
-        return [
-            r
-            for r in self.requests
-            if r.method in ("POST", "PUT", "PATCH", "DELETE") and path_part in r.path
-        ]
+        return [r for r in self._write_log if path_part in r.path]
 
     # --- internals ----------------------------------------------------------------------
 
@@ -243,10 +241,14 @@ class Emulator:
                 time.time(),
             )
         )
+        if request.method in WRITES:
+            self._write_log.append(self.requests[-1])
         if request.path == "/_emulator/writes":
-            # Not Kubernetes: lets a benchmark in another process read when writes arrived.
+            # Not Kubernetes: lets a benchmark in another process read when writes arrived,
+            # from the `after`-th on, so polling a long run stays cheap for both sides.
+            after = int(request.query.get("after", "0"))
             return web.json_response(
-                [{"method": r.method, "path": r.path, "at": r.at} for r in self.writes()]
+                [{"method": r.method, "path": r.path, "at": r.at} for r in self._write_log[after:]]
             )
         if self.down:
             raise web.HTTPServiceUnavailable()

@@ -7,12 +7,16 @@ import asyncio
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 
 import controller_bench  # noqa: E402
 import policy_bench  # noqa: E402
 import provisioning_bench  # noqa: E402
+
+from tests.apiserver import missing  # noqa: E402
 
 
 def test_policy_benchmark_runs() -> None:
@@ -22,8 +26,48 @@ def test_policy_benchmark_runs() -> None:
 
 
 def test_controller_benchmark_runs() -> None:
-    row = asyncio.run(controller_bench.measure(2, 30, 5))
+    row = asyncio.run(controller_bench.measure(2, 30, 5, "emulator", None))
     assert row["rate"] > 0 and row["raw"] > 0 and row["rss_mb"] > 0
+    assert row["p99_ms"] >= row["p50_ms"] > 0
+
+
+def test_controller_benchmark_against_a_given_server(tmp_path: Path) -> None:
+    """The path a real kube-apiserver takes (status through /status, nominations seen by a
+    watcher), here with an emulator in another process standing in for the server."""
+    import json
+    import subprocess
+    import time
+
+    import yaml
+
+    urls = tmp_path / "urls.json"
+    server = subprocess.Popen(
+        [sys.executable, "-m", "tests.kube_emulator", str(urls), "manager"], cwd=ROOT
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not urls.exists() or not urls.read_text():
+            assert time.monotonic() < deadline, "the emulator did not start"
+            time.sleep(0.1)
+        given = tmp_path / "kubeconfig.yaml"
+        url = json.loads(urls.read_text())["manager"]
+        given.write_text(yaml.safe_dump(controller_bench.kubeconfig("manager", url)))
+        row = asyncio.run(controller_bench.measure(2, 30, 5, "emulator", str(given)))
+    finally:
+        server.terminate()
+        server.wait(10)
+    assert row["server"] == "given"
+    assert row["rate"] > 0 and row["raw"] > 0
+    assert row["p99_ms"] >= row["p50_ms"] > 0
+
+
+@pytest.mark.skipif(not missing(), reason="kube-apiserver is here: the mode runs")
+def test_real_server_mode_says_what_is_missing() -> None:
+    with (
+        pytest.raises(SystemExit, match="--server real: KUBEBUILDER_ASSETS"),
+        controller_bench.manager_server("real", None, {}),
+    ):
+        pass
 
 
 def test_provisioning_benchmark_runs(tmp_path: Path) -> None:

@@ -426,3 +426,36 @@ def test_lists_are_read_a_page_at_a_time() -> None:
         assert version == str(emulator.revision)
 
     asyncio.run(main())
+
+
+def test_our_own_nomination_coming_back_is_not_decided_again() -> None:
+    """The watch brings every nomination back; only a change beyond it is a reason to
+    decide again (the resync covers fleet changes)."""
+    from controller.dispatcher import Dispatcher
+    from controller.metrics import Metrics
+
+    async def main() -> None:
+        fleet = Fleet(TWO)
+        await fleet.start()
+        kube = await Kube.from_kubeconfig(fleet.manager.kubeconfig(), "manager")
+        dispatcher = Dispatcher(kube, fleet.settings, Metrics(), Kube.from_kubeconfig)
+        key = f"{NS}/job"
+        try:
+            fleet.manager.put(WORKLOADS, workload("job", cpu="1"))
+            await dispatcher.state.start()
+            await dispatcher.state.wait_synced(10)
+            await dispatcher.state.wait_workers(10)
+            await dispatcher.reconcile(key)
+            await asyncio.gather(*dispatcher._tasks_in_flight)
+            store = dispatcher.state.workloads.store
+            await until(lambda: (store[key].get("status") or {}).get("nominatedClusterNames"))
+            assert key not in dispatcher.urgent
+            # Kueue admits it on w2: that is news, and it is looked at.
+            fleet.manager.put(WORKLOADS, workload("job", cpu="1", cluster="w2", state="Ready"))
+            await until(lambda: key in dispatcher.urgent, what="the admission to be queued")
+        finally:
+            await dispatcher.state.stop()
+            await kube.close()
+            await fleet.stop()
+
+    asyncio.run(asyncio.wait_for(main(), 60))

@@ -12,7 +12,7 @@ import pytest
 from controller.app import run
 from controller.kube import EVENTS, LEASES, SECRETS, WORKLOADS, ApiError, Kind, Kube
 from controller.metrics import Metrics
-from tests.envtest import install, missing, wait_ready
+from tests.apiserver import install, missing, wait_ready
 from tests.fleet_harness import (
     ACTIVE,
     NS,

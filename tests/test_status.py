@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from components.status import collect
-from tests.envtest import missing
+from tests.apiserver import missing
 from tests.fleet_harness import NS, K, cluster_queue
 from tests.kube_emulator import Emulator
 
@@ -203,7 +203,7 @@ def test_status_against_a_real_api_server(apiserver: dict[str, Any]) -> None:
     """The manager on a real kube-apiserver (objects created and their status written the
     way Kueue would), the worker emulated."""
     from controller.kube import Kind, Kube
-    from tests.envtest import install, wait_ready
+    from tests.apiserver import install, wait_ready
 
     deployments = Kind("apps", "v1", "deployments", True)
     checks = Kind(K, "v1beta2", "admissionchecks", False)

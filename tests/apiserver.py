@@ -1,0 +1,190 @@
+"""A real kube-apiserver (the envtest convention): KUBEBUILDER_ASSETS names a directory
+holding `kube-apiserver` and `etcd`. `missing()` says why one cannot run here;
+`running_apiserver` starts one with etcd; `install` gives it the CRDs the controller reads.
+No pytest here: the controller benchmark uses it too (tests/envtest.py has the fixture)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from controller.kube import ApiError, Kind, Kube
+from controller.policy_api import crd as dispatch_policy_crd
+from tests.fleet_harness import NS, K
+
+ASSETS = os.environ.get("KUBEBUILDER_ASSETS", "")
+
+
+def missing() -> str:
+    if not ASSETS:
+        return (
+            "KUBEBUILDER_ASSETS is not set (point it at a directory with kube-apiserver and etcd)"
+        )
+    absent = [b for b in ("kube-apiserver", "etcd") if not (Path(ASSETS) / b).exists()]
+    if absent:
+        return f"KUBEBUILDER_ASSETS={ASSETS} lacks {', '.join(absent)}"
+    if not shutil.which("openssl"):
+        return "openssl is needed to make the API server's service-account key"
+    return ""
+
+
+TOKEN = "envtest-admin-token"
+CRD_API = Kind("apiextensions.k8s.io", "v1", "customresourcedefinitions", False)
+NAMESPACES = Kind("", "v1", "namespaces", False)
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def running_apiserver(work: Path) -> Iterator[dict[str, Any]]:
+    """etcd and kube-apiserver from KUBEBUILDER_ASSETS, state under `work`; yields an admin
+    kubeconfig (a static token) and stops both on the way out. Shared by the tests and the
+    controller benchmark."""
+    etcd_port, peer_port, api_port = _port(), _port(), _port()
+    key = work / "sa.key"
+    subprocess.run(["openssl", "genrsa", "-out", str(key), "2048"], check=True, capture_output=True)
+    (work / "tokens.csv").write_text(f"{TOKEN},admin,admin,system:masters\n")
+    etcd = subprocess.Popen(
+        [
+            str(Path(ASSETS) / "etcd"),
+            "--data-dir",
+            str(work / "etcd"),
+            "--listen-client-urls",
+            f"http://127.0.0.1:{etcd_port}",
+            "--advertise-client-urls",
+            f"http://127.0.0.1:{etcd_port}",
+            "--listen-peer-urls",
+            f"http://127.0.0.1:{peer_port}",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    api = subprocess.Popen(
+        [
+            str(Path(ASSETS) / "kube-apiserver"),
+            "--etcd-servers",
+            f"http://127.0.0.1:{etcd_port}",
+            "--bind-address",
+            "127.0.0.1",
+            "--secure-port",
+            str(api_port),
+            "--cert-dir",
+            str(work / "certs"),
+            "--token-auth-file",
+            str(work / "tokens.csv"),
+            "--service-account-issuer",
+            "https://kubernetes.default.svc",
+            "--service-account-key-file",
+            str(key),
+            "--service-account-signing-key-file",
+            str(key),
+            "--authorization-mode",
+            "RBAC",
+            "--service-cluster-ip-range",
+            "10.0.0.0/24",
+            "--disable-admission-plugins",
+            "ServiceAccount",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    kubeconfig = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "current-context": "envtest",
+        # The server's certificate is self-made for this run only.
+        "clusters": [
+            {
+                "name": "envtest",
+                "cluster": {
+                    "server": f"https://127.0.0.1:{api_port}",
+                    "insecure-skip-tls-verify": True,
+                },
+            }
+        ],
+        "users": [{"name": "admin", "user": {"token": TOKEN}}],
+        "contexts": [{"name": "envtest", "context": {"cluster": "envtest", "user": "admin"}}],
+    }
+    try:
+        yield kubeconfig
+    finally:
+        for process in (api, etcd):
+            process.terminate()
+            process.wait(10)
+
+
+def open_crd(group: str, kind: str, plural: str, scope: str) -> dict[str, Any]:
+    """A CRD that keeps every field: Kueue's own CRDs are fetched at deploy time and are
+    not available offline, and the dispatcher only needs their shape."""
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.{group}"},
+        "spec": {
+            "group": group,
+            "scope": scope,
+            "names": {"kind": kind, "plural": plural},
+            "versions": [
+                {
+                    "name": "v1beta2" if group == K else "v1alpha1",
+                    "served": True,
+                    "storage": True,
+                    "subresources": {"status": {}},
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "x-kubernetes-preserve-unknown-fields": True,
+                        }
+                    },
+                }
+            ],
+        },
+    }
+
+
+async def wait_ready(kube: Kube, timeout: float = 60) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        try:
+            await kube.version()
+            return
+        except Exception:
+            if asyncio.get_running_loop().time() > deadline:
+                raise
+            await asyncio.sleep(0.5)
+
+
+async def install(kube: Kube) -> None:
+    crds = [
+        open_crd(K, "Workload", "workloads", "Namespaced"),
+        open_crd(K, "AdmissionCheck", "admissionchecks", "Cluster"),
+        open_crd(K, "MultiKueueConfig", "multikueueconfigs", "Cluster"),
+        open_crd(K, "MultiKueueCluster", "multikueueclusters", "Cluster"),
+        open_crd(K, "ClusterQueue", "clusterqueues", "Cluster"),
+        open_crd(K, "LocalQueue", "localqueues", "Namespaced"),
+        open_crd("multicluster.x-k8s.io", "ClusterProfile", "clusterprofiles", "Namespaced"),
+        dispatch_policy_crd(),
+    ]
+    namespaces = [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
+        for ns in (NS, "multikueue-fleet-system", "kueue-system")
+    ]
+    # The server lives for a whole test module: a second test finds these already there.
+    for kind, body in [(CRD_API, c) for c in crds] + [(NAMESPACES, n) for n in namespaces]:
+        try:
+            await kube.create(kind, body)
+        except ApiError as exc:
+            if exc.status != 409:
+                raise
+    await asyncio.sleep(2)  # CRDs become served
