@@ -20,8 +20,9 @@ measured alone. Phases:
 When a nomination arrived: the emulator logs each write with its arrival time; a real
 server is watched from a separate process, which stamps each Workload the first time it
 shows a nomination (a watch event is a few milliseconds after the write).
-Prints a table row; peak memory is this process's maximum resident set. With the emulator
-as the manager, also its CPU time per nomination (the patch, the Event, the watch
+Prints a table row; peak memory is this process's maximum resident set; CPU time per
+nomination in the backlog phase, of the controller and, with the emulator as the manager,
+of the server: its CPU time per nomination (the patch, the Event, the watch
 notification to the controller) and per raw patch: what bounds the ratio when the server
 is the bottleneck.
 """
@@ -294,10 +295,12 @@ async def measure(
                 stop = asyncio.Event()
                 started = time.time()
                 server_cpu = cpu_seconds(server.pid)
+                own_cpu = cpu_seconds(os.getpid())
                 controller = asyncio.create_task(run(manager, settings, stop, Metrics(), port=0))
                 await until_count(arrivals, pending, "backlog-", controller)
                 # The emulator's CPU per nomination (with its Event and watch notification).
                 server_cpu = cpu_seconds(server.pid) - server_cpu
+                own_cpu = cpu_seconds(os.getpid()) - own_cpu  # the controller (and the polling)
                 backlog = sorted((await arrivals.get()).values())
                 eligible: dict[str, float] = {}
                 for i in range(burst):
@@ -339,6 +342,7 @@ async def measure(
         "p50_ms": statistics.median(latencies) * 1000,
         "p99_ms": latencies[max(0, int(len(latencies) * 0.99) - 1)] * 1000,
         "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "ctl_ms": own_cpu / pending * 1000,
         # Only when the manager is the emulator: its CPU per nomination and per raw patch.
         "srv_ms": server_cpu / pending * 1000 if "manager" in urls else float("nan"),
         "raw_ms": raw_cpu / raw_count * 1000 if "manager" in urls else float("nan"),
@@ -364,7 +368,7 @@ def main() -> None:
     print(
         f"{'server':>8} {'workers':>7} {'pending':>8} {'nominations/s':>14} "
         f"{'raw patches/s':>14} {'ratio':>6} {'1st (s)':>8} {'P50 ms':>7} {'P99 ms':>7} "
-        f"{'peak MB':>8} {'srv ms/nom':>10} {'srv ms/raw':>10}"
+        f"{'peak MB':>8} {'ctl ms/nom':>10} {'srv ms/nom':>10} {'srv ms/raw':>10}"
     )
     rows = []
     for _ in range(args.runs):
@@ -402,7 +406,7 @@ def print_row(r: dict[str, Any]) -> None:
         f"{r['server']:>8} {r['workers']:>7.0f} {r['pending']:>8.0f} {r['rate']:>14,.0f} "
         f"{r['raw']:>14,.0f} {r['ratio']:>6.2f} {r['first_s']:>8.1f} "
         f"{r['p50_ms']:>7.1f} {r['p99_ms']:>7.1f} {r['rss_mb']:>8.0f} "
-        f"{r['srv_ms']:>10.2f} {r['raw_ms']:>10.2f}",
+        f"{r['ctl_ms']:>10.2f} {r['srv_ms']:>10.2f} {r['raw_ms']:>10.2f}",
         flush=True,
     )
 

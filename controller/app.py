@@ -60,8 +60,7 @@ async def run(
             metrics.leader.set(1 if elector.is_leader else 0)
             if elector.is_leader:
                 # A new leader looks at everything: the old one may have died mid-way.
-                dispatcher.last_event.clear()
-                dispatcher.enqueue_pending()
+                dispatcher.look_at_everything()
                 await dispatcher.sync_policy_status()
 
     async def profiles() -> None:

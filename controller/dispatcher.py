@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -104,7 +105,12 @@ class Dispatcher:
         self._writing: set[str] = set()
         # Our own nominations coming back through the watch: key -> (the workload as it was
         # decided on, the clusters written). Nothing else changed, so no new decision.
-        self._echo: dict[str, tuple[dict[str, Any], tuple[str, ...]]] = {}
+        self._echo: dict[str, tuple[dict[str, Any], tuple[str, ...], Any]] = {}
+        # Workloads nominated where they fit, and what that was decided on: key -> (the
+        # workload, the fleet key, when widening is due). A resync skips them while all
+        # three hold; 10,000 of them waiting for admission are otherwise 10,000 decisions
+        # that find what they found before.
+        self._settled: dict[str, tuple[dict[str, Any], Any, float]] = {}
         self._tasks_in_flight: set[asyncio.Task] = set()
         self._tasks: list[asyncio.Task] = []
 
@@ -134,9 +140,13 @@ class Dispatcher:
         urgent ones. Those already nominated go first, so their in-flight demand is counted
         before new decisions."""
         pending = []
+        fleet, now = self._fleet_key(), time.monotonic()
         for key, wl in self.state.workloads.store.items():
             status = wl.get("status") or {}
             if status.get("clusterName") or key in self.urgent:
+                continue
+            settled = self._settled.get(key)
+            if settled and settled[0] is wl and settled[1] == fleet and now < settled[2]:
                 continue
             pending.append((not status.get("nominatedClusterNames"), key))
         for _, key in sorted(pending):
@@ -151,17 +161,43 @@ class Dispatcher:
                 return key
         return None
 
+    def look_at_everything(self) -> None:
+        """A new leader forgets what it settled: the old one may have died mid-way."""
+        self.last_event.clear()
+        self._settled.clear()
+        self.enqueue_pending()
+
+    def _fleet_key(self) -> tuple[Any, ...]:
+        return (self.state.fleet_key(), frozenset(self.excluded))
+
+    def _settle(self, key: str, wl: dict[str, Any], fleet: Any) -> None:
+        """Remember that `wl` is nominated where it fits, until widening is due."""
+        queue = ((wl.get("status") or {}).get("admission") or {}).get("clusterQueue", "")
+        widen = self.state.policy_set().for_queue(queue, self.settings.default_policy)
+        since = self.first_nominated.get(key) or quota_reserved_at(wl)
+        due = math.inf
+        if widen.widen_after_seconds > 0 and since is not None:
+            waited = (_now() - since).total_seconds()
+            period = widen.widen_after_seconds
+            due = time.monotonic() + period - waited % period
+        self._settled[key] = (wl, fleet, due)
+
     def _is_echo(self, key: str, obj: dict[str, Any]) -> bool:
         """Is this change only the nomination we wrote? Deciding again would find the same
         (the fleet's changes are looked at by the resync), at a cost per nomination."""
-        decided_on, written = self._echo.pop(key, (None, ()))
+        decided_on, written, fleet = self._echo.pop(key, (None, (), None))
         if decided_on is None:
             return False
         now_nominated = tuple((obj.get("status") or {}).get("nominatedClusterNames") or ())
-        return now_nominated == written and _same_but_nominations(decided_on, obj)
+        if now_nominated != written or not _same_but_nominations(decided_on, obj):
+            return False
+        if fleet is not None:
+            self._settle(key, obj, fleet)
+        return True
 
     def _forget(self, key: str) -> None:
         self._echo.pop(key, None)
+        self._settled.pop(key, None)
         self.in_flight.remove(key)
         self.first_nominated.pop(key, None)
         self.last_event.pop(key, None)
@@ -273,6 +309,8 @@ class Dispatcher:
         if wl is None:
             self._forget(key)
             return
+        self._settled.pop(key, None)
+        fleet = self._fleet_key()  # what this decision is made on (nothing awaits before it)
         try:
             found, decision, _ = self.evaluate(key)
         except MalformedWorkload as exc:
@@ -293,6 +331,8 @@ class Dispatcher:
             # Already in place (a restart, or our own write coming back): keep counting it.
             self.first_nominated.setdefault(key, _now())
             self._record_in_flight(key, decision, view_of(wl).requests)
+            if decision.outcome == "nominated":
+                self._settle(key, wl, fleet)
             return
         if not self.is_leader() or key in self._writing:
             return  # a write for it is under way; its completion looks at it again
@@ -302,13 +342,21 @@ class Dispatcher:
         self._record_in_flight(key, decision, view_of(wl).requests)
         self._writing.add(key)
         await self._write_slots.acquire()
-        task = asyncio.create_task(self._actuate(wl, key, decision, current))
+        settles = fleet if decision.outcome == "nominated" else None
+        task = asyncio.create_task(self._actuate(wl, key, decision, current, settles))
         self._tasks_in_flight.add(task)
         task.add_done_callback(self._tasks_in_flight.discard)
 
     async def _actuate(
-        self, wl: dict[str, Any], key: str, decision: Decision, current: list[str]
+        self,
+        wl: dict[str, Any],
+        key: str,
+        decision: Decision,
+        current: list[str],
+        fleet: Any = None,
     ) -> None:
+        """The write, then its Event. `fleet`: the fleet key of a decision that nominated
+        where the workload fits, so its echo settles it."""
         try:
             written = await self._nominate(wl, key, list(decision.nominate))
         finally:
@@ -317,7 +365,7 @@ class Dispatcher:
         if not written:
             self.in_flight.remove(key)
             return
-        self._echo[key] = (wl, tuple(decision.nominate))
+        self._echo[key] = (wl, tuple(decision.nominate), fleet)
         self.first_nominated.setdefault(key, _now())
         for cluster in decision.nominate:
             if cluster not in current:

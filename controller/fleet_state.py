@@ -140,10 +140,13 @@ class FleetState:
         self.kube_factory = kube_factory
         self._views: tuple[tuple[int, int], dict[str, WorkerView]] | None = None
         self._version = 0  # bumped by every change that can alter a worker's view
+        self._policies_version = 0
 
         def changed(source: str, event: str, obj: Any) -> None:
             if source in ("fleet", "workers"):
                 self._version += 1
+            elif source == "policies":
+                self._policies_version += 1
             on_change(source, event, obj)
 
         self.on_change = changed
@@ -337,6 +340,13 @@ class FleetState:
             }
             views[name] = WorkerView(name, active, healthy, reason, labels, local_queues, queues)
         return views
+
+    def fleet_key(self) -> tuple[Any, ...]:
+        """Changes whenever a decision's inputs besides the workload itself and the demand
+        in flight may have changed: the fleet's objects, a worker's queues or health, the
+        policies."""
+        views = self.worker_views()
+        return (self._version, self._policies_version, tuple(v.healthy for v in views.values()))
 
     def worker_health(self) -> dict[str, tuple[bool, str, float]]:
         return {

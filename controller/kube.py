@@ -13,6 +13,7 @@ import json
 import logging
 import random
 import time
+import urllib.request
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -68,12 +69,23 @@ class Gone(Exception):
     """The watch's resourceVersion is too old: the only way on is a fresh list."""
 
 
+def _skip_proxy_lookups(api: client.ApiClient) -> None:
+    """The client's aiohttp session trusts the environment, so every request looks up a
+    proxy for its URL in a worker thread: a thread hop per request, a fifth of the
+    controller's time per nomination. With no proxy in the environment there is nothing
+    to find, so the lookup is turned off; with one, it stays as it is."""
+    session = getattr(getattr(api, "rest_client", None), "pool_manager", None)
+    if session is not None and hasattr(session, "_trust_env") and not urllib.request.getproxies():
+        session._trust_env = False
+
+
 class Kube:
     """One cluster's API server."""
 
     def __init__(
         self, api: client.ApiClient, cluster: str, attempts: int = 5, base_delay: float = 0.2
     ) -> None:
+        _skip_proxy_lookups(api)
         self.api = api
         self.cluster = cluster
         self.attempts = attempts

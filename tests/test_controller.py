@@ -459,3 +459,51 @@ def test_our_own_nomination_coming_back_is_not_decided_again() -> None:
             await fleet.stop()
 
     asyncio.run(asyncio.wait_for(main(), 60))
+
+
+def test_a_settled_nomination_is_looked_at_again_only_when_something_changed() -> None:
+    """A resync skips a workload nominated where it fits while nothing it was decided on
+    changed; a worker's queues changing, or widening falling due, bring it back."""
+    from dataclasses import replace
+
+    from controller.dispatcher import Dispatcher
+    from controller.metrics import Metrics
+    from tests.fleet_harness import cluster_queue
+
+    async def main() -> None:
+        fleet = Fleet(TWO)
+        await fleet.start()
+        kube = await Kube.from_kubeconfig(fleet.manager.kubeconfig(), "manager")
+        widening = replace(fleet.settings, default_policy=Policy(widen_after_seconds=2))
+        dispatcher = Dispatcher(kube, widening, Metrics(), Kube.from_kubeconfig)
+        key = f"{NS}/job"
+        try:
+            fleet.manager.put(WORKLOADS, workload("job", cpu="1"))
+            await dispatcher.state.start()
+            await dispatcher.state.wait_synced(10)
+            await dispatcher.state.wait_workers(10)
+            await dispatcher.reconcile(key)
+            await asyncio.gather(*dispatcher._tasks_in_flight)
+            await until(lambda: key in dispatcher._settled, what="the echo to settle it")
+            dispatcher.enqueue_pending()
+            assert key not in dispatcher.later  # nothing changed: not decided again
+
+            # w1's queue frees up: the fleet changed, so it is looked at again.
+            fleet.workers["w1"].put(f"{K}/clusterqueues", cluster_queue("8", "32Gi"))
+            await until(lambda: (dispatcher.enqueue_pending(), key in dispatcher.later)[1])
+            dispatcher.later.clear()
+            await dispatcher.reconcile(key)  # still in place on w2: settled again
+            assert key in dispatcher._settled
+            dispatcher.enqueue_pending()
+            assert key not in dispatcher.later
+
+            # Widening is due two seconds after the nomination: then it is looked at.
+            await until(
+                lambda: (dispatcher.enqueue_pending(), key in dispatcher.later)[1], timeout=5
+            )
+        finally:
+            await dispatcher.state.stop()
+            await kube.close()
+            await fleet.stop()
+
+    asyncio.run(asyncio.wait_for(main(), 60))

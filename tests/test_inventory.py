@@ -260,8 +260,15 @@ def test_profiles_join_drain_and_leave_through_the_controller() -> None:
             draining = await until(lambda: inventory_status().get("draining"), timeout=30)
             assert [d["cluster"] for d in draining] == ["inv-a"]
             assert config() == ["inv-a", "inv-b"]  # still there: work runs on it
-            reasons = {e["reason"] for e in fleet.events("inventory")}
-            assert {"ClusterJoined", "ClusterDraining"} <= reasons
+            # Events go out in the background, just after the status.
+            await until(
+                lambda: (
+                    {"ClusterJoined", "ClusterDraining"}
+                    <= {e["reason"] for e in fleet.events("inventory")}
+                ),
+                timeout=10,
+                what="the ClusterJoined and ClusterDraining Events",
+            )
 
             # The controller restarts while inv-a drains: the drain start is kept.
             since = draining[0]["since"]
