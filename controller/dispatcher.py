@@ -88,8 +88,9 @@ class Dispatcher:
         self.later: dict[str, None] = {}
         self._wake = asyncio.Event()
         self._fleet_changed = False
-        self._events: asyncio.Queue[tuple[str, dict[str, Any], float]] = asyncio.Queue(
-            maxsize=EVENT_BACKLOG
+        # (object, type, reason, message, when, queued at): see event().
+        self._events: asyncio.Queue[tuple[dict[str, Any], str, str, str, str, float]] = (
+            asyncio.Queue(maxsize=EVENT_BACKLOG)
         )
         self.in_flight = InFlightIndex()
         self.first_nominated: dict[str, datetime] = {}
@@ -432,12 +433,28 @@ class Dispatcher:
 
     async def event(self, obj: dict[str, Any], kind: str, reason: str, message: str) -> None:
         """One Event per distinct message, so resyncs do not flood the workload."""
-        meta = obj.get("metadata") or {}
         key = key_of(obj)
         if not self.is_leader() or self.last_event.get(key) == hash((reason, message)):
             return
-        now = _now().strftime("%Y-%m-%dT%H:%M:%SZ")
-        body = {
+        # Sent in the background, after the nomination itself: like client-go's recorder,
+        # Events are best effort and must not slow down or block the writes that matter.
+        # Queued as the few values that make one (the object is the cache's own), not as a
+        # body: a backlog of 10,000 waiting Events stays a few megabytes.
+        made = _now().strftime("%Y-%m-%dT%H:%M:%SZ")
+        try:
+            self._events.put_nowait(
+                (obj, kind, reason, message[:EVENT_MESSAGE_LIMIT], made, time.monotonic())
+            )
+        except asyncio.QueueFull:
+            self.metrics.write_errors.labels("event-dropped").inc()
+            return
+        self.last_event[key] = hash((reason, message))
+
+    def _event_body(
+        self, obj: dict[str, Any], kind: str, reason: str, message: str, made: str
+    ) -> dict[str, Any]:
+        meta = obj.get("metadata") or {}
+        return {
             "apiVersion": "v1",
             "kind": "Event",
             "metadata": {
@@ -454,38 +471,31 @@ class Dispatcher:
             },
             "type": kind,
             "reason": reason,
-            "message": message[:EVENT_MESSAGE_LIMIT],
+            "message": message,
             "source": {"component": COMPONENT},
             "reportingComponent": COMPONENT,
             "reportingInstance": self.settings.identity,
-            "firstTimestamp": now,
-            "lastTimestamp": now,
+            "firstTimestamp": made,
+            "lastTimestamp": made,
             "count": 1,
         }
-        # Sent in the background, after the nomination itself: like client-go's recorder,
-        # Events are best effort and must not slow down or block the writes that matter.
-        try:
-            self._events.put_nowait((key, body, time.monotonic()))
-        except asyncio.QueueFull:
-            self.metrics.write_errors.labels("event-dropped").inc()
-            return
-        self.last_event[key] = hash((reason, message))
 
     async def _send_events(self) -> None:
         while True:
-            key, body, made = await self._events.get()
+            obj, kind, reason, message, made, queued = await self._events.get()
             # The API server's capacity goes to the writes that matter first: each Event
             # costs it as much as a nomination. A backlog delays Events by at most
             # EVENT_MAX_DELAY_SECONDS; with no backlog they go at once.
             while (self.urgent or self._writing) and (
-                time.monotonic() - made < EVENT_MAX_DELAY_SECONDS
+                time.monotonic() - queued < EVENT_MAX_DELAY_SECONDS
             ):
                 await asyncio.sleep(0.05)
+            body = self._event_body(obj, kind, reason, message, made)
             try:
                 await self.manager.create(EVENTS, body, body["metadata"]["namespace"])
             except ApiError as exc:
                 self.metrics.write_errors.labels("event").inc()
-                log.warning("event on %s: %s", key, exc)
+                log.warning("event on %s: %s", key_of(obj), exc)
 
     async def sync_policy_status(self) -> None:
         """A Ready condition on every DispatchPolicy: True when in force, False with why."""
