@@ -88,8 +88,8 @@ class Dispatcher:
         self.later: dict[str, None] = {}
         self._wake = asyncio.Event()
         self._fleet_changed = False
-        # (object, type, reason, message, when, queued at): see event().
-        self._events: asyncio.Queue[tuple[dict[str, Any], str, str, str, str, float]] = (
+        # (what it is about, type, reason, message, when, queued at): see event().
+        self._events: asyncio.Queue[tuple[tuple[Any, ...], str, str, str, str, float]] = (
             asyncio.Queue(maxsize=EVENT_BACKLOG)
         )
         self.in_flight = InFlightIndex()
@@ -438,12 +438,20 @@ class Dispatcher:
             return
         # Sent in the background, after the nomination itself: like client-go's recorder,
         # Events are best effort and must not slow down or block the writes that matter.
-        # Queued as the few values that make one (the object is the cache's own), not as a
-        # body: a backlog of 10,000 waiting Events stays a few megabytes.
+        # Queued as the few strings that make one, not as a body nor with the object (that
+        # would keep a replaced workload alive): 10,000 waiting Events stay a few megabytes.
+        meta = obj.get("metadata") or {}
+        about = (
+            obj.get("apiVersion", "kueue.x-k8s.io/v1beta2"),
+            obj.get("kind", "Workload"),
+            meta.get("name"),
+            meta.get("namespace"),
+            meta.get("uid"),
+        )
         made = _now().strftime("%Y-%m-%dT%H:%M:%SZ")
         try:
             self._events.put_nowait(
-                (obj, kind, reason, message[:EVENT_MESSAGE_LIMIT], made, time.monotonic())
+                (about, kind, reason, message[:EVENT_MESSAGE_LIMIT], made, time.monotonic())
             )
         except asyncio.QueueFull:
             self.metrics.write_errors.labels("event-dropped").inc()
@@ -451,23 +459,23 @@ class Dispatcher:
         self.last_event[key] = hash((reason, message))
 
     def _event_body(
-        self, obj: dict[str, Any], kind: str, reason: str, message: str, made: str
+        self, about: tuple[Any, ...], kind: str, reason: str, message: str, made: str
     ) -> dict[str, Any]:
-        meta = obj.get("metadata") or {}
+        api_version, object_kind, name, namespace, uid = about
         return {
             "apiVersion": "v1",
             "kind": "Event",
             "metadata": {
-                "generateName": f"{meta.get('name')}.",
+                "generateName": f"{name}.",
                 # Events on cluster-scoped objects (policies) live in "default", as kubectl's do.
-                "namespace": meta.get("namespace") or "default",
+                "namespace": namespace or "default",
             },
             "involvedObject": {
-                "apiVersion": obj.get("apiVersion", "kueue.x-k8s.io/v1beta2"),
-                "kind": obj.get("kind", "Workload"),
-                "name": meta.get("name"),
-                "namespace": meta.get("namespace"),
-                "uid": meta.get("uid"),
+                "apiVersion": api_version,
+                "kind": object_kind,
+                "name": name,
+                "namespace": namespace,
+                "uid": uid,
             },
             "type": kind,
             "reason": reason,
@@ -482,7 +490,7 @@ class Dispatcher:
 
     async def _send_events(self) -> None:
         while True:
-            obj, kind, reason, message, made, queued = await self._events.get()
+            about, kind, reason, message, made, queued = await self._events.get()
             # The API server's capacity goes to the writes that matter first: each Event
             # costs it as much as a nomination. A backlog delays Events by at most
             # EVENT_MAX_DELAY_SECONDS; with no backlog they go at once.
@@ -490,12 +498,12 @@ class Dispatcher:
                 time.monotonic() - queued < EVENT_MAX_DELAY_SECONDS
             ):
                 await asyncio.sleep(0.05)
-            body = self._event_body(obj, kind, reason, message, made)
+            body = self._event_body(about, kind, reason, message, made)
             try:
                 await self.manager.create(EVENTS, body, body["metadata"]["namespace"])
             except ApiError as exc:
                 self.metrics.write_errors.labels("event").inc()
-                log.warning("event on %s: %s", key_of(obj), exc)
+                log.warning("event on %s/%s: %s", about[3], about[2], exc)
 
     async def sync_policy_status(self) -> None:
         """A Ready condition on every DispatchPolicy: True when in force, False with why."""
