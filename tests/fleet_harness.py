@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import asyncio
 import base64
-from collections.abc import Callable
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
 import yaml
 
 from controller.app import run
+from controller.dispatcher import Dispatcher
 from controller.kube import Kube
 from controller.metrics import Metrics
 from controller.model import Policy
@@ -289,6 +292,32 @@ class Fleet:
             for e in self.manager.items("events")
             if name is None or e["involvedObject"]["name"] == name
         ]
+
+
+@contextlib.asynccontextmanager
+async def dispatcher_on(
+    workers: dict[str, dict[str, Any]], workloads: list[dict[str, Any]], **settings: Any
+) -> AsyncIterator[tuple[Fleet, Dispatcher]]:
+    """A started fleet holding `workloads`, and a Dispatcher whose snapshot has synced and
+    reached every worker, but whose loop does not run: the test drives it step by step.
+    `settings` replace fields of the fleet's Settings."""
+    fleet = Fleet(workers)
+    await fleet.start()
+    kube = await Kube.from_kubeconfig(fleet.manager.kubeconfig(), "manager")
+    dispatcher = Dispatcher(
+        kube, replace(fleet.settings, **settings), Metrics(), Kube.from_kubeconfig
+    )
+    try:
+        for wl in workloads:
+            fleet.manager.put(f"{K}/workloads", wl)
+        await dispatcher.state.start()
+        await dispatcher.state.wait_synced(10)
+        await dispatcher.state.wait_workers(10)
+        yield fleet, dispatcher
+    finally:
+        await dispatcher.state.stop()
+        await kube.close()
+        await fleet.stop()
 
 
 async def until(check: Callable[[], Any], timeout: float = 8.0, what: str = "") -> Any:

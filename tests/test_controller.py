@@ -19,7 +19,7 @@ from controller.kube import Kube
 from controller.model import Policy
 from controller.policy_api import policy_object
 from controller.settings import DeclaredProfile
-from tests.fleet_harness import NS, Fleet, K, until, workload
+from tests.fleet_harness import NS, Fleet, K, cluster_queue, dispatcher_on, until, workload
 
 WORKLOADS = f"{K}/workloads"
 
@@ -431,20 +431,10 @@ def test_lists_are_read_a_page_at_a_time() -> None:
 def test_our_own_nomination_coming_back_is_not_decided_again() -> None:
     """The watch brings every nomination back; only a change beyond it is a reason to
     decide again (the resync covers fleet changes)."""
-    from controller.dispatcher import Dispatcher
-    from controller.metrics import Metrics
 
     async def main() -> None:
-        fleet = Fleet(TWO)
-        await fleet.start()
-        kube = await Kube.from_kubeconfig(fleet.manager.kubeconfig(), "manager")
-        dispatcher = Dispatcher(kube, fleet.settings, Metrics(), Kube.from_kubeconfig)
         key = f"{NS}/job"
-        try:
-            fleet.manager.put(WORKLOADS, workload("job", cpu="1"))
-            await dispatcher.state.start()
-            await dispatcher.state.wait_synced(10)
-            await dispatcher.state.wait_workers(10)
+        async with dispatcher_on(TWO, [workload("job", cpu="1")]) as (fleet, dispatcher):
             await dispatcher.reconcile(key)
             await asyncio.gather(*dispatcher._tasks_in_flight)
             store = dispatcher.state.workloads.store
@@ -453,10 +443,6 @@ def test_our_own_nomination_coming_back_is_not_decided_again() -> None:
             # Kueue admits it on w2: that is news, and it is looked at.
             fleet.manager.put(WORKLOADS, workload("job", cpu="1", cluster="w2", state="Ready"))
             await until(lambda: key in dispatcher.urgent, what="the admission to be queued")
-        finally:
-            await dispatcher.state.stop()
-            await kube.close()
-            await fleet.stop()
 
     asyncio.run(asyncio.wait_for(main(), 60))
 
@@ -464,24 +450,12 @@ def test_our_own_nomination_coming_back_is_not_decided_again() -> None:
 def test_a_settled_nomination_is_looked_at_again_only_when_something_changed() -> None:
     """A resync skips a workload nominated where it fits while nothing it was decided on
     changed; a worker's queues changing, or widening falling due, bring it back."""
-    from dataclasses import replace
-
-    from controller.dispatcher import Dispatcher
-    from controller.metrics import Metrics
-    from tests.fleet_harness import cluster_queue
 
     async def main() -> None:
-        fleet = Fleet(TWO)
-        await fleet.start()
-        kube = await Kube.from_kubeconfig(fleet.manager.kubeconfig(), "manager")
-        widening = replace(fleet.settings, default_policy=Policy(widen_after_seconds=2))
-        dispatcher = Dispatcher(kube, widening, Metrics(), Kube.from_kubeconfig)
         key = f"{NS}/job"
-        try:
-            fleet.manager.put(WORKLOADS, workload("job", cpu="1"))
-            await dispatcher.state.start()
-            await dispatcher.state.wait_synced(10)
-            await dispatcher.state.wait_workers(10)
+        async with dispatcher_on(
+            TWO, [workload("job", cpu="1")], default_policy=Policy(widen_after_seconds=2)
+        ) as (fleet, dispatcher):
             await dispatcher.reconcile(key)
             await asyncio.gather(*dispatcher._tasks_in_flight)
             await until(lambda: key in dispatcher._settled, what="the echo to settle it")
@@ -501,9 +475,5 @@ def test_a_settled_nomination_is_looked_at_again_only_when_something_changed() -
             await until(
                 lambda: (dispatcher.enqueue_pending(), key in dispatcher.later)[1], timeout=5
             )
-        finally:
-            await dispatcher.state.stop()
-            await kube.close()
-            await fleet.stop()
 
     asyncio.run(asyncio.wait_for(main(), 60))

@@ -27,6 +27,7 @@ from tests.fleet_harness import (
     Fleet,
     K,
     admission_check,
+    dispatcher_on,
     seed_worker,
     until,
     workload,
@@ -300,30 +301,15 @@ def test_profiles_join_drain_and_leave_through_the_controller() -> None:
 
 
 def test_draining_clusters_get_no_new_nominations() -> None:
-    from controller.dispatcher import Dispatcher
-    from controller.kube import Kube
-    from controller.metrics import Metrics
-
     async def main() -> None:
-        fleet = Fleet({"w1": {"cpu": "8"}, "w2": {"cpu": "8", "reserved": "6"}})
-        await fleet.start()
-        kube = await Kube.from_kubeconfig(fleet.manager.kubeconfig(), "manager")
-        dispatcher = Dispatcher(kube, fleet.settings, Metrics(), Kube.from_kubeconfig)
-        try:
-            fleet.manager.put(f"{K}/workloads", workload("job", cpu="1"))
-            await dispatcher.state.start()
-            await dispatcher.state.wait_synced(10)
-            await dispatcher.state.wait_workers(10)
+        workers = {"w1": {"cpu": "8"}, "w2": {"cpu": "8", "reserved": "6"}}
+        async with dispatcher_on(workers, [workload("job", cpu="1")]) as (_, dispatcher):
             _, decision, _ = dispatcher.evaluate(f"{NS}/job")
             assert decision.nominate == ("w1",)  # the most room
             dispatcher.excluded = {"w1"}  # what the inventory keeper sets while w1 drains
             _, decision, _ = dispatcher.evaluate(f"{NS}/job")
             assert decision.nominate == ("w2",)
             assert [v.cluster for v in decision.verdicts] == ["w2"]
-        finally:
-            await dispatcher.state.stop()
-            await kube.close()
-            await fleet.stop()
 
     asyncio.run(asyncio.wait_for(main(), 60))
 
