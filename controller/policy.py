@@ -282,11 +282,15 @@ def decide(
     ranked = [v for _, _, v in sorted(fitting, key=lambda t: (t[0], t[1]))]
     ranked += [v for _, _, v in sorted(waiting, key=lambda t: (t[0], t[1]))]
     if not ranked:
+        # "Ever" only when every cluster is too small: the other reasons (unreachable,
+        # not connected, a missing queue) can pass.
+        never = all(v.category == "too-large" for v in verdicts)
+        lead = "no cluster can ever run it" if never else "no cluster can take it now"
         return Decision(
             (),
             tuple(verdicts),
             "none",
-            "no cluster can ever run it: " + "; ".join(f"{v.cluster}: {v.reason}" for v in verdicts)
+            f"{lead}: " + "; ".join(f"{v.cluster}: {v.reason}" for v in verdicts)
             if verdicts
             else "no clusters",
         )

@@ -208,6 +208,7 @@ def test_missing_local_queue_and_cluster_queue() -> None:
         == "its LocalQueue points to ClusterQueue gone, which does not exist"
     )
     assert [v.category for v in decision.verdicts] == ["no-local-queue", "no-cluster-queue"]
+    assert decision.summary.startswith("no cluster can take it now: no-lq: no LocalQueue")
 
 
 def test_in_flight_demand_counts_against_the_last_slot() -> None:
@@ -243,6 +244,7 @@ def test_never_fits_anywhere() -> None:
     assert decision.nominate == ()
     assert decision.outcome == "none"
     assert "w2: never fits: needs cpu 100, the largest flavor offers 16" in decision.summary
+    assert decision.summary.startswith("no cluster can ever run it: w1: never fits")
     assert decision.blocker() == "too-large"
 
 
