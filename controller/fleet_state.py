@@ -158,18 +158,19 @@ class FleetState:
         self.checks = Reflector(manager, ADMISSION_CHECKS, notify("fleet"))
         self.configs = Reflector(manager, MULTIKUEUE_CONFIGS, notify("fleet"))
 
-        def access(source: str) -> Callable[[str, Any], None]:
-            # These change how a worker is reached: look at the connections again.
+        def access(source: str | None) -> Callable[[str, Any], None]:
+            # These change how a worker is reached: look at the connections again (and, for
+            # a source, tell the dispatcher).
             def seen(event: str, obj: Any) -> None:
                 self._reconnect.set()
-                if source:
+                if source is not None:
                     changed(source, event, obj)
 
             return seen
 
         self.clusters = Reflector(manager, MULTIKUEUE_CLUSTERS, access("fleet"))
         self.policies = Reflector(manager, DISPATCH_POLICIES, notify("policies"))
-        self.secrets = Reflector(manager, SECRETS, access(""), settings.namespace)
+        self.secrets = Reflector(manager, SECRETS, access(None), settings.namespace)
         # Only with ClusterProfiles (stack-declared or inventory): elsewhere the CRD, and the
         # right to read it, are absent.
         self.profiles: Reflector | None = (

@@ -39,11 +39,11 @@ def profile_name(cluster: Mapping[str, Any] | None, worker: str) -> str:
     return (source.get("clusterProfileRef") or {}).get("name") or worker
 
 
-def endpoint(profile: Mapping[str, Any], provider: str | None = None) -> dict[str, Any] | None:
-    """The profile's cluster entry (server, CA) for `provider`, or the first that has one."""
+def endpoint(profile: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The profile's first access provider entry that names a server (with its CA)."""
     for entry in (profile.get("status") or {}).get("accessProviders") or []:
         cluster = entry.get("cluster") or {}
-        if cluster.get("server") and (provider is None or entry.get("name") == provider):
+        if cluster.get("server"):
             return cluster
     return None
 

@@ -183,21 +183,31 @@ def multikueue_cluster(name: str, labels: dict[str, str] | None = None) -> dict[
     }
 
 
-def reader_secret(
-    name: str, kubeconfig: dict[str, Any], namespace: str = "multikueue-fleet-system"
-) -> dict[str, Any]:
-    """The dispatcher's read-only kubeconfig for a worker, as the stack writes it."""
-    text = yaml.safe_dump(kubeconfig)
+def _reader(name: str, secret_name: str, key: str, value: str, namespace: str) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Secret",
         "metadata": {
-            "name": f"{name}-reader",
+            "name": secret_name,
             "namespace": namespace,
             "labels": {"multikueue-fleet/worker": name},
         },
-        "data": {"kubeconfig": base64.b64encode(text.encode()).decode()},
+        "data": {key: base64.b64encode(value.encode()).decode()},
     }
+
+
+def reader_secret(
+    name: str, kubeconfig: dict[str, Any], namespace: str = "multikueue-fleet-system"
+) -> dict[str, Any]:
+    """The dispatcher's read-only kubeconfig for a worker, as the stack writes it."""
+    return _reader(name, f"{name}-reader", "kubeconfig", yaml.safe_dump(kubeconfig), namespace)
+
+
+def reader_token_secret(
+    name: str, token: str, namespace: str = "multikueue-fleet-system"
+) -> dict[str, Any]:
+    """The dispatcher's read-only token for a worker reached through its ClusterProfile."""
+    return _reader(name, f"{name}-reader-token", "token", token, namespace)
 
 
 def seed_worker(emulator: Emulator, spec: dict[str, Any]) -> None:

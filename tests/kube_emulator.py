@@ -10,7 +10,6 @@ request made. One emulator is one cluster.
 from __future__ import annotations
 
 import asyncio
-import base64
 import copy
 import json
 import time
@@ -170,10 +169,6 @@ class Emulator:
         meta.setdefault("uid", str(uuid.uuid4()))
         meta.setdefault("creationTimestamp", datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
         meta.setdefault("generation", 1)
-        if "stringData" in obj:  # as the API server stores a Secret's plain-text values
-            data = obj.setdefault("data", {})
-            for k, v in obj.pop("stringData").items():
-                data[k] = base64.b64encode(str(v).encode()).decode()
         self.objects.setdefault(self._split(group_plural), {})[key] = obj
         self._record(group_plural, event, obj)
         return copy.deepcopy(obj)

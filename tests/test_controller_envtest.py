@@ -22,6 +22,7 @@ from tests.fleet_harness import (
     multikueue_cluster,
     multikueue_config,
     reader_secret,
+    reader_token_secret,
     seed_worker,
     workload,
 )
@@ -154,17 +155,7 @@ def test_inventory_against_a_real_api_server(apiserver: dict[str, Any]) -> None:
                 },
             )
             await manager.create(
-                SECRETS,
-                {
-                    "apiVersion": "v1",
-                    "kind": "Secret",
-                    "metadata": {
-                        "name": "inv-a-reader-token",
-                        "labels": {"multikueue-fleet/worker": "inv-a"},
-                    },
-                    "stringData": {"token": "reader-token"},
-                },
-                "multikueue-fleet-system",
+                SECRETS, reader_token_secret("inv-a", "reader-token"), "multikueue-fleet-system"
             )
             stop = asyncio.Event()
             task = asyncio.create_task(run(manager, settings, stop, Metrics(), port=0))

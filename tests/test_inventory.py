@@ -4,7 +4,6 @@ plain data, then the controller against emulated API servers."""
 from __future__ import annotations
 
 import asyncio
-import base64
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -28,6 +27,7 @@ from tests.fleet_harness import (
     K,
     admission_check,
     dispatcher_on,
+    reader_token_secret,
     seed_worker,
     until,
     workload,
@@ -341,15 +341,7 @@ def test_a_joined_cluster_is_reached_with_its_reader_token_and_gets_work() -> No
                     "spec": {"inventory": {"multiKueueConfig": "inventory"}},
                 },
             )
-            secret = {
-                "metadata": {
-                    "name": "inv-a-reader-token",
-                    "namespace": fleet.settings.namespace,
-                    "labels": {"multikueue-fleet/worker": "inv-a"},
-                },
-                "data": {"token": base64.b64encode(b"wrong").decode()},
-            }
-            m.put("secrets", secret)
+            m.put("secrets", reader_token_secret("inv-a", "wrong", fleet.settings.namespace))
             await fleet.run_controller()
             await until(lambda: m.get(f"{K}/multikueueclusters", "inv-a"), timeout=30)
             # Kueue marks the joined cluster Active once its own access works.
@@ -366,8 +358,10 @@ def test_a_joined_cluster_is_reached_with_its_reader_token_and_gets_work() -> No
             await until(refused, timeout=30, what="the wrong token reported")
             assert fleet.nominations("job") is None
 
-            secret["data"]["token"] = base64.b64encode(b"reader-token\n").decode()
-            m.put("secrets", secret)
+            m.put(
+                "secrets",
+                reader_token_secret("inv-a", "reader-token\n", fleet.settings.namespace),
+            )
             assert await until(lambda: fleet.nominations("job"), timeout=30) == ["inv-a"]
             assert all(
                 r.path.startswith(("/apis/kueue.x-k8s.io/v1beta2/", "/version"))

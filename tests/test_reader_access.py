@@ -3,13 +3,12 @@ server and CA its ClusterProfile publishes (clusters that joined through the inv
 
 from __future__ import annotations
 
-import base64
 from typing import Any
 
 import yaml
 
 from controller.reader_access import profile_name, resolve
-from tests.fleet_harness import reader_secret
+from tests.fleet_harness import reader_secret, reader_token_secret
 
 PROFILE = {
     "metadata": {"name": "gke-new", "namespace": "kueue-system"},
@@ -30,10 +29,7 @@ PROFILE = {
 
 
 def token_secret(token: str = "s3cret") -> dict[str, Any]:
-    return {
-        "metadata": {"name": "gke-new-reader-token", "labels": {"multikueue-fleet/worker": "x"}},
-        "data": {"token": base64.b64encode(f"{token}\n".encode()).decode()},
-    }
+    return reader_token_secret("gke-new", f"{token}\n")
 
 
 def test_a_whole_kubeconfig_is_used_as_it_is() -> None:
