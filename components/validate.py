@@ -265,19 +265,9 @@ class _Checks:
             for name, value in gates.items():
                 self.gate(name, value, key_path(key_path("kueue", key), name))
         gates = {**k.feature_gates, **k.feature_gate_flags}
+        prefix = "kueue.featureGateFlags" if k.feature_gate_flags else "kueue.featureGates"
+        self.problems.extend(kueue_gates.gate_problems(gates, prefix))
         if not kueue_gates.effective(gates, "TopologyAwareScheduling"):
-            stuck = sorted(
-                n
-                for n in kueue_gates.GATES
-                if kueue_gates.depends_on_tas(n) and kueue_gates.effective(gates, n)
-            )
-            if stuck:
-                self.error(
-                    "kueue.featureGates.TopologyAwareScheduling",
-                    "TopologyAwareScheduling is off while gates that need it are on: "
-                    + ", ".join(stuck),
-                    "set each of them to false too, or leave TopologyAwareScheduling on",
-                )
             if any(f.topology for f in self.spec.queues.flavors):
                 self.error(
                     "kueue.featureGates.TopologyAwareScheduling",

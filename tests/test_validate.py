@@ -41,7 +41,7 @@ def _seq(*mutations: Mutate) -> Mutate:
 
 CQ = "queues.clusterQueues.0"
 FLAVOR0 = f"{CQ}.resourceGroups.0.flavors.0"
-ALL_TAS_OFF = {n: False for n in kueue_gates.GATES if kueue_gates.depends_on_tas(n)}
+ALL_TAS_OFF = {n: False for n in kueue_gates.needs("TopologyAwareScheduling")}
 
 CASES: list[tuple[str, Mutate, str, str, str]] = [
     # (id, mutation, expected path, text in message, text in hint)
