@@ -267,13 +267,14 @@ class _Checks:
         gates = {**k.feature_gates, **k.feature_gate_flags}
         prefix = "kueue.featureGateFlags" if k.feature_gate_flags else "kueue.featureGates"
         self.problems.extend(kueue_gates.gate_problems(gates, prefix))
-        if not kueue_gates.effective(gates, "TopologyAwareScheduling"):
-            if any(f.topology for f in self.spec.queues.flavors):
-                self.error(
-                    "kueue.featureGates.TopologyAwareScheduling",
-                    "TopologyAwareScheduling is off but a flavor uses a topology",
-                    "turn the gate on or remove `topology` from the flavors",
-                )
+        if not kueue_gates.effective(gates, "TopologyAwareScheduling") and any(
+            f.topology for f in self.spec.queues.flavors
+        ):
+            self.error(
+                "kueue.featureGates.TopologyAwareScheduling",
+                "TopologyAwareScheduling is off but a flavor uses a topology",
+                "turn the gate on or remove `topology` from the flavors",
+            )
         mk = k.multikueue
         if len(mk.origin) > 63 or not LABEL_VALUE.match(mk.origin) or not mk.origin:
             self.error(
