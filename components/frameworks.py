@@ -187,6 +187,17 @@ OTHER_KNOWN_INTEGRATIONS: dict[str, ApiResource] = {
 }
 
 
+# Integrations whose MultiKueue adapter copies no status from the worker's object back to the
+# manager's: in kueue v0.19.2 pkg/controller/jobs/leaderworkerset/
+# leaderworkerset_multikueue_adapter.go and statefulset/statefulset_multikueue_adapter.go,
+# SyncJob only creates the remote object. Their Workloads on the manager are pod groups whose
+# pods stay gated there, so the manager never sees PodsReady for them. Every other adapter at
+# that tag copies the remote status (job, jobset, kubeflow, mpijob, ray*, trainjob,
+# appwrapper), and the pod adapter copies each remote Pod's status onto the gated local Pod
+# (pod_multikueue_adapter.go, syncLocalPodWithRemote), so plain pods and pod groups get ready.
+STATUS_NOT_MIRRORED = ("leaderworkerset.x-k8s.io/leaderworkerset", "statefulset")
+
+
 def framework_of_integration(name: str) -> Framework | None:
     for fw in FRAMEWORKS.values():
         if name in fw.integrations:

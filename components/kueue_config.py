@@ -10,8 +10,9 @@ from typing import Any
 
 import yaml
 
-from components.frameworks import FRAMEWORKS, TEKTON_EXTERNAL_FRAMEWORK
+from components.frameworks import FRAMEWORKS, STATUS_NOT_MIRRORED, TEKTON_EXTERNAL_FRAMEWORK
 from components.labels import KUEUE_NAMESPACE, metadata
+from components.problems import Problem
 from components.spec import ClusterSpec, FleetSpec
 
 CONFIG_MAP = "kueue-manager-config"
@@ -33,10 +34,37 @@ def external_frameworks(spec: FleetSpec, cluster: ClusterSpec) -> list[str]:
     return list(dict.fromkeys(names))
 
 
+def status_not_mirrored(spec: FleetSpec, cluster: ClusterSpec) -> list[str]:
+    """Integrations on a manager whose Workloads there can never get PodsReady."""
+    if cluster.role != "manager":
+        return []
+    return [i for i in integrations(spec, cluster) if i in STATUS_NOT_MIRRORED]
+
+
+def waits_for_pods_ready(spec: FleetSpec, cluster: ClusterSpec) -> bool:
+    """Whether this cluster's Kueue evicts admitted work that does not get PodsReady in time.
+
+    Kueue's workload controller does so with no MultiKueue exemption (v0.19.2
+    pkg/controller/core/workload_controller.go, admittedNotReadyWorkload), and evicting the
+    manager's Workload withdraws the copy running on the worker. So a manager that runs
+    frameworks whose status is not mirrored does not wait, unless asked (and validation
+    refuses that ask)."""
+    w = spec.kueue.wait_for_pods_ready
+    if not w.enabled:
+        return False
+    if cluster.role == "manager" and w.on_manager is not None:
+        return w.on_manager
+    return not status_not_mirrored(spec, cluster)
+
+
 def derived_gates(spec: FleetSpec, cluster: ClusterSpec) -> dict[str, bool]:
     """Gates the fleet's own choices require, on top of what the user set."""
     gates: dict[str, bool] = {}
-    if not spec.kueue.wait_for_pods_ready.enabled:
+    if not waits_for_pods_ready(spec, cluster):
+        # v1beta2 defaults waitForPodsReady whether or not it is written
+        # (apis/config/v1beta2/defaults.go, SetDefaults_Configuration); only this Alpha gate
+        # turns it off (pkg/util/waitforpodsready, Enabled). Upstream plans to drop the gate
+        # in 0.21, together with the option of running without waitForPodsReady.
         gates["DisableWaitForPodsReady"] = True
     if cluster.role == "manager":
         if spec.credentials.mode == "clusterProfile":
@@ -138,9 +166,9 @@ def configuration(spec: FleetSpec, cluster: ClusterSpec) -> dict[str, Any]:
     externals = external_frameworks(spec, cluster)
     if externals:
         config["integrations"]["externalFrameworks"] = externals
-    # Since 0.19 waitForPodsReady is on unless the block is absent *and* the opt-out gate
-    # is set, so it is always written out explicitly when on.
-    if spec.kueue.wait_for_pods_ready.enabled:
+    # Since 0.19 waitForPodsReady is on unless the opt-out gate is set, so it is written out
+    # explicitly when on and left out (with the gate) when off.
+    if waits_for_pods_ready(spec, cluster):
         config["waitForPodsReady"] = _wait_for_pods_ready(spec)
     if cluster.role == "manager":
         config["multiKueue"] = _multikueue(spec, cluster)
@@ -159,3 +187,48 @@ def config_map(spec: FleetSpec, cluster: ClusterSpec) -> dict[str, Any]:
         "metadata": metadata(spec, CONFIG_MAP, KUEUE_NAMESPACE),
         "data": {CONFIG_KEY: text},
     }
+
+
+def pods_ready_problems(spec: FleetSpec) -> list[Problem]:
+    """waitForPodsReady on a manager whose Workloads of some frameworks never get PodsReady:
+    refused when asked for, explained when turned off for that reason."""
+    w = spec.kueue.wait_for_pods_ready
+    kinds = status_not_mirrored(spec, spec.manager)
+    if not w.enabled or not kinds:
+        return []
+    why = (
+        f"MultiKueue mirrors no status of {', '.join(kinds)} back to the manager, so their "
+        "Workloads there never get PodsReady, and Kueue would evict them after "
+        f"{w.timeout}, which withdraws the copy running on the worker"
+    )
+    gates = {**spec.kueue.feature_gates, **spec.kueue.feature_gate_flags}
+    gate_path = (
+        "kueue.featureGateFlags" if spec.kueue.feature_gate_flags else "kueue.featureGates"
+    ) + ".DisableWaitForPodsReady"
+    if w.on_manager:
+        return [
+            Problem(
+                "kueue.waitForPodsReady.onManager",
+                f"the manager cannot wait for PodsReady: {why}",
+                "remove onManager (workers still wait for PodsReady), or take these "
+                "frameworks off the manager",
+            )
+        ]
+    if gates.get("DisableWaitForPodsReady") is False:
+        return [
+            Problem(
+                gate_path,
+                f"DisableWaitForPodsReady false turns waitForPodsReady on for the manager: {why}",
+                "remove the entry (the stack sets the gate where waitForPodsReady is off)",
+            )
+        ]
+    if w.on_manager is None:
+        return [
+            Problem(
+                "kueue.waitForPodsReady",
+                f"waitForPodsReady is off on the manager and on for the workers: {why}",
+                "nothing to do; set kueue.waitForPodsReady.onManager to false to acknowledge",
+                "warning",
+            )
+        ]
+    return []

@@ -19,6 +19,7 @@ from components.frameworks import (
     known_integrations,
 )
 from components.kubeconfig import KUBECONFIG_FIX, kueue_rejections
+from components.kueue_config import pods_ready_problems
 from components.problems import Problem, did_you_mean
 from components.spec import ClusterSpec, FleetSpec, key_path
 from components.versions import IMAGE_VOLUME_MIN_KUBERNETES, KUEUE_SUPPORTED_MINOR
@@ -267,6 +268,7 @@ class _Checks:
         gates = {**k.feature_gates, **k.feature_gate_flags}
         prefix = "kueue.featureGateFlags" if k.feature_gate_flags else "kueue.featureGates"
         self.problems.extend(kueue_gates.gate_problems(gates, prefix))
+        self.problems.extend(pods_ready_problems(self.spec))
         if not kueue_gates.effective(gates, "TopologyAwareScheduling") and any(
             f.topology for f in self.spec.queues.flavors
         ):

@@ -245,7 +245,7 @@ def test_no_dispatcher_no_reader_and_kueue_keeps_its_own_dispatcher() -> None:
     assert not find(clusters["worker-worker1"], "ClusterRole", "multikueue-fleet:dispatcher-reader")
     mk = _kueue_config(clusters["manager"])
     assert "dispatcherName" not in mk["multiKueue"]
-    assert "featureGates" not in mk
+    assert mk["featureGates"] == {"DisableWaitForPodsReady": True}  # onManager: false in base()
 
 
 @pytest.mark.parametrize(
@@ -424,12 +424,13 @@ def test_cluster_profile_mode() -> None:
 
 def test_feature_gates_as_flags_move_derived_gates_along() -> None:
     config = base()
-    config["kueue"] = {"featureGateFlags": {"PartialAdmission": False}}
+    config["kueue"]["featureGateFlags"] = {"PartialAdmission": False}
     spec, _ = load(config)
     manager = configuration(spec, spec.manager)
     assert "featureGates" not in manager
     assert feature_gate_args(spec, spec.manager) == [
-        "--feature-gates=PartialAdmission=false,WorkloadRequestUseMergePatch=true"
+        "--feature-gates=DisableWaitForPodsReady=true,PartialAdmission=false,"
+        "WorkloadRequestUseMergePatch=true"
     ]
     assert feature_gate_args(spec, spec.workers[0]) == ["--feature-gates=PartialAdmission=false"]
 
@@ -484,7 +485,8 @@ def test_user_kubeconfig_replaces_the_placeholder() -> None:
 
 def test_default_fleet_when_keys_are_omitted() -> None:
     spec, problems = load({}, stack="dev")
-    assert problems == []
+    # the default frameworks include LeaderWorkerSet: the manager does not wait for PodsReady
+    assert [(p.path, p.severity) for p in problems] == [("kueue.waitForPodsReady", "warning")]
     assert [c.name for c in spec.clusters] == ["manager", "worker1", "worker2"]
     assert {c.provider for c in spec.clusters} == {"kind"}
     assert spec.manager.kind is not None and "@sha256:" in spec.manager.kind.node_image

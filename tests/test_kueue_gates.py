@@ -40,9 +40,13 @@ DEPENDENCIES = [
 ]
 
 
+def _errors(config: dict) -> list:
+    return [p for p in problems_of(config) if p.severity == "error"]
+
+
 def _gates_config(gates: dict[str, bool], key: str = "featureGates") -> dict:
     config = base()
-    config["kueue"] = {key: gates}
+    config["kueue"][key] = gates
     return config
 
 
@@ -50,7 +54,7 @@ def _gates_config(gates: dict[str, bool], key: str = "featureGates") -> dict:
 def test_gate_on_without_its_dependency_is_refused(gate: str, dependency: str) -> None:
     # Everything else that needs the dependency is off, so every refusal is this gate's.
     others = {g: False for g in kueue_gates.needs(dependency) if g != gate}
-    problems = problems_of(_gates_config({**others, gate: True, dependency: False}))
+    problems = _errors(_gates_config({**others, gate: True, dependency: False}))
     assert {p.path for p in problems} == {f"kueue.featureGates.{gate}"}, problems
     (problem,) = [p for p in problems if f"{gate} requires {dependency}," in p.message]
     assert problem.severity == "error"
@@ -62,8 +66,7 @@ def test_gate_with_its_dependency_on_passes(gate: str, dependency: str) -> None:
     gates = {gate: True, dependency: True, "TASFailedNodeReplacement": True, TAS: True}
     if gate == "UnadmittedWorkloadsExplicitStatus":
         gates["UnadmittedWorkloadsObservability"] = True
-    problems = problems_of(_gates_config(gates))
-    assert [p for p in problems if p.severity == "error"] == []
+    assert _errors(_gates_config(gates)) == []
 
 
 def test_the_rules_are_exactly_upstreams() -> None:
@@ -99,7 +102,7 @@ def test_tas_gates_without_a_start_up_rule_may_stay_on_with_tas_off() -> None:
         "TASValidateWorkloadSliceSize": True,
         "TASCacheTopologyTree": True,
     }
-    assert problems_of(_gates_config(gates)) == []
+    assert _errors(_gates_config(gates)) == []
 
 
 @pytest.mark.parametrize(
@@ -117,7 +120,6 @@ def test_tas_gates_without_a_start_up_rule_may_stay_on_with_tas_off() -> None:
         ("PodIntegrationValidateGroupOwner", True, BETA),
         ("ValidateRayAndSparkJobUpdates", True, BETA),
         # stages that change what a user may do
-        ("DisableWaitForPodsReady", False, ALPHA),
         ("TASReplaceNodeDueToNotReadyOverFixedTime", False, DEPRECATED),
         ("HierarchicalCohorts", True, GA),
         ("UnadmittedWorkloadsObservability", False, BETA),
@@ -126,7 +128,7 @@ def test_tas_gates_without_a_start_up_rule_may_stay_on_with_tas_off() -> None:
 def test_gate_table_entry(name: str, default: bool, stage: str) -> None:
     gate = kueue_gates.GATES[name]
     assert (gate.default, gate.stage) == (default, stage)
-    assert [p for p in problems_of(_gates_config({name: default})) if p.severity == "error"] == []
+    assert _errors(_gates_config({name: default})) == []
 
 
 def test_gate_table_size_and_locked_gates() -> None:

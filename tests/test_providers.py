@@ -265,12 +265,13 @@ def test_kueue_gets_our_configuration() -> None:
 
 def test_feature_gates_as_flags_reach_the_container() -> None:
     config = base()
-    config["kueue"] = {"featureGateFlags": {"PartialAdmission": False}}
+    config["kueue"]["featureGateFlags"] = {"PartialAdmission": False}
     spec, _ = load(config)
     pod = _manager_pod(kueue_objects(yaml.safe_dump_all(FAKE_KUEUE), spec, spec.manager))
     assert (
         pod["containers"][0]["args"][-1]
-        == "--feature-gates=PartialAdmission=false,WorkloadRequestUseMergePatch=true"
+        == "--feature-gates=DisableWaitForPodsReady=true,PartialAdmission=false,"
+        "WorkloadRequestUseMergePatch=true"
     )
 
 

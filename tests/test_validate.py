@@ -550,13 +550,13 @@ def test_all_problems_are_reported_at_once() -> None:
 
 def test_tas_off_is_fine_when_every_dependent_gate_is_off_too() -> None:
     config = base()
-    config["kueue"] = {"featureGates": {"TopologyAwareScheduling": False, **ALL_TAS_OFF}}
+    config["kueue"]["featureGates"] = {"TopologyAwareScheduling": False, **ALL_TAS_OFF}
     assert problems_of(config) == []
 
 
 def test_locked_gate_at_its_default_is_only_a_warning() -> None:
     config = base()
-    config["kueue"] = {"featureGates": {"HierarchicalCohorts": True}}
+    config["kueue"]["featureGates"] = {"HierarchicalCohorts": True}
     (problem,) = problems_of(config)
     assert problem.severity == "warning"
     assert problem.path == "kueue.featureGates.HierarchicalCohorts"
