@@ -6,6 +6,7 @@ v1beta2 Configuration are written (research/kueue-api.md §2).
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 import yaml
@@ -17,6 +18,10 @@ from components.spec import ClusterSpec, FleetSpec
 
 CONFIG_MAP = "kueue-manager-config"
 CONFIG_KEY = "controller_manager_config.yaml"
+# On the kueue-controller-manager pod template: Kueue reads its Configuration (mounted with
+# subPath, which a ConfigMap update never reaches) and its gate flags only at start, so a
+# change of either must change the template, which rolls the Deployment.
+RESTART_ANNOTATION = "multikueue-fleet/kueue-config-hash"
 
 
 def integrations(spec: FleetSpec, cluster: ClusterSpec) -> list[str]:
@@ -176,6 +181,18 @@ def configuration(spec: FleetSpec, cluster: ClusterSpec) -> dict[str, Any]:
     if gates and not as_flags:
         config["featureGates"] = dict(sorted(gates.items()))
     return config
+
+
+def startup_hash(spec: FleetSpec, cluster: ClusterSpec) -> str:
+    """A digest of everything Kueue reads only at start: its Configuration and gate flags."""
+    text = "\n".join(
+        [config_map(spec, cluster)["data"][CONFIG_KEY], *feature_gate_args(spec, cluster)]
+    )
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def kueue_pod_annotations(spec: FleetSpec, cluster: ClusterSpec) -> dict[str, str]:
+    return {RESTART_ANNOTATION: startup_hash(spec, cluster)}
 
 
 def config_map(spec: FleetSpec, cluster: ClusterSpec) -> dict[str, Any]:

@@ -15,7 +15,13 @@ from typing import Any
 
 import yaml
 
-from components.kueue_config import CONFIG_KEY, CONFIG_MAP, config_map, feature_gate_args
+from components.kueue_config import (
+    CONFIG_KEY,
+    CONFIG_MAP,
+    config_map,
+    feature_gate_args,
+    kueue_pod_annotations,
+)
 from components.spec import ClusterSpec, FleetSpec
 from components.versions import IMAGE_VOLUME_MIN_KUBERNETES
 
@@ -52,8 +58,13 @@ def fetch(url: str, timeout: float = 60) -> str:
     return text
 
 
+# libyaml's loader when PyYAML was built with it: Kueue's manifest (its CRDs) takes the pure
+# Python loader about ten times as long.
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def documents(text: str) -> list[dict[str, Any]]:
-    return [d for d in yaml.safe_load_all(text) if isinstance(d, dict) and d.get("kind")]
+    return [d for d in yaml.load_all(text, Loader=_LOADER) if isinstance(d, dict) and d.get("kind")]
 
 
 def plugin_mount(spec: FleetSpec, cluster: ClusterSpec) -> str | None:
@@ -72,7 +83,10 @@ def plugin_mount(spec: FleetSpec, cluster: ClusterSpec) -> str | None:
 
 
 def _edit_manager(deployment: dict[str, Any], spec: FleetSpec, cluster: ClusterSpec) -> None:
-    pod = deployment["spec"]["template"]["spec"]
+    template = deployment["spec"]["template"]
+    annotations = template.setdefault("metadata", {}).setdefault("annotations", {})
+    annotations.update(kueue_pod_annotations(spec, cluster))
+    pod = template["spec"]
     container = next(c for c in pod["containers"] if c["name"] == KUEUE_CONTAINER)
     args = [a for a in container.get("args") or [] if not a.startswith("--feature-gates=")]
     container["args"] = args + feature_gate_args(spec, cluster)

@@ -6,7 +6,9 @@ upstream is copied into this repository. `render` shows them as version + URL.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 KUEUE_VERSION = "v0.19.2"
 # Kueue decodes its configuration strictly and knows only the gates of its own minor, so
@@ -46,21 +48,32 @@ class Bundle:
     # "manifests": a YAML file applied server-side; "kustomize": a remote kustomization.
     method: str
     namespace: str | None = None
+    # Set on the install's main pod template as it is applied (Kueue: the hash of what it
+    # reads at start); shown by `render`, so `render --diff` shows when the pods restart.
+    pod_annotations: tuple[tuple[str, str], ...] = ()
 
-    def as_dict(self) -> dict[str, str]:
-        out = {"name": self.name, "version": self.version, "url": self.url, "method": self.method}
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "name": self.name,
+            "version": self.version,
+            "url": self.url,
+            "method": self.method,
+        }
         if self.namespace:
             out["namespace"] = self.namespace
+        if self.pod_annotations:
+            out["podTemplateAnnotations"] = dict(self.pod_annotations)
         return out
 
 
-def kueue_bundle(version: str) -> Bundle:
+def kueue_bundle(version: str, pod_annotations: Mapping[str, str] | None = None) -> Bundle:
     return Bundle(
         "kueue",
         version,
         f"https://github.com/kubernetes-sigs/kueue/releases/download/{version}/manifests.yaml",
         "manifests",
         "kueue-system",
+        tuple(sorted((pod_annotations or {}).items())),
     )
 
 
