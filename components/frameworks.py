@@ -198,6 +198,37 @@ OTHER_KNOWN_INTEGRATIONS: dict[str, ApiResource] = {
 STATUS_NOT_MIRRORED = ("leaderworkerset.x-k8s.io/leaderworkerset", "statefulset")
 
 
+# Integrations with a built-in MultiKueue adapter at kueue v0.19.2 (the
+# pkg/controller/jobs/**/*_multikueue_adapter.go files). Others (deployment, Spark) are never
+# sent to a worker, so the worker identity needs no rights on them.
+MULTIKUEUE_ADAPTERS = frozenset(
+    {
+        "batch/job",
+        "jobset.x-k8s.io/jobset",
+        "kubeflow.org/jaxjob",
+        "kubeflow.org/paddlejob",
+        "kubeflow.org/pytorchjob",
+        "kubeflow.org/tfjob",
+        "kubeflow.org/xgboostjob",
+        "kubeflow.org/mpijob",
+        "leaderworkerset.x-k8s.io/leaderworkerset",
+        "pod",
+        "ray.io/raycluster",
+        "ray.io/rayjob",
+        "ray.io/rayservice",
+        "statefulset",
+        "trainer.kubeflow.org/trainjob",
+        "workload.codeflare.dev/appwrapper",
+    }
+)
+# Adapters that also patch the worker's object after creating it: the Job adapter
+# (job_multikueue_adapter.go, syncElasticJob) and the Ray adapter shared by RayJob,
+# RayCluster and RayService (ray/ray_multikueue_adapter.go, syncElastic, syncRemoteSpec).
+PATCHING_ADAPTERS = frozenset(
+    {"batch/job", "ray.io/raycluster", "ray.io/rayjob", "ray.io/rayservice"}
+)
+
+
 def framework_of_integration(name: str) -> Framework | None:
     for fw in FRAMEWORKS.values():
         if name in fw.integrations:

@@ -207,11 +207,17 @@ def test_stack_worker_rbac_covers_every_manager_integration(
             for r in rule["resources"]
         }
         assert granted[("kueue.x-k8s.io", "workloads")] == set(ALL_VERBS)
+        assert granted[("kueue.x-k8s.io", "workloads/status")] == {"patch"}
         for integration in manager_frameworks:
             group, _, kind = integration.rpartition("/")
             plural = {"batch/job": "jobs"}.get(integration, kind + "s")
-            assert granted[(group, plural)] == set(ALL_VERBS), integration
-            assert granted[(group, f"{plural}/status")] == {"get"}
+            patches = integration == "batch/job" or group == "ray.io"
+            assert granted[(group, plural)] == {"create", "delete", "get", "watch"} | (
+                {"patch"} if patches else set()
+            ), integration
+        # must-nots: no status of a job kind, no queue reads without quota automation
+        assert [r for _, r in granted if r.endswith("/status")] == ["workloads/status"]
+        assert ("kueue.x-k8s.io", "clusterqueues") not in granted
         (binding,) = find(worker, "ClusterRoleBinding", "multikueue-fleet:multikueue")
         assert binding["subjects"] == [
             {"kind": "ServiceAccount", "name": "multikueue", "namespace": "kueue-system"}
@@ -263,12 +269,7 @@ def test_rbac_follows_the_enabled_frameworks(framework: str, resources: set[str]
     config["frameworks"] = ["batch", "jobset", framework]
     clusters = fleet(config)
     (role,) = find(clusters["worker-worker1"], "ClusterRole", "multikueue-fleet:multikueue")
-    granted = {
-        r
-        for rule in role["rules"]
-        for r in rule["resources"]
-        if set(rule["verbs"]) == set(ALL_VERBS)
-    }
+    granted = {r for rule in role["rules"] for r in rule["resources"]}
     assert resources <= granted
     assert "leaderworkersets" not in granted  # not enabled here, so not granted
     bundles = {b.name for b in clusters["worker-worker1"].bundles}
@@ -278,12 +279,50 @@ def test_rbac_follows_the_enabled_frameworks(framework: str, resources: set[str]
     assert bundles == expected
 
 
-def test_core_integrations_are_granted_when_listed() -> None:
+def test_core_integrations_are_granted_when_they_have_a_multikueue_adapter() -> None:
+    """kueue v0.19.2 has pod and statefulset MultiKueue adapters and none for deployment."""
     config = base()
-    config["kueue"] = {"integrations": ["pod", "deployment"]}
+    config["kueue"]["integrations"] = ["pod", "deployment", "statefulset"]
     role = find(fleet(config)["worker-worker1"], "ClusterRole", "multikueue-fleet:multikueue")[0]
     groups = {(rule["apiGroups"][0], r) for rule in role["rules"] for r in rule["resources"]}
-    assert {("", "pods"), ("apps", "deployments"), ("", "pods/status")} <= groups
+    assert {("", "pods"), ("apps", "statefulsets")} <= groups
+    assert ("apps", "deployments") not in groups
+    assert ("", "pods/status") not in groups
+
+
+def _worker_rights(config: dict[str, Any]) -> dict[tuple[str, str], set[str]]:
+    (role,) = find(fleet(config)["worker-worker1"], "ClusterRole", "multikueue-fleet:multikueue")
+    return {
+        (g, r): set(rule["verbs"])
+        for rule in role["rules"]
+        for g in rule["apiGroups"]
+        for r in rule["resources"]
+    }
+
+
+def test_worker_rights_must_and_must_not() -> None:
+    rights = _worker_rights(base())
+    assert rights == {
+        ("kueue.x-k8s.io", "workloads"): {"create", "delete", "get", "list", "update", "watch"},
+        ("kueue.x-k8s.io", "workloads/status"): {"patch"},
+        ("batch", "jobs"): {"create", "delete", "get", "patch", "watch"},
+        ("jobset.x-k8s.io", "jobsets"): {"create", "delete", "get", "watch"},
+        ("leaderworkerset.x-k8s.io", "leaderworkersets"): {"create", "delete", "get", "watch"},
+    }
+
+
+def test_queue_reads_only_with_manager_quota_automation() -> None:
+    """multikueuecluster.go (v0.19.2) caches ClusterQueues/LocalQueues only under the gate."""
+    config = base()
+    config["kueue"]["featureGates"] = {
+        "MultiKueueManagerQuotaAutomation": True,
+        "MultiKueueOrchestratedPreemption": True,
+    }
+    rights = _worker_rights(config)
+    assert rights[("kueue.x-k8s.io", "clusterqueues")] == {"list", "watch"}
+    assert rights[("kueue.x-k8s.io", "localqueues")] == {"list", "watch"}
+    # opening preemption gates updates the remote Workload's status
+    assert rights[("kueue.x-k8s.io", "workloads/status")] == {"patch", "update"}
 
 
 def test_tekton_as_an_external_framework() -> None:
@@ -308,7 +347,7 @@ def test_tekton_as_an_external_framework() -> None:
     assert {
         "apiGroups": ["tekton.dev"],
         "resources": ["pipelineruns"],
-        "verbs": ["create", "delete", "get", "list", "watch"],
+        "verbs": ["create", "delete", "get", "watch"],
     } in worker_role["rules"]
     assert "tekton-pipelines" in {b.name for b in manager.bundles}
 
