@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from components.config_source import load_stack, stack_path
-from components.problems import FleetConfigError, format_report
+from components.immutable import change_problems
+from components.problems import FleetConfigError, errors, format_report
 from components.render import diff_fleets, write_render
 
 
@@ -92,9 +93,11 @@ def _render_diff(args: argparse.Namespace) -> int:
     except (FleetConfigError, FileNotFoundError) as exc:
         print(exc, file=sys.stderr)
         return 1
-    lines = diff_fleets(old_spec, new_spec, old, new)
+    # Immutable fields: what is replaced, and what cannot change (components/immutable.py).
+    changes = change_problems(old_spec, new_spec)
+    lines = diff_fleets(old_spec, new_spec, old, new) + [str(p) for p in changes]
     print("\n".join(lines) if lines else f"no changes between {old} and {new}")
-    return 1 if lines and args.exit_code else 0
+    return 1 if errors(changes) or (lines and args.exit_code) else 0
 
 
 def _driver(args: argparse.Namespace) -> Any:

@@ -240,6 +240,13 @@ def _format_problem(value: Any, fmt: str | None) -> str | None:
     return None
 
 
+def _python_pattern(pattern: str) -> str:
+    """Go's RE2 takes inline flags after `^` (Kueue's AdmissionCheck parameters use
+    `^(?i)...`); Python wants them first."""
+    match = re.match(r"\^\(\?([a-z]+)\)", pattern)
+    return f"(?{match.group(1)})^{pattern[match.end() :]}" if match else pattern
+
+
 def _scalar_problems(value: Any, schema: Schema) -> list[str]:
     out: list[str] = []
     if "enum" in schema and value not in schema["enum"]:
@@ -250,7 +257,7 @@ def _scalar_problems(value: Any, schema: Schema) -> list[str]:
             out.append(f"Too long: may not be more than {schema['maxLength']} characters")
         if "minLength" in schema and len(value) < schema["minLength"]:
             out.append(f"Invalid value: {value!r}: at least {schema['minLength']} characters")
-        if "pattern" in schema and not re.search(schema["pattern"], value):
+        if "pattern" in schema and not re.search(_python_pattern(schema["pattern"]), value):
             out.append(f"Invalid value: {value!r}: should match '{schema['pattern']}'")
     if isinstance(value, int | float) and not isinstance(value, bool):
         if "minimum" in schema:
