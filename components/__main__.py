@@ -12,6 +12,7 @@ from components.config_source import load_stack, stack_path
 from components.immutable import change_problems
 from components.problems import FleetConfigError, errors, format_report
 from components.render import diff_fleets, write_render
+from components.upstream import cached_crds, schema_problems
 
 
 def _shown(path: Path) -> str:
@@ -31,10 +32,17 @@ def _locations(args: argparse.Namespace) -> list[str]:
 def _load_or_report(location: str) -> tuple[Any, list[Any]] | None:
     """The stack's spec and problems, or None after printing why it cannot be read."""
     try:
-        return load_stack(location)
+        spec, problems = load_stack(location)
     except FleetConfigError as exc:
         print(exc, file=sys.stderr)
         return None
+    # Offline, and only once a deploy has cached the pinned Kueue release: every object
+    # checked against the real CRDs before `pulumi up` would meet them.
+    problems = problems + schema_problems(spec, cached_crds(spec))
+    if errors(problems):
+        print(format_report(problems, location), file=sys.stderr)
+        return None
+    return spec, problems
 
 
 def cmd_validate(args: argparse.Namespace) -> int:

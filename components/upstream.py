@@ -15,6 +15,8 @@ from typing import Any
 
 import yaml
 
+from components.crd_schema import CrdSchemas
+from components.fleet_objects import build_fleet, object_key
 from components.kueue_config import (
     CONFIG_KEY,
     CONFIG_MAP,
@@ -22,8 +24,13 @@ from components.kueue_config import (
     feature_gate_args,
     kueue_pod_annotations,
 )
+from components.problems import Problem
 from components.spec import ClusterSpec, FleetSpec
-from components.versions import IMAGE_VOLUME_MIN_KUBERNETES
+from components.versions import (
+    IMAGE_VOLUME_MIN_KUBERNETES,
+    clusterprofile_crd_bundle,
+    kueue_bundle,
+)
 
 DEFAULT_CACHE = Path(__file__).resolve().parent.parent / ".cache" / "upstream"
 KUEUE_DEPLOYMENT = "kueue-controller-manager"
@@ -38,10 +45,20 @@ def cache_key(url: str) -> str:
     return hashlib.sha256(url.encode()).hexdigest()
 
 
+def _cache_dir() -> Path:
+    return Path(os.environ.get("MKF_UPSTREAM_CACHE") or DEFAULT_CACHE)
+
+
+def cached(url: str) -> str | None:
+    """The document at `url` if a deploy (or `fetch`) already put it in the cache."""
+    path = _cache_dir() / cache_key(url)
+    return path.read_text() if path.is_file() else None
+
+
 def fetch(url: str, timeout: float = 60) -> str:
     """The document at `url`, from the local cache when it was fetched before (a pinned
     release never changes)."""
-    cache = Path(os.environ.get("MKF_UPSTREAM_CACHE") or DEFAULT_CACHE)
+    cache = _cache_dir()
     cache.mkdir(parents=True, exist_ok=True)
     cached = cache / cache_key(url)
     if cached.exists():
@@ -149,3 +166,56 @@ def kueue_objects(text: str, spec: FleetSpec, cluster: ClusterSpec) -> list[dict
             "is not one this version of multikueue-fleet knows"
         )
     return objects
+
+
+def cached_crds(spec: FleetSpec) -> CrdSchemas | None:
+    """The pinned Kueue release's CRDs (and the ClusterProfile CRD) from the download cache,
+    or None when no deploy has cached the Kueue release yet: offline, nothing is fetched."""
+    text = cached(kueue_bundle(spec.kueue.version).url)
+    if text is None:
+        return None
+    docs = documents(text)
+    profiles = cached(clusterprofile_crd_bundle().url)
+    if profiles is not None:
+        docs += documents(profiles)
+    return CrdSchemas.from_documents(docs)
+
+
+def schema_problems(spec: FleetSpec, schemas: CrdSchemas | None) -> list[Problem]:
+    """Every object the fleet writes for a kind `schemas` (or the fleet's own CRDs) knows,
+    checked as the API server would: OpenAPI v3 value rules, CEL rules, and fields the
+    server would silently drop. A CEL rule the checker cannot evaluate is a warning."""
+    if schemas is None:
+        return []
+    problems = []
+    for cluster in build_fleet(spec):
+        own = CrdSchemas.from_documents(
+            o for o in cluster.objects if o["kind"] == "CustomResourceDefinition"
+        )
+        known = schemas.merged(own)
+        for obj in cluster.objects:
+            if not known.knows(obj["apiVersion"], obj["kind"]):
+                continue
+            where = f"{cluster.directory}: {object_key(obj)}"
+            for text in known.problems(obj):
+                unchecked = text.startswith("unchecked rule")
+                problems.append(
+                    Problem(
+                        where,
+                        text,
+                        ""
+                        if unchecked
+                        else "the API server would refuse this object: "
+                        "report it as a multikueue-fleet bug",
+                        "warning" if unchecked else "error",
+                    )
+                )
+            for path in known.pruned_paths(obj):
+                problems.append(
+                    Problem(
+                        where,
+                        f"{path}: not in the {obj['kind']} schema, the server would drop it",
+                        "report it as a multikueue-fleet bug",
+                    )
+                )
+    return problems
