@@ -15,6 +15,11 @@ from components.frameworks import FRAMEWORKS, STATUS_NOT_MIRRORED, TEKTON_EXTERN
 from components.labels import KUEUE_NAMESPACE, metadata
 from components.problems import Problem
 from components.spec import ClusterSpec, FleetSpec
+from components.versions import (
+    INIT_CONTAINER_PLUGIN_IMAGE,
+    SECRETREADER_PLUGIN_IMAGE,
+    SHELL_LESS_PLUGIN_IMAGES,
+)
 
 CONFIG_MAP = "kueue-manager-config"
 CONFIG_KEY = "controller_manager_config.yaml"
@@ -249,3 +254,28 @@ def pods_ready_problems(spec: FleetSpec) -> list[Problem]:
             )
         ]
     return []
+
+
+def init_container_plugin_image(spec: FleetSpec) -> str:
+    """The image the init container copies the access-provider plugin out of: it runs
+    `sh -c "mkdir && cp"`, so the default (shell-less) official image is swapped for a build
+    that has a shell."""
+    image = spec.credentials.cluster_profile.plugin_image
+    return INIT_CONTAINER_PLUGIN_IMAGE if image == SECRETREADER_PLUGIN_IMAGE else image
+
+
+def plugin_image_problems(spec: FleetSpec, mount: str | None) -> list[Problem]:
+    """A plugin image an init container cannot copy from, refused with the fix."""
+    image = init_container_plugin_image(spec)
+    if mount != "initContainer" or not image.startswith(SHELL_LESS_PLUGIN_IMAGES):
+        return []
+    return [
+        Problem(
+            "credentials.clusterProfile.pluginImage",
+            f"'{image}' has no shell or cp (it is built FROM scratch, for image volumes), so "
+            "the init container cannot copy the plugin out of it",
+            "remove pluginImage (the stack then uses an alpine build of the plugin), use an "
+            "image with sh and cp, or run the manager on Kubernetes 1.35+ with pluginMount "
+            "imageVolume",
+        )
+    ]

@@ -22,6 +22,7 @@ from components.kueue_config import (
     CONFIG_MAP,
     config_map,
     feature_gate_args,
+    init_container_plugin_image,
     kueue_pod_annotations,
 )
 from components.problems import Problem
@@ -126,14 +127,15 @@ def _edit_manager(deployment: dict[str, Any], spec: FleetSpec, cluster: ClusterS
         )
         return
     # initContainer: copy the plugin out of its image into a shared emptyDir. The image must
-    # have `cp`; the binary sits at plugin_path with the /plugins prefix removed.
+    # have `sh` and `cp` (kueue_config.plugin_image_problems); the binary sits at plugin_path
+    # with the /plugins prefix removed.
     source = cp.plugin_path.removeprefix(PLUGIN_ROOT) or cp.plugin_path
     target = str(Path(cp.plugin_path).parent)
     volumes.append({"name": PLUGIN_VOLUME, "emptyDir": {}})
     pod.setdefault("initContainers", []).append(
         {
             "name": "access-provider-plugin",
-            "image": cp.plugin_image,
+            "image": init_container_plugin_image(spec),
             "command": ["sh", "-c", f"mkdir -p {target} && cp {source} {target}/"],
             "volumeMounts": [{"name": PLUGIN_VOLUME, "mountPath": PLUGIN_ROOT}],
             "securityContext": {

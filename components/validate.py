@@ -19,9 +19,10 @@ from components.frameworks import (
     known_integrations,
 )
 from components.kubeconfig import KUBECONFIG_FIX, kueue_rejections
-from components.kueue_config import pods_ready_problems
+from components.kueue_config import plugin_image_problems, pods_ready_problems
 from components.problems import Problem, did_you_mean
 from components.spec import ClusterSpec, FleetSpec, key_path
+from components.upstream import plugin_mount
 from components.versions import IMAGE_VOLUME_MIN_KUBERNETES, KUEUE_SUPPORTED_MINOR
 
 MAX_WORKERS = 20  # MultiKueueConfig.spec.clusters holds at most 20 names
@@ -359,6 +360,7 @@ class _Checks:
                     f"{spec.manager.kubernetes_version}",
                     "use pluginMount: initContainer (or auto, which picks it)",
                 )
+            self.problems.extend(plugin_image_problems(spec, plugin_mount(spec, spec.manager)))
             if cp.plugin_mount == "customImage" and not cp.kueue_image:
                 self.error(
                     "credentials.clusterProfile.kueueImage",

@@ -34,6 +34,16 @@ SECRETREADER_PLUGIN_IMAGE = (
     f"registry.k8s.io/cluster-inventory-api/secretreader:{CLUSTER_INVENTORY_API_VERSION}"
 )
 SECRETREADER_PLUGIN_PATH = "/plugins/bin/secretreader-plugin"
+# The official plugin images are built FROM scratch (cluster-inventory-api
+# hack/Dockerfile.plugin): made for image volumes, with no shell or `cp` for an init
+# container to copy the plugin out. Below Kubernetes 1.35 Kueue's own e2e (v0.19.2
+# hack/testing/e2e-common.sh, Makefile secretreader-plugin-image-build) uses its alpine-based
+# build of the same plugin (hack/testing/secretreader/Dockerfile), which has both, with the
+# binary at the same /bin/secretreader-plugin.
+SHELL_LESS_PLUGIN_IMAGES = ("registry.k8s.io/cluster-inventory-api/",)
+INIT_CONTAINER_PLUGIN_IMAGE = (
+    "us-central1-docker.pkg.dev/k8s-staging-images/kueue/secretreader-plugin:0.0.1"
+)
 # Image volumes (mounting an OCI image as a volume) are usable from Kubernetes 1.35.
 IMAGE_VOLUME_MIN_KUBERNETES = (1, 35)
 

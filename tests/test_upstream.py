@@ -13,7 +13,8 @@ from components.kueue_config import RESTART_ANNOTATION, startup_hash
 from components.render import diff_fleets
 from components.spec import FleetSpec
 from components.upstream import documents, kueue_objects, plugin_mount
-from tests.conftest import base, load
+from components.versions import INIT_CONTAINER_PLUGIN_IMAGE
+from tests.conftest import base, load, only
 from tests.upstream_data import real_kueue_manifest
 
 
@@ -218,15 +219,59 @@ def test_unexpected_kueue_manifests_are_refused(manifest: str) -> None:
         kueue_objects(yaml.safe_dump_all(without), spec, spec.manager)
 
 
-def test_plugin_by_init_container_on_older_kubernetes(manifest: str) -> None:
+def test_plugin_by_init_container_on_older_kubernetes_uses_an_image_with_a_shell(
+    manifest: str,
+) -> None:
+    """The official secretreader image is FROM scratch (cluster-inventory-api
+    hack/Dockerfile.plugin); below 1.35 Kueue v0.19.2's e2e copies the plugin out of its
+    alpine build instead (hack/testing/e2e-common.sh)."""
     spec = _profile_spec("auto", "1.34")
     assert plugin_mount(spec, spec.manager) == "initContainer"
     pod = _manager_pod(kueue_objects(manifest, spec, spec.manager))
     (init,) = pod["initContainers"]
-    assert init["image"] == "registry.k8s.io/cluster-inventory-api/secretreader:v0.1.3"
+    assert init["image"] == INIT_CONTAINER_PLUGIN_IMAGE
+    assert not init["image"].startswith("registry.k8s.io/cluster-inventory-api/")
+    assert init["command"] == [
+        "sh",
+        "-c",
+        "mkdir -p /plugins/bin && cp /bin/secretreader-plugin /plugins/bin/",
+    ]
     assert {"name": "access-provider-plugins", "emptyDir": {}} in pod["volumes"]
     assert {
         "name": "access-provider-plugins",
         "mountPath": "/plugins",
         "readOnly": True,
     } in pod["containers"][0]["volumeMounts"]
+
+
+def test_own_plugin_image_is_used_as_given(manifest: str) -> None:
+    config = base()
+    config["credentials"] = {
+        "mode": "clusterProfile",
+        "clusterProfile": {"pluginImage": "example.com/secretreader-alpine:v1"},
+    }
+    config["manager"]["kubernetesVersion"] = "1.34"
+    spec = _spec(config)
+    (init,) = _manager_pod(kueue_objects(manifest, spec, spec.manager))["initContainers"]
+    assert init["image"] == "example.com/secretreader-alpine:v1"
+
+
+@pytest.mark.parametrize("mount", ["auto", "initContainer"])
+def test_a_plugin_image_without_a_shell_is_refused_for_the_init_container(mount: str) -> None:
+    config = base()
+    config["credentials"] = {
+        "mode": "clusterProfile",
+        "clusterProfile": {
+            "pluginMount": mount,
+            "pluginImage": "registry.k8s.io/cluster-inventory-api/secretreader:v0.1.2",
+        },
+    }
+    config["manager"]["kubernetesVersion"] = "1.34"
+    problem = only(load(config)[1], "credentials.clusterProfile.pluginImage")
+    assert problem.severity == "error"
+    assert "no shell" in problem.message
+    assert "remove pluginImage" in problem.hint
+    # the same image is fine where it is mounted as an image volume
+    config["manager"]["kubernetesVersion"] = "1.35"
+    config["credentials"]["clusterProfile"]["pluginMount"] = "auto"
+    assert not [p for p in load(config)[1] if p.severity == "error"]
