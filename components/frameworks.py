@@ -153,25 +153,18 @@ FRAMEWORKS: dict[str, Framework] = {
             ),
         ),
     ),
-    # Tekton has no built-in Kueue integration: PipelineRuns reach MultiKueue as an
-    # external framework (multiKueue.externalFrameworks), added by the spec when enabled.
-    "tekton": Framework(
-        "tekton",
-        (),
-        (ApiResource("tekton.dev", "pipelineruns"),),
-        (
-            Bundle(
-                "tekton-pipelines",
-                "v1.9.0",
-                "https://storage.googleapis.com/tekton-releases/pipeline/previous/v1.9.0/release.yaml",
-                "manifests",
-                "tekton-pipelines",
-            ),
-        ),
-    ),
 }
 
-TEKTON_EXTERNAL_FRAMEWORK = "PipelineRun.v1.tekton.dev"
+# Presets that are gone, and why: listing one is refused with this text.
+REMOVED_FRAMEWORKS: dict[str, str] = {
+    "tekton": (
+        "the tekton preset was removed: MultiKueue runs a PipelineRun only through a manager "
+        "Workload that something creates for it (with spec.managedBy set), and nothing in the "
+        "fleet does (https://kueue.sigs.k8s.io/docs/tasks/run/multikueue/external-frameworks/); "
+        "install Tekton and such an integration yourself and list the kind under "
+        "kueue.externalFrameworks"
+    ),
+}
 
 # Integrations Kueue knows that need no operator of ours (core kinds), or whose operator
 # this project does not install (Spark). Listing them is allowed in kueue.integrations.

@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from components.frameworks import FRAMEWORKS, STATUS_NOT_MIRRORED, TEKTON_EXTERNAL_FRAMEWORK
+from components.frameworks import FRAMEWORKS, STATUS_NOT_MIRRORED
 from components.labels import KUEUE_NAMESPACE, metadata
 from components.problems import Problem
 from components.spec import ClusterSpec, FleetSpec
@@ -38,10 +38,7 @@ def integrations(spec: FleetSpec, cluster: ClusterSpec) -> list[str]:
 
 
 def external_frameworks(spec: FleetSpec, cluster: ClusterSpec) -> list[str]:
-    names = [e.name for e in spec.kueue.external_frameworks]
-    if "tekton" in cluster.frameworks:
-        names.append(TEKTON_EXTERNAL_FRAMEWORK)
-    return list(dict.fromkeys(names))
+    return list(dict.fromkeys(e.name for e in spec.kueue.external_frameworks))
 
 
 def status_not_mirrored(spec: FleetSpec, cluster: ClusterSpec) -> list[str]:

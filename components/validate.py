@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from components import kueue_gates, quantity
 from components.frameworks import (
     FRAMEWORKS,
-    TEKTON_EXTERNAL_FRAMEWORK,
+    REMOVED_FRAMEWORKS,
     framework_of_integration,
     known_integrations,
 )
@@ -163,6 +163,13 @@ class _Checks:
         for c in spec.clusters:
             fpath = key_path(c.path, "frameworks")
             for i, name in enumerate(c.frameworks):
+                if name in REMOVED_FRAMEWORKS:
+                    self.error(
+                        key_path(fpath, i),
+                        REMOVED_FRAMEWORKS[name],
+                        f"remove '{name}' from {fpath}",
+                    )
+                    continue
                 if name not in FRAMEWORKS:
                     self.error(
                         key_path(fpath, i),
@@ -223,27 +230,19 @@ class _Checks:
                 self.error(
                     path,
                     f"'{ext.name}' is not Kind.version.group",
-                    f"write it like {TEKTON_EXTERNAL_FRAMEWORK} (Kind is case-sensitive)",
+                    "write it like PipelineRun.v1.tekton.dev (Kind is case-sensitive)",
                 )
                 continue
-            kind, _, group = ext.parts
+            kind = ext.parts[0]
             if ext.name in seen:
                 self.error(path, f"'{ext.name}' is listed twice", "list each kind once")
             seen.add(ext.name)
-            if kind.lower() in builtin_kinds and not group.endswith("tekton.dev"):
+            if kind.lower() in builtin_kinds:
                 self.error(
                     path,
                     f"'{ext.name}' has a built-in Kueue integration",
                     "enable it under kueue.integrations or a cluster's frameworks instead",
                 )
-            if ext.name == TEKTON_EXTERNAL_FRAMEWORK:
-                for c in spec.clusters:
-                    if "tekton" not in c.frameworks:
-                        self.error(
-                            path,
-                            f"PipelineRuns need Tekton on cluster '{c.name}'",
-                            f"add 'tekton' to {key_path(c.path, 'frameworks')}",
-                        )
 
     # --- Kueue ---------------------------------------------------------------------------
 

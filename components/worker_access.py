@@ -54,10 +54,8 @@ def _rules(resources: list[ApiResource], verbs: list[str]) -> list[dict[str, Any
 
 
 def external_resources(spec: FleetSpec) -> list[ApiResource]:
-    """Kinds reaching MultiKueue as external frameworks (Tekton's PipelineRun included)."""
+    """Kinds reaching MultiKueue as external frameworks."""
     found = [ApiResource(e.parts[2], e.resource) for e in spec.kueue.external_frameworks]
-    if "tekton" in spec.manager.frameworks:
-        found.append(ApiResource("tekton.dev", "pipelineruns"))
     return list(dict.fromkeys(found))
 
 

@@ -325,19 +325,19 @@ def test_queue_reads_only_with_manager_quota_automation() -> None:
     assert rights[("kueue.x-k8s.io", "workloads/status")] == {"patch", "update"}
 
 
-def test_tekton_as_an_external_framework() -> None:
+def test_other_external_framework_gets_manager_and_worker_rights() -> None:
     config = base()
-    config["frameworks"] = ["batch", "jobset", "leaderworkerset", "tekton"]
+    config["kueue"]["externalFrameworks"] = [{"name": "Workflow.v1alpha1.argoproj.io"}]
     clusters = fleet(config)
     manager = clusters["manager"]
     kueue = _kueue_config(manager)
-    assert kueue["integrations"]["externalFrameworks"] == ["PipelineRun.v1.tekton.dev"]
-    assert kueue["multiKueue"]["externalFrameworks"] == [{"name": "PipelineRun.v1.tekton.dev"}]
+    assert kueue["integrations"]["externalFrameworks"] == ["Workflow.v1alpha1.argoproj.io"]
+    assert kueue["multiKueue"]["externalFrameworks"] == [{"name": "Workflow.v1alpha1.argoproj.io"}]
     (role,) = find(manager, "ClusterRole", "multikueue-fleet:kueue-external-frameworks")
     assert role["rules"] == [
         {
-            "apiGroups": ["tekton.dev"],
-            "resources": ["pipelineruns", "pipelineruns/status"],
+            "apiGroups": ["argoproj.io"],
+            "resources": ["workflows", "workflows/status"],
             "verbs": ["get", "list", "patch", "update", "watch"],
         }
     ]
@@ -345,20 +345,10 @@ def test_tekton_as_an_external_framework() -> None:
     assert binding["subjects"][0]["name"] == "kueue-controller-manager"
     worker_role = find(clusters["worker-worker1"], "ClusterRole", "multikueue-fleet:multikueue")[0]
     assert {
-        "apiGroups": ["tekton.dev"],
-        "resources": ["pipelineruns"],
+        "apiGroups": ["argoproj.io"],
+        "resources": ["workflows"],
         "verbs": ["create", "delete", "get", "watch"],
     } in worker_role["rules"]
-    assert "tekton-pipelines" in {b.name for b in manager.bundles}
-
-
-def test_other_external_framework_gets_manager_and_worker_rights() -> None:
-    config = base()
-    config["kueue"] = {"externalFrameworks": [{"name": "Workflow.v1alpha1.argoproj.io"}]}
-    clusters = fleet(config)
-    (role,) = find(clusters["manager"], "ClusterRole", "multikueue-fleet:kueue-external-frameworks")
-    assert role["rules"][0]["resources"] == ["workflows", "workflows/status"]
-    assert role["rules"][0]["apiGroups"] == ["argoproj.io"]
 
 
 def test_worker_quota_overrides_and_manager_sum() -> None:

@@ -402,11 +402,11 @@ CASES: list[tuple[str, Mutate, str, str, str]] = [
         "PipelineRun.v1.tekton.dev",
     ),
     (
-        "external framework without its CRD",
-        _set("kueue.externalFrameworks", ["PipelineRun.v1.tekton.dev"]),
-        "kueue.externalFrameworks[0].name",
-        "need Tekton on cluster 'manager'",
-        "'tekton'",
+        "tekton preset removed",
+        _set("frameworks", ["batch", "tekton"]),
+        "manager.frameworks[1]",
+        "tekton preset was removed",
+        "remove 'tekton'",
     ),
     (
         "image volume on old Kubernetes",
