@@ -33,7 +33,7 @@ from components.multikueue import (
 from components.providers import ControllerImage, ServiceAccountToken, source_hash
 from components.queues import queue_objects
 from components.spec import ClusterSpec, FleetSpec
-from components.upstream import fetch, kueue_objects
+from components.upstream import fetch, kueue_objects, kustomize_directory
 from components.versions import kueue_bundle
 from components.worker_access import (
     FLEET_NAMESPACE,
@@ -96,7 +96,9 @@ class Frameworks(pulumi.ComponentResource):
                 continue
             if bundle.method == "kustomize":
                 self.installs.append(
-                    Directory(f"{name}-{bundle.name}", directory=bundle.url, opts=child)
+                    Directory(
+                        f"{name}-{bundle.name}", directory=kustomize_directory(bundle), opts=child
+                    )
                 )
             else:
                 self.installs.append(

@@ -58,10 +58,6 @@ def bundles(spec: FleetSpec, cluster: ClusterSpec) -> tuple[Bundle, ...]:
     if cluster.role == "manager" and spec.credentials.mode == "clusterProfile":
         found.append(clusterprofile_crd_bundle())
     keys = [key for key in cluster.frameworks if key in FRAMEWORKS]
-    if "trainer" in keys:
-        # Trainer v2's manager overlay installs JobSet itself (a remote kustomization cannot
-        # leave it out): a second, standalone JobSet would be the same objects owned twice.
-        keys = [key for key in keys if key != "jobset"]
     found += [b for key in keys for b in FRAMEWORKS[key].bundles]
     return tuple(found)
 

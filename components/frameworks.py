@@ -73,6 +73,12 @@ FRAMEWORKS: dict[str, Framework] = {
                 "https://github.com/kubeflow/trainer.git/manifests/overlays/manager?ref=v2.2.1",
                 "kustomize",
                 "kubeflow-system",
+                # The overlay bundles JobSet v0.11.0 (manifests/third-party/jobset at v2.2.1);
+                # Kueue v0.19.2 is tested with the JobSet of its go.mod, v0.12.0, which the
+                # `jobset` framework installs. Kueue's e2e drops the bundled one the same way
+                # (hack/testing/e2e-common.sh, install_kubeflow_trainer). JobSet's release
+                # prefixes every object `jobset-` but its CRD.
+                without=(r"jobset-.*", r"jobsets\.jobset\.x-k8s\.io"),
             ),
             # TrainJobs need their (Cluster)TrainingRuntimes on every cluster that runs them.
             Bundle(

@@ -29,6 +29,7 @@ from components.problems import Problem
 from components.spec import ClusterSpec, FleetSpec
 from components.versions import (
     IMAGE_VOLUME_MIN_KUBERNETES,
+    Bundle,
     clusterprofile_crd_bundle,
     kueue_bundle,
 )
@@ -79,6 +80,43 @@ def fetch(url: str, timeout: float = 60) -> str:
 # libyaml's loader when PyYAML was built with it: Kueue's manifest (its CRDs) takes the pure
 # Python loader about ten times as long.
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def kustomization_without(bundle: Bundle) -> dict[str, Any]:
+    """A kustomization of the bundle's remote one that deletes the objects named by
+    `bundle.without` (a strategic-merge `$patch: delete` per name pattern)."""
+    patches = [
+        {
+            "target": {"name": pattern},
+            "patch": yaml.safe_dump(
+                {
+                    "$patch": "delete",
+                    "apiVersion": "v1",
+                    "kind": "Left-out",
+                    "metadata": {"name": "left-out"},
+                }
+            ),
+        }
+        for pattern in bundle.without
+    ]
+    return {
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        "resources": [bundle.url],
+        "patches": patches,
+    }
+
+
+def kustomize_directory(bundle: Bundle) -> str:
+    """Where to point a kustomize install: the remote URL itself, or (with `without`) a
+    local kustomization in the cache that wraps it."""
+    if not bundle.without:
+        return bundle.url
+    text = yaml.safe_dump(kustomization_without(bundle), sort_keys=False)
+    folder = _cache_dir() / "kustomize" / hashlib.sha256(text.encode()).hexdigest()[:16]
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "kustomization.yaml").write_text(text)
+    return str(folder)
 
 
 def documents(text: str) -> list[dict[str, Any]]:

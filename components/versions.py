@@ -61,6 +61,9 @@ class Bundle:
     # Set on the install's main pod template as it is applied (Kueue: the hash of what it
     # reads at start); shown by `render`, so `render --diff` shows when the pods restart.
     pod_annotations: tuple[tuple[str, str], ...] = ()
+    # kustomize: objects of the kustomization left out, by name (regular expressions), when
+    # another bundle installs them (components/upstream.py, local_kustomization).
+    without: tuple[str, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -73,6 +76,8 @@ class Bundle:
             out["namespace"] = self.namespace
         if self.pod_annotations:
             out["podTemplateAnnotations"] = dict(self.pod_annotations)
+        if self.without:
+            out["without"] = list(self.without)
         return out
 
 

@@ -3,16 +3,21 @@
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
 from components.fleet_objects import build_fleet
+from components.frameworks import FRAMEWORKS
 from components.kueue_config import RESTART_ANNOTATION, startup_hash
 from components.render import diff_fleets
 from components.spec import FleetSpec
-from components.upstream import documents, kueue_objects, plugin_mount
+from components.upstream import documents, kueue_objects, kustomize_directory, plugin_mount
 from components.versions import INIT_CONTAINER_PLUGIN_IMAGE
 from tests.conftest import base, load, only
 from tests.upstream_data import real_kueue_manifest
@@ -275,3 +280,49 @@ def test_a_plugin_image_without_a_shell_is_refused_for_the_init_container(mount:
     config["manager"]["kubernetesVersion"] = "1.35"
     config["credentials"]["clusterProfile"]["pluginMount"] = "auto"
     assert not [p for p in load(config)[1] if p.severity == "error"]
+
+
+def test_trainer_leaves_its_bundled_jobset_to_the_jobset_install() -> None:
+    """Trainer v2.2.1's manager overlay bundles JobSet v0.11.0; Kueue v0.19.2 is tested with
+    JobSet v0.12.0 (go.mod), which the `jobset` framework installs beside it."""
+    config = base()
+    config["frameworks"] = ["batch", "jobset", "trainer"]
+    spec = _spec(config)
+    installs = {b.name: b for b in build_fleet(spec)[1].bundles}
+    assert installs["jobset"].version == "v0.12.0"
+    trainer = installs["kubeflow-trainer"]
+    assert trainer.without == (r"jobset-.*", r"jobsets\.jobset\.x-k8s\.io")
+    assert trainer.as_dict()["without"] == list(trainer.without)
+    assert "without" not in installs["kubeflow-trainer-runtimes"].as_dict()
+
+
+def test_the_left_out_objects_are_deleted_by_kustomize(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Runs kustomize (kubectl's) on a local stand-in for the remote overlay."""
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        pytest.skip("kubectl (for its built-in kustomize) is not installed")
+    base_dir = tmp_path / "overlay"
+    base_dir.mkdir()
+    names = {
+        "CustomResourceDefinition": ["jobsets.jobset.x-k8s.io", "trainjobs.trainer.kubeflow.org"],
+        "Deployment": ["jobset-controller-manager", "kubeflow-trainer-controller-manager"],
+        "ClusterRole": ["jobset-manager-role", "my-jobset-reader"],
+    }
+    objs = [{"apiVersion": "v1", "kind": k, "metadata": {"name": n}} for k, v in names.items()
+            for n in v]  # fmt: skip
+    (base_dir / "objs.yaml").write_text(yaml.safe_dump_all(objs))
+    (base_dir / "kustomization.yaml").write_text("resources: [objs.yaml]\n")
+    monkeypatch.setenv("MKF_UPSTREAM_CACHE", str(tmp_path / "cache"))
+    (trainer,) = [b for b in FRAMEWORKS["trainer"].bundles if b.without]
+    # kustomize takes local resources only by relative path: the folder is cache/kustomize/<h>
+    folder = kustomize_directory(replace(trainer, url="../../../overlay"))
+    assert Path(folder).is_relative_to(tmp_path / "cache")
+    built = subprocess.run(
+        [kubectl, "kustomize", folder], capture_output=True, text=True, check=True
+    ).stdout
+    kept = sorted(o["metadata"]["name"] for o in yaml.safe_load_all(built))
+    assert kept == ["kubeflow-trainer-controller-manager", "my-jobset-reader",
+                    "trainjobs.trainer.kubeflow.org"]  # fmt: skip
+    assert kustomize_directory(FRAMEWORKS["jobset"].bundles[0]).startswith("https://")
