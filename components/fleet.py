@@ -23,6 +23,7 @@ from pulumi_kubernetes.yaml.v2 import ConfigFile, ConfigGroup
 from components import dispatcher_objects as dispatcher
 from components.clusters import ClusterHandle, make_cluster
 from components.fleet_objects import bundles
+from components.immutable import replacement_options
 from components.kubeconfig import worker_kubeconfig
 from components.labels import KUEUE_NAMESPACE
 from components.multikueue import (
@@ -82,6 +83,17 @@ class KueueInstall(pulumi.ComponentResource):
             f"{name}-manifests", objs=objs, opts=pulumi.ResourceOptions(parent=self)
         )
         self.register_outputs({})
+
+
+def _replace_on_immutable_change(
+    args: pulumi.ResourceTransformArgs,
+) -> pulumi.ResourceTransformResult | None:
+    """Objects whose immutable fields changed are replaced (components/immutable.py)."""
+    extra = replacement_options(args.type_)
+    if extra is None:
+        return None
+    merged = pulumi.ResourceOptions.merge(args.opts, pulumi.ResourceOptions(**extra))
+    return pulumi.ResourceTransformResult(args.props, merged)
 
 
 class Frameworks(pulumi.ComponentResource):
@@ -181,7 +193,12 @@ class Fleet(pulumi.ComponentResource):
         self.register_outputs({})
 
     def _on(self, handle: ClusterHandle, after: list[pulumi.Resource]) -> pulumi.ResourceOptions:
-        return pulumi.ResourceOptions(parent=self, provider=handle.provider, depends_on=after)
+        return pulumi.ResourceOptions(
+            parent=self,
+            provider=handle.provider,
+            depends_on=after,
+            transforms=[_replace_on_immutable_change],
+        )
 
     def _kueue(
         self, cluster: ClusterSpec, handle: ClusterHandle, fetcher: Callable[[str], str]
