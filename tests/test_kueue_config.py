@@ -11,8 +11,12 @@ off (pkg/util/waitforpodsready/waitforpodsready.go).
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 from components.config_source import load_stack
 from components.kueue_config import configuration
@@ -90,3 +94,23 @@ def test_off_everywhere_needs_no_note() -> None:
     spec, problems = load(_config(waitForPodsReady={"enabled": False}))
     assert problems == []
     assert set(_waits(spec).values()) == {False}
+
+
+def test_render_of_the_dev_stack_carries_the_note(tmp_path: Path) -> None:
+    out = tmp_path / "render"
+    result = subprocess.run(
+        [sys.executable, "-m", "components", "render", "--stack", "dev", "--out", str(out)],
+        cwd=STACKS.parent, capture_output=True, text=True, check=False,
+        env={"PYTHONPATH": str(STACKS.parent), "PATH": "/usr/bin:/bin",
+             "MKF_UPSTREAM_CACHE": str(tmp_path / "cache")},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    (note,) = yaml.safe_load((out / "fleet.yaml").read_text())["warnings"]
+    assert note.startswith(
+        "warning: kueue.waitForPodsReady: waitForPodsReady is off on the manager"
+    )
+    manager = list(yaml.safe_load_all((out / "manager" / "objects.yaml").read_text()))
+    (config_map,) = [o for o in manager if o["metadata"]["name"] == "kueue-manager-config"]
+    kueue = yaml.safe_load(config_map["data"]["controller_manager_config.yaml"])
+    assert "waitForPodsReady" not in kueue
+    assert kueue["featureGates"]["DisableWaitForPodsReady"] is True
