@@ -35,6 +35,8 @@ Schema = Mapping[str, Any]
 # The ObjectMeta fields a custom resource keeps; the server owns their validation, so the
 # CRD schema never describes them (apiextensions-apiserver pruning treats metadata apart).
 _ROOT_KEPT = ("apiVersion", "kind", "metadata")
+# libyaml's loader when PyYAML has it: CRD files are large and the pure loader is slow.
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _INT32 = (-(2**31), 2**31 - 1)
 _INT64 = (-(2**63), 2**63 - 1)
 _UNKNOWN_FUNCTION = re.compile(r"undeclared reference to '([^']+)'")
@@ -146,7 +148,8 @@ def load_upstream_crds(root: Path | str) -> CrdSchemas | None:
         return None
     docs: list[Mapping[str, Any]] = []
     for path in sorted(base.rglob("*.yaml")):
-        docs.extend(d for d in yaml.safe_load_all(path.read_text()) if isinstance(d, Mapping))
+        text = path.read_text()
+        docs.extend(d for d in yaml.load_all(text, Loader=_LOADER) if isinstance(d, Mapping))
     schemas = CrdSchemas.from_documents(docs)
     return schemas if schemas.kinds() else None
 
