@@ -212,6 +212,10 @@ class ServiceAccountToken(pulumi.dynamic.Resource, module="multikueue-fleet", na
 
 # --- the dispatcher image --------------------------------------------------------------------
 
+# Cluster nodes are amd64 unless a stack says otherwise; a laptop builds for its own
+# architecture when not told, and an arm64 image does not start on amd64 nodes.
+IMAGE_PLATFORM = "linux/amd64"
+
 
 def source_hash(root: Path, folder: str = "controller") -> str:
     """A content hash of the controller's sources: the image tag, so a change rolls out."""
@@ -229,7 +233,9 @@ class ControllerImageProvider(ResourceProvider):
 
     def _build(self, props: dict[str, Any]) -> dict[str, Any]:
         local = f"{props['repository']}:{props['tag']}"
-        run(["docker", "build", "-f", props["dockerfile"], "-t", local, props["context"]])
+        platform = props.get("platform") or IMAGE_PLATFORM
+        args = ["docker", "build", "--platform", platform, "-f", props["dockerfile"]]
+        run([*args, "-t", local, props["context"]])
         if props.get("registry"):
             remote = f"{props['registry'].rstrip('/')}/{props['repository']}:{props['tag']}"
             run(["docker", "tag", local, remote])
@@ -246,9 +252,14 @@ class ControllerImageProvider(ResourceProvider):
         outs = self._build(props)
         return CreateResult(id_=outs["image"], outs=outs)
 
+    # The identity of each kind cluster is among them: a replaced cluster (same name, new
+    # cluster) starts without the image, so it is loaded again.
+    KEYS = ("tag", "registry", "kind_clusters", "kind_cluster_ids", "repository", "platform")
+
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        keys = ("tag", "registry", "kind_clusters", "repository")
-        return DiffResult(changes=any(olds.get(k) != news.get(k) for k in keys))
+        # An input unknown in a preview (a cluster being replaced) differs from any old value.
+        changed = [k for k in self.KEYS if olds.get(k) != news.get(k)]
+        return DiffResult(changes=bool(changed))
 
     def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         return UpdateResult(outs=self._build(news))
