@@ -100,7 +100,12 @@ class KueueInstall(pulumi.ComponentResource):
         # ConfigGroup applies CRDs and namespaces first and waits for every object to be
         # ready: the Deployment available, the webhook Service with endpoints.
         self.group = ConfigGroup(
-            f"{name}-manifests", objs=objs, opts=pulumi.ResourceOptions(parent=self)
+            f"{name}-manifests",
+            objs=objs,
+            # A component's depends_on does not hold back its children: passed on.
+            opts=pulumi.ResourceOptions(
+                parent=self, depends_on=opts.depends_on, transforms=opts.transforms
+            ),
         )
         self.register_outputs({})
 
@@ -121,7 +126,14 @@ class Frameworks(pulumi.ComponentResource):
             if bundle.name == "clusterprofile-crd":
                 continue
             before = previous.get(framework_of[bundle.name])
-            child = pulumi.ResourceOptions(parent=self, depends_on=[before] if before else None)
+            # A component's depends_on does not hold back its children: the first bundle of
+            # a framework waits for what the component waits for (Kueue), the next ones for
+            # the bundle before.
+            child = pulumi.ResourceOptions(
+                parent=self,
+                depends_on=[before] if before else opts.depends_on,
+                transforms=opts.transforms,
+            )
             if bundle.method == "kustomize":
                 install: pulumi.Resource = Directory(
                     f"{name}-{bundle.name}", directory=bundle.url, opts=child

@@ -73,5 +73,5 @@ def test_a_kubeconfig_the_user_supplies_is_the_one_registered() -> None:
     config, _ = engine_config(ROOT / "stacks" / "Pulumi.dev.yaml")
     config["multikueue-fleet:workerKubeconfigs"] = json.dumps({"worker2": good})
     run = run_program("dev", config, ["multikueue-fleet:workerKubeconfigs"])
-    secret = run.monitor.named("manager-worker2-kubeconfig")
-    assert secret_value(secret.inputs["stringData"])["kubeconfig"] == good
+    secret = run.monitor.named("manager:Secret:kueue-system/worker2-kubeconfig")
+    assert secret_value(secret.inputs["stringData"]["kubeconfig"]) == good
