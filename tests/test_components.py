@@ -455,3 +455,71 @@ def test_no_object_is_registered_twice_on_a_cluster(runs: dict[str, Run], stack:
         key = (_cluster_of(reg, spec) or "", object_key(obj))
         assert key not in seen, f"{key} in both {seen[key]} and {reg.name}"
         seen[key] = reg.name
+
+
+# --- objects with deploy-time fields ---------------------------------------------------------
+
+
+def _config_map(name: str, data: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name},
+        "data": {"k": data},
+    }
+
+
+def test_only_the_fields_a_deploy_time_value_reaches_wait_for_it() -> None:
+    """In a preview one value is unknown and one secret: the object list, the names and the
+    fields neither reaches are plain; the field the unknown one reaches is unknown; the one
+    the secret reaches is secret and nothing else is."""
+    import asyncio
+
+    import pulumi
+    from pulumi.runtime import settings
+
+    from components.kube_objects import with_deploy_time_values
+
+    def build(v: Any) -> list[dict[str, Any]]:
+        return [
+            _config_map("fixed", "plain"),
+            _config_map("a", v["image"]),
+            _config_map("b", v["token"]),
+        ]
+
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    settings.SETTINGS.dry_run = True
+    try:
+        unknown = pulumi.Output(set(), asyncio.ensure_future(_value("x")), _value(False))
+        token = pulumi.Output.secret("t")
+        fixed, image, secret = with_deploy_time_values(build, {"image": unknown, "token": token})
+        assert fixed == _config_map("fixed", "plain")
+        assert image["metadata"] == {"name": "a"} and isinstance(image["data"]["k"], pulumi.Output)
+        assert secret["metadata"] == {"name": "b"}
+
+        async def read() -> tuple[bool, bool, Any, bool]:
+            field = secret["data"]["k"]
+            return (
+                await image["data"]["k"].is_known(),
+                await field.is_secret(),
+                await field.future(),
+                await image["data"]["k"].is_secret(),
+            )
+
+        known, is_secret, value, image_secret = loop.run_until_complete(read())
+        assert (known, is_secret, value, image_secret) == (False, True, "t", False)
+    finally:
+        settings.SETTINGS.dry_run = False
+        loop.close()
+
+
+async def _value(value: Any) -> Any:
+    return value
+
+
+def test_objects_whose_names_depend_on_a_value_are_refused() -> None:
+    from components.kube_objects import with_deploy_time_values
+
+    with pytest.raises(ValueError, match="depend on the value of name"):
+        with_deploy_time_values(lambda v: [_config_map(v["name"], "x")], {"name": "n"})
