@@ -86,6 +86,29 @@ def cluster_identity(ca_data: pulumi.Input[str]) -> pulumi.Output[str]:
     )
 
 
+def previously_in_group(
+    group: str, parent: pulumi.Resource, fleet: pulumi.Resource
+) -> Callable[[Mapping[str, Any]], list[pulumi.Alias]]:
+    """Where the layout before one-resource-per-object registered an object: a child of the
+    yaml/v2 ConfigGroup `group` (named `<group>:<namespace>/<name>`, pulumi-kubernetes
+    v4.32.0 provider/pkg/provider/yaml/v2/yaml.go), the dispatcher's namespace in a group of
+    its own, a credential Secret as `manager-<name>` below the Fleet. Without the alias, a
+    deployed stack would create each object again and fail on "already exists"."""
+
+    def aliases(obj: Mapping[str, Any]) -> list[pulumi.Alias]:
+        meta = obj["metadata"]
+        if obj["kind"] == "Secret" and "stringData" in obj:
+            return [pulumi.Alias(name=f"manager-{meta['name']}", parent=fleet)]
+        where = group
+        if group == "manager-dispatcher" and obj["kind"] == "Namespace":
+            where = "manager-dispatcher-namespace"
+        path = f"{meta['namespace']}/{meta['name']}" if meta.get("namespace") else meta["name"]
+        old_group = pulumi.create_urn(where, "kubernetes:yaml/v2:ConfigGroup", parent)
+        return [pulumi.Alias(name=f"{where}:{path}", parent=old_group)]
+
+    return aliases
+
+
 class KueueInstall(pulumi.ComponentResource):
     def __init__(
         self,
@@ -156,9 +179,11 @@ class WorkerAccess(pulumi.ComponentResource):
         handle: ClusterHandle,
         object_opts: pulumi.ResourceOptions,
         known: dict[str, KubeObject],
-        opts: pulumi.ResourceOptions,
+        fleet: pulumi.Resource,
     ) -> None:
-        super().__init__("multikueue-fleet:access:Worker", name, None, opts)
+        super().__init__(
+            "multikueue-fleet:access:Worker", name, None, pulumi.ResourceOptions(parent=fleet)
+        )
         self.objects = ObjectSet(
             "WorkerIdentities",
             f"{name}-identities",
@@ -167,6 +192,7 @@ class WorkerAccess(pulumi.ComponentResource):
             object_opts,
             known,
             pulumi.ResourceOptions(parent=self),
+            previously_in_group(f"{name}-identities", self, fleet),
         )
         # Read each token once its Secret exists (the Secret after its ServiceAccount).
         after = pulumi.ResourceOptions(
@@ -230,7 +256,7 @@ class Fleet(pulumi.ComponentResource):
                     handle,
                     on_kueue,
                     self.known[cluster.name],
-                    pulumi.ResourceOptions(parent=self),
+                    self,
                 )
             self._objects(
                 "Queues", f"{cluster.name}-queues", handle, queue_objects(spec, cluster), on_kueue
@@ -265,6 +291,7 @@ class Fleet(pulumi.ComponentResource):
             object_opts,
             self.known[handle.spec.name],
             pulumi.ResourceOptions(parent=self),
+            previously_in_group(name, self, self),
         )
 
     def _kueue(

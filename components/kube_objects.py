@@ -104,7 +104,8 @@ class ObjectSet(pulumi.ComponentResource):
     after its ServiceAccount, LocalQueues after ClusterQueues), so creation runs in that
     order and deletion in the reverse one. `known` maps an object key to a resource already
     registered on the same cluster (a shared Namespace), which is depended on, not
-    registered twice."""
+    registered twice. `previously` names where an object was registered before (an alias),
+    so a deployed stack adopts it in place instead of creating it again."""
 
     def __init__(
         self,
@@ -115,6 +116,7 @@ class ObjectSet(pulumi.ComponentResource):
         object_opts: pulumi.ResourceOptions,
         known: dict[str, KubeObject],
         opts: pulumi.ResourceOptions | None = None,
+        previously: Callable[[Mapping[str, Any]], list[pulumi.Alias]] | None = None,
     ) -> None:
         super().__init__(f"multikueue-fleet:objects:{typ}", name, None, opts)
         rank = {kind: i for i, kind in enumerate(APPLY_ORDER)}
@@ -139,7 +141,12 @@ class ObjectSet(pulumi.ComponentResource):
                 f"{cluster}:{key.replace(' ', ':')}",
                 obj,
                 pulumi.ResourceOptions.merge(
-                    object_opts, pulumi.ResourceOptions(parent=self, depends_on=after)
+                    object_opts,
+                    pulumi.ResourceOptions(
+                        parent=self,
+                        depends_on=after,
+                        aliases=previously(obj) if previously else None,
+                    ),
                 ),
             )
             known[key] = self.resources[key] = resource

@@ -170,6 +170,7 @@ class Registration:
     custom: bool
     deleted_with: str
     transforms: int
+    aliases: list[dict[str, Any]]
 
 
 class Mocks(pulumi.runtime.Mocks):
@@ -204,6 +205,7 @@ class Monitor(MockMonitor):
             request.custom,
             request.deletedWith,
             len(request.transforms),
+            [json_format.MessageToDict(a) for a in request.aliases],
         )
         return response
 

@@ -523,3 +523,39 @@ def test_objects_whose_names_depend_on_a_value_are_refused() -> None:
 
     with pytest.raises(ValueError, match="depend on the value of name"):
         with_deploy_time_values(lambda v: [_config_map(v["name"], "x")], {"name": "n"})
+
+
+def test_a_deployed_stack_adopts_its_objects_where_they_were(runs: dict[str, Run]) -> None:
+    """Each object carries an alias to the URN the grouped layout gave it, so `up` on a stack
+    deployed before moves it in state instead of creating it again ("already exists")."""
+    objects = _objects_by_cluster(runs["dev"].monitor)
+    expected = {
+        ("manager", "ClusterQueue cluster-queue"): (
+            "manager-queues:cluster-queue",
+            "manager-queues",
+        ),
+        ("worker1", "ServiceAccount kueue-system/multikueue"): (
+            "worker1-access-identities:kueue-system/multikueue",
+            "worker1-access-identities",
+        ),
+        ("manager", "MultiKueueCluster worker1"): (
+            "manager-multikueue:worker1",
+            "manager-multikueue",
+        ),
+        ("manager", "Namespace multikueue-fleet-system"): (
+            "manager-dispatcher-namespace:multikueue-fleet-system",
+            "manager-dispatcher-namespace",
+        ),
+        ("manager", f"Deployment multikueue-fleet-system/{DISPATCHER}"): (
+            f"manager-dispatcher:multikueue-fleet-system/{DISPATCHER}",
+            "manager-dispatcher",
+        ),
+    }
+    for (cluster, key), (name, group) in expected.items():
+        (alias,) = [a["spec"] for a in objects[cluster][key].aliases]
+        assert alias["name"] == name
+        assert alias["parentUrn"].endswith(f"kubernetes:yaml/v2:ConfigGroup::{group}")
+    (secret,) = objects["manager"]["Secret kueue-system/worker1-kubeconfig"].aliases
+    assert secret["spec"]["name"] == "manager-worker1-kubeconfig"
+    assert secret["spec"]["parentUrn"].endswith("multikueue-fleet:index:Fleet::fleet")
+    assert all(len(r.aliases) == 1 for r in kube_objects(runs["dev"].monitor))
