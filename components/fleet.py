@@ -178,7 +178,7 @@ class WorkerAccess(pulumi.ComponentResource):
         spec: FleetSpec,
         handle: ClusterHandle,
         object_opts: pulumi.ResourceOptions,
-        known: dict[str, KubeObject],
+        known: dict[str, tuple[Mapping[str, Any], KubeObject]],
         fleet: pulumi.Resource,
     ) -> None:
         super().__init__(
@@ -234,7 +234,7 @@ class Fleet(pulumi.ComponentResource):
         self.spec = spec
         self.handles: dict[str, ClusterHandle] = {}
         # Per cluster: object key -> its resource, so an object two sets need is one resource.
-        self.known: dict[str, dict[str, KubeObject]] = {}
+        self.known: dict[str, dict[str, tuple[Mapping[str, Any], KubeObject]]] = {}
         kueue: dict[str, KueueInstall] = {}
         for cluster in spec.clusters:
             handle = make_cluster(spec, cluster, kind_binary, pulumi.ResourceOptions(parent=self))
@@ -247,7 +247,10 @@ class Fleet(pulumi.ComponentResource):
             handle = self.handles[cluster.name]
             on_kueue = self._on(handle, [kueue[cluster.name]])
             frameworks[cluster.name] = Frameworks(
-                f"{cluster.name}-frameworks", spec, cluster, on_kueue
+                f"{cluster.name}-frameworks",
+                spec,
+                cluster,
+                self._on(handle, [kueue[cluster.name]], group=True),
             )
             if cluster.role == "worker":
                 access[cluster.name] = WorkerAccess(
@@ -265,14 +268,19 @@ class Fleet(pulumi.ComponentResource):
         self._manager(kueue[spec.manager.name], access, worker_frameworks)
         self.register_outputs({})
 
-    def _on(self, handle: ClusterHandle, after: list[pulumi.Resource]) -> pulumi.ResourceOptions:
+    def _on(
+        self, handle: ClusterHandle, after: list[pulumi.Resource], group: bool = False
+    ) -> pulumi.ResourceOptions:
+        """Options for what goes on a cluster; `group`: an upstream install, whose children
+        the provider registers, so `deleted_with` reaches them through a transform (only
+        there: each transform is a callback the engine calls for every resource below)."""
         cluster = kind_cluster_of(handle)
         return pulumi.ResourceOptions(
             parent=self,
             provider=handle.provider,
             depends_on=after,
             deleted_with=cluster,
-            transforms=[deleted_with_transform(cluster)] if cluster else None,
+            transforms=[deleted_with_transform(cluster)] if cluster and group else None,
         )
 
     def _objects(
@@ -303,11 +311,13 @@ class Fleet(pulumi.ComponentResource):
             crd = next(b for b in bundles(self.spec, cluster) if b.name == "clusterprofile-crd")
             before.append(
                 ConfigFile(
-                    f"{cluster.name}-clusterprofile-crd", file=crd.url, opts=self._on(handle, [])
+                    f"{cluster.name}-clusterprofile-crd",
+                    file=crd.url,
+                    opts=self._on(handle, [], group=True),
                 )
             )
         return KueueInstall(
-            f"{cluster.name}-kueue", self.spec, cluster, fetcher, self._on(handle, before)
+            f"{cluster.name}-kueue", self.spec, cluster, fetcher, self._on(handle, before, True)
         )
 
     def _manager(

@@ -95,17 +95,53 @@ def with_deploy_time_values(
     return [walk(i, (), obj) for i, obj in enumerate(base)]
 
 
+def _strings(node: Any) -> set[str]:
+    if isinstance(node, str):
+        return {node}
+    if isinstance(node, Mapping):
+        return {t for v in node.values() for t in _strings(v)}
+    if isinstance(node, list):
+        return {t for v in node for t in _strings(v)}
+    return set()  # numbers, booleans, and Outputs (deploy-time values name no object)
+
+
+def mentions(obj: Mapping[str, Any]) -> set[str]:
+    """The strings an object holds outside its own identity (body and annotations)."""
+    body = {k: v for k, v in obj.items() if k not in ("apiVersion", "kind", "metadata")}
+    return _strings(body) | _strings(obj["metadata"].get("annotations") or {})
+
+
+def refers_to(obj: Mapping[str, Any], other: Mapping[str, Any], mentioned: set[str]) -> bool:
+    """Whether `obj` needs `other` to exist first: its namespace, the CRD of its kind, or an
+    object whose name it mentions (`mentioned`, from `mentions`): a LocalQueue's
+    ClusterQueue, a ClusterQueue's flavors and checks, a token Secret's ServiceAccount, a
+    binding's role and subjects, a MultiKueueCluster's Secret, a Deployment's
+    ServiceAccount and ConfigMap. A name that happens to match only adds an edge toward an
+    object registered earlier, never a cycle."""
+    meta, other_meta = obj["metadata"], other["metadata"]
+    if other["kind"] == "Namespace":
+        return meta.get("namespace") == other_meta["name"]
+    if other["kind"] == "CustomResourceDefinition":
+        spec = other.get("spec") or {}
+        group = obj["apiVersion"].rpartition("/")[0]
+        return spec.get("group") == group and (spec.get("names") or {}).get("kind") == obj["kind"]
+    if meta.get("namespace") and other_meta.get("namespace") not in (None, meta["namespace"]):
+        return False  # a namespaced object names objects of its own namespace
+    return other_meta["name"] in mentioned
+
+
 class ObjectSet(pulumi.ComponentResource):
     """A unit of the project's objects on one cluster (its queues, a worker's access, the
     manager's MultiKueue objects, the dispatcher), each object its own resource.
 
-    Order inside the set follows fleet_objects.APPLY_ORDER: each object depends on every
-    object of the nearest earlier kind in the set (namespaces and CRDs first, a token Secret
-    after its ServiceAccount, LocalQueues after ClusterQueues), so creation runs in that
-    order and deletion in the reverse one. `known` maps an object key to a resource already
-    registered on the same cluster (a shared Namespace), which is depended on, not
-    registered twice. `previously` names where an object was registered before (an alias),
-    so a deployed stack adopts it in place instead of creating it again."""
+    Objects are registered in the order of fleet_objects.APPLY_ORDER, and each depends on
+    the objects registered before it on the same cluster that it refers to (`refers_to`),
+    so creation runs in that order and deletion in the reverse one (a LocalQueue before its
+    ClusterQueue, a token Secret after its ServiceAccount), with one edge per reference
+    rather than one per pair. `known` maps an object key to what is already registered on
+    the cluster: an object two sets need (a shared Namespace) is depended on, not registered
+    twice. `previously` names where an object was registered before (an alias), so a
+    deployed stack adopts it in place instead of creating it again."""
 
     def __init__(
         self,
@@ -114,7 +150,7 @@ class ObjectSet(pulumi.ComponentResource):
         cluster: str,
         objects: Sequence[Mapping[str, Any]],
         object_opts: pulumi.ResourceOptions,
-        known: dict[str, KubeObject],
+        known: dict[str, tuple[Mapping[str, Any], KubeObject]],
         opts: pulumi.ResourceOptions | None = None,
         previously: Callable[[Mapping[str, Any]], list[pulumi.Alias]] | None = None,
     ) -> None:
@@ -122,21 +158,12 @@ class ObjectSet(pulumi.ComponentResource):
         rank = {kind: i for i, kind in enumerate(APPLY_ORDER)}
         ordered = sorted(objects, key=lambda o: rank.get(o["kind"], len(rank)))
         self.resources: dict[str, KubeObject] = {}
-        earlier: list[pulumi.Resource] = []
-        current: list[pulumi.Resource] = []
-        current_rank: int | None = None
         for obj in ordered:
             key = object_key(obj)
-            obj_rank = rank.get(obj["kind"], len(rank))
-            if obj_rank != current_rank:
-                earlier, current, current_rank = (current or earlier), [], obj_rank
             if key in known:
-                current.append(known[key])
                 continue
-            after: list[pulumi.Resource] = list(earlier)
-            namespace = obj["metadata"].get("namespace")
-            if namespace and f"Namespace {namespace}" in known:
-                after.append(known[f"Namespace {namespace}"])
+            mentioned = mentions(obj)
+            after = [res for other, res in known.values() if refers_to(obj, other, mentioned)]
             resource = KubeObject(
                 f"{cluster}:{key.replace(' ', ':')}",
                 obj,
@@ -149,6 +176,6 @@ class ObjectSet(pulumi.ComponentResource):
                     ),
                 ),
             )
-            known[key] = self.resources[key] = resource
-            current.append(resource)
+            known[key] = (obj, resource)
+            self.resources[key] = resource
         self.register_outputs({})

@@ -242,10 +242,11 @@ def test_creation_order(runs: dict[str, Run], stack: str) -> None:
         # A dependency of a component does not hold back its children: checked on each.
         for install in _inside(monitor, f"{cluster.name}-frameworks"):
             assert kueue in before(monitor, install), install
-        queues = [r for r in objects[cluster.name].values() if r.inputs["kind"] == "LocalQueue"]
-        cqs = {r.urn for r in objects[cluster.name].values() if r.inputs["kind"] == "ClusterQueue"}
-        for lq in queues:
-            assert cqs <= before(monitor, lq.urn), lq.name
+        # A LocalQueue after its ClusterQueue (and deleted before it).
+        for lq in objects[cluster.name].values():
+            if lq.inputs["kind"] == "LocalQueue":
+                cq = objects[cluster.name][f"ClusterQueue {lq.inputs['spec']['clusterQueue']}"]
+                assert cq.urn in before(monitor, lq.urn), lq.name
     for worker in spec.workers:
         # The token Secret after its ServiceAccount: the token controller deletes a Secret
         # whose ServiceAccount it cannot find.
@@ -260,15 +261,18 @@ def test_creation_order(runs: dict[str, Run], stack: str) -> None:
             for worker in spec.workers:
                 assert _urn(monitor, f"{worker.name}-access-multikueue-token") in after, key
                 assert _inside(monitor, f"{worker.name}-frameworks") <= after, key
-    for reg in objects[manager].values():
-        if reg.inputs["kind"] == "MultiKueueCluster":
-            secrets = {
-                r.urn
-                for r in objects[manager].values()
-                if r.inputs["kind"] == "Secret"
-                and r.inputs["metadata"]["namespace"] == "kueue-system"
-            }
-            assert secrets <= before(monitor, reg.urn)
+    for worker in spec.workers:
+        # A MultiKueueCluster after what it points at: its kubeconfig Secret, or its
+        # ClusterProfile (whose token Secret the access plugin finds by label).
+        cluster_urn = _object_urn(monitor, manager, f"MultiKueueCluster {worker.name}")
+        pointed = "ClusterProfile" if spec.credentials.mode == "clusterProfile" else "Secret"
+        (target,) = [
+            r.urn
+            for r in objects[manager].values()
+            if r.inputs["kind"] == pointed
+            and r.inputs["metadata"]["name"] in (worker.name, f"{worker.name}-kubeconfig")
+        ]
+        assert target in before(monitor, cluster_urn)
     if spec.credentials.mode == "clusterProfile":
         crd = _urn(monitor, f"{manager}-clusterprofile-crd")
         assert crd in before(monitor, _urn(monitor, f"{manager}-kueue-manifests"))
@@ -277,15 +281,14 @@ def test_creation_order(runs: dict[str, Run], stack: str) -> None:
             monitor, manager, f"Deployment multikueue-fleet-system/{DISPATCHER}"
         )
         after = before(monitor, deployment)
-        for worker in spec.workers:
-            assert (
-                _object_urn(
-                    monitor,
-                    manager,
-                    f"Secret multikueue-fleet-system/{worker.name}-reader-kubeconfig",
-                )
-                in after
-            )
+        for key in ("ServiceAccount {}", "ConfigMap {}"):
+            named = key.format(f"multikueue-fleet-system/{DISPATCHER}")
+            assert _object_urn(monitor, manager, named) in after
+        policy = _object_urn(monitor, manager, "DispatchPolicy default")
+        crds = [
+            r for r in objects[manager].values() if r.inputs["kind"] == "CustomResourceDefinition"
+        ]
+        assert {r.urn for r in crds} <= before(monitor, policy)
         if not spec.dispatcher.image:
             assert _urn(monitor, "dispatcher-image") in after
 
