@@ -28,6 +28,9 @@ class ClusterHandle:
     kubeconfig: pulumi.Output[str]  # secret
     context: pulumi.Output[str]
     server: pulumi.Output[str]  # as the manager reaches it
+    # What stays the same across in-place updates of a long-lived cluster (its provider's
+    # clusterIdentifier); None on kind, where each new cluster has a new CA.
+    identity: str | None = None
 
 
 def _provider(
@@ -140,6 +143,7 @@ class ExistingClusterComponent(pulumi.ComponentResource):
             kubeconfig,
             pulumi.Output.from_input(context),
             pulumi.Output.from_input(server),
+            f"existing/{server}",
         )
         self.register_outputs({"context": context})
 
@@ -218,6 +222,7 @@ class GkeClusterComponent(pulumi.ComponentResource):
             opts=child,
         )
         server = gke.endpoint.apply(lambda e: f"https://{e}")
+        identity = f"gke/{g.project}/{g.location}/{physical}"
         kubeconfig = pulumi.Output.secret(
             pulumi.Output.all(server, gke.master_auth.cluster_ca_certificate).apply(
                 lambda a: _exec_kubeconfig(physical, a[0], a[1], "gke-gcloud-auth-plugin", [])
@@ -226,12 +231,11 @@ class GkeClusterComponent(pulumi.ComponentResource):
         self.handle = ClusterHandle(
             cluster,
             self,
-            _provider(
-                name, kubeconfig, None, self, False, f"gke/{g.project}/{g.location}/{physical}"
-            ),
+            _provider(name, kubeconfig, None, self, False, identity),
             kubeconfig,
             pulumi.Output.from_input(physical),
             server,
+            identity,
         )
         self.register_outputs({"endpoint": server})
 
@@ -279,6 +283,7 @@ class EksClusterComponent(pulumi.ComponentResource):
             kubeconfig,
             pulumi.Output.from_input(physical),
             server,
+            f"eks/{e.region}/{physical}",
         )
         self.register_outputs({"endpoint": server})
 

@@ -207,9 +207,22 @@ class WorkerAccess(pulumi.ComponentResource):
                 )
             )
 
+        kind = kind_cluster_of(handle)
+        identity = (
+            cluster_identity(kind.ca_data)  # type: ignore[attr-defined]
+            if kind is not None
+            else handle.identity
+        )
+
         def token(suffix: str, namespace: str, secret: str) -> ServiceAccountToken:
             return ServiceAccountToken(
-                f"{name}-{suffix}", handle.kubeconfig, handle.context, namespace, secret, after
+                f"{name}-{suffix}",
+                handle.kubeconfig,
+                handle.context,
+                namespace,
+                secret,
+                after,
+                identity,
             )
 
         self.multikueue_token = token("multikueue-token", KUEUE_NAMESPACE, MULTIKUEUE_TOKEN)

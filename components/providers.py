@@ -172,8 +172,11 @@ class ServiceAccountTokenProvider(ResourceProvider):
         )
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        # A new cluster (new kubeconfig) or another Secret means another token.
-        replaces = [k for k in ("kubeconfig", "namespace", "secret") if olds.get(k) != news.get(k)]
+        # A new cluster or another Secret means another token. The cluster is known by its
+        # identity when both sides have one (new credentials or endpoint of the same cluster
+        # after an in-place update are not a new token), else by its kubeconfig.
+        cluster = "cluster" if olds.get("cluster") and news.get("cluster") else "kubeconfig"
+        replaces = [k for k in (cluster, "namespace", "secret") if olds.get(k) != news.get(k)]
         return DiffResult(changes=bool(replaces), replaces=replaces)
 
     def delete(self, _id: str, _props: dict[str, Any]) -> None:
@@ -192,6 +195,7 @@ class ServiceAccountToken(pulumi.dynamic.Resource, module="multikueue-fleet", na
         namespace: str,
         secret: str,
         opts: pulumi.ResourceOptions | None = None,
+        cluster: pulumi.Input[str] | None = None,
     ) -> None:
         super().__init__(
             ServiceAccountTokenProvider(),
@@ -199,6 +203,7 @@ class ServiceAccountToken(pulumi.dynamic.Resource, module="multikueue-fleet", na
             {
                 "kubeconfig": kubeconfig,
                 "context": context,
+                "cluster": cluster,
                 "namespace": namespace,
                 "secret": secret,
                 "token": None,

@@ -562,3 +562,15 @@ def test_a_deployed_stack_adopts_its_objects_where_they_were(runs: dict[str, Run
     assert secret["spec"]["name"] == "manager-worker1-kubeconfig"
     assert secret["spec"]["parentUrn"].endswith("multikueue-fleet:index:Fleet::fleet")
     assert all(len(r.aliases) == 1 for r in kube_objects(runs["dev"].monitor))
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_tokens_know_their_cluster_by_its_identity(runs: dict[str, Run], stack: str) -> None:
+    spec = _spec(stack)
+    monitor = runs[stack].monitor
+    for worker in spec.workers:
+        cluster = monitor.named(f"{worker.name}-access-multikueue-token").inputs["cluster"]
+        if worker.provider == "kind":
+            assert len(cluster) == 16  # a hash of the CA kind made for this cluster
+        else:
+            assert cluster.startswith(f"{worker.provider}/"), cluster

@@ -374,3 +374,16 @@ def test_fetch_uses_the_cache_and_explains_network_errors(
     monkeypatch.setattr(upstream.urllib.request, "urlopen", offline)
     with pytest.raises(RuntimeError, match=re.escape("cannot download https://example.com/b.yaml")):
         upstream.fetch("https://example.com/b.yaml")
+
+
+def test_a_token_is_read_again_only_for_another_cluster() -> None:
+    """Same cluster identity with a new kubeconfig (an in-place update of a cloud cluster,
+    new credentials): no change. Another identity, or one unknown in a preview: replaced.
+    Without identities (a stack deployed before they existed): the kubeconfig decides."""
+    provider = ServiceAccountTokenProvider()
+    old = {"kubeconfig": "a", "namespace": "kueue-system", "secret": "s", "cluster": "gke/p/l/c"}
+    assert not provider.diff("x", old, {**old, "kubeconfig": "b"}).changes
+    assert provider.diff("x", old, {**old, "cluster": "gke/p/l/d"}).replaces == ["cluster"]
+    assert provider.diff("x", old, {**old, "cluster": UNKNOWN}).changes
+    bare = {k: v for k, v in old.items() if k != "cluster"}
+    assert provider.diff("x", bare, {**bare, "kubeconfig": "b"}).replaces == ["kubeconfig"]
