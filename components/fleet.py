@@ -12,7 +12,9 @@ once every worker's token exists and every worker's frameworks are installed; th
 dispatcher last.
 
 On kind, every in-cluster resource is `deleted_with` its kind cluster: destroying the
-fleet, or replacing a cluster, never deletes objects one by one into Kueue's finalizers
+fleet, or replacing a cluster, never deletes objects one by one into Kueue's finalizers,
+where pulumi-kubernetes waits up to 10 minutes per object for it to be gone
+(pulumi/pulumi-kubernetes v4.32.0 provider/pkg/await/await.go, Deletion)
 (pulumi/pulumi v3.272.0, sdk/python/lib/pulumi/resource.py, ResourceOptions.deleted_with:
 the provider's Delete is skipped when that resource is deleted too, and the resource is
 replaced when it is replaced).
