@@ -9,7 +9,6 @@ workload saying where and why, and the DispatchPolicies' Ready conditions.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import math
 import time
@@ -255,9 +254,13 @@ class Dispatcher:
             if key is None:
                 self._wake.clear()
                 # Wake up now and then even with nothing to do: the heartbeat is what the
-                # liveness probe reads.
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), self.settings.resync_seconds)
+                # liveness probe reads. asyncio.wait, not wait_for: on Python 3.11 wait_for
+                # loses a cancellation that arrives as the wake-up does, and stop() hangs.
+                waiter = asyncio.ensure_future(self._wake.wait())
+                try:
+                    await asyncio.wait((waiter,), timeout=self.settings.resync_seconds)
+                finally:
+                    waiter.cancel()
                 continue
             try:
                 await self.reconcile(key)

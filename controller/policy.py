@@ -6,6 +6,14 @@ nominate. Fit is judged against each worker's Kueue quota (nominal minus reserve
 what is already in flight to it), the way Kueue on that worker will judge it: resource
 group by resource group, the first flavor in order that holds every requested resource
 of the group. Borrowing from a cohort is not counted: the estimate stays on the safe side.
+
+A cluster the workload is already nominated to stays nominated while the MultiKueue check
+is Pending unless admission there became impossible or unwanted (it left the config, it is
+unreachable or disconnected, the policy's selector excludes it, its queue is gone or can
+never hold the workload). Being full is no such reason: the worker may be admitting this
+very workload, and Kueue v0.19.2 accepts `status.clusterName` only when it is in the *old*
+`nominatedClusterNames` (validateClusterNameUpdate in pkg/webhooks/workload_webhook.go),
+so dropping it throws that admission away.
 """
 
 from __future__ import annotations
@@ -100,20 +108,32 @@ class InFlightIndex:
         return adjusted
 
 
-def _free(flavor: FlavorCapacity, in_flight: Resources, resource: str) -> int:
+def _free(nominal: Resources, reserved: Resources, in_flight: Resources, resource: str) -> int:
     return (
-        flavor.nominal.get(resource, _ZERO)
-        - flavor.reserved.get(resource, _ZERO)
+        nominal.get(resource, _ZERO)
+        - reserved.get(resource, _ZERO)
         - in_flight.get(resource, _ZERO)
     )
 
 
+def _less(reserved: Resources, own: Resources) -> Resources:
+    """A reservation without what may be the workload's own share of it."""
+    return {r: max(a - own.get(r, _ZERO), 0) for r, a in reserved.items()}
+
+
 class _Fit:
-    """How a workload's requests land on one ClusterQueue."""
+    """How a workload's requests land on one ClusterQueue. `own`: demand of the workload
+    that the queue's reservation may already include (it is admitting there), counted as
+    the workload's own rather than as competition."""
 
     def __init__(
-        self, queue: QueueCapacity, requests: Resources, in_flight: dict[str, Resources]
+        self,
+        queue: QueueCapacity,
+        requests: Resources,
+        in_flight: dict[str, Resources],
+        own: Resources = _EMPTY,
     ) -> None:
+        self.own = own
         self.flavors: dict[str, str] = {}
         self.fits = True
         self.possible = True
@@ -132,8 +152,10 @@ class _Fit:
         # flavor's quota the workload is short of. <= 0 means it fits, and then its
         # negation is the smallest share left free after placement.
         best: tuple[float, FlavorCapacity, str] | None = None
+        own = self.own
         for flavor in group:
-            nominal, reserved = flavor.nominal, flavor.reserved
+            nominal = flavor.nominal
+            reserved = _less(flavor.reserved, own) if own else flavor.reserved
             used = in_flight.get(flavor.name) or _EMPTY
             short, tightest = -1.0, ""
             for r, amount in wanted.items():
@@ -163,7 +185,8 @@ class _Fit:
             return
         short, flavor, r = best
         self.deficit = max(self.deficit, short)
-        free = max(_free(flavor, in_flight.get(flavor.name) or _EMPTY, r), 0)
+        reserved = _less(flavor.reserved, own) if own else flavor.reserved
+        free = max(_free(flavor.nominal, reserved, in_flight.get(flavor.name) or _EMPTY, r), 0)
         # The numbers now, the words only if someone reads them.
         self.blocker = partial(_full_now, r, wanted[r], free, flavor.name)
         for res in wanted:
@@ -257,7 +280,11 @@ def decide(
             verdicts.append(Verdict(name, "filtered", reason, category=category))
             continue
         used = in_flight.usage(name, queue.name, workload.key)
-        fit = _Fit(queue, workload.requests, used)
+        # Nominated there and nothing waits in the ClusterQueue: the worker's Kueue has
+        # taken the workload's copy, so its reservation may already hold this workload's
+        # own demand (the manager learns of the admission only later, through clusterName).
+        own = workload.requests if queue.pending == 0 and name in workload.nominated else _EMPTY
+        fit = _Fit(queue, workload.requests, used, own)
         if fit.fits:
             verdict = Verdict(
                 name,
@@ -296,17 +323,17 @@ def decide(
         )
     best = {v.cluster: v for v in ranked}
     count = widened_count(policy, workload, now)
-    # Keep nominations that still fit (or still are the best wait when nothing fits), so
-    # a changing snapshot does not make the workload hop; add the best of the rest when
-    # widening.
+    # A nominated cluster that can still admit the workload stays, fitting or not: it may be
+    # admitting it right now (see the module docstring). Filtered clusters (not in `best`)
+    # leave: admission there is impossible or unwanted.
+    kept = [c for c in workload.nominated if c in best]
     anything_fits = bool(fitting)
-    kept = [
-        c
-        for c in workload.nominated
-        if c in best and (best[c].status == "fits" or not anything_fits)
-    ]
-    # `count` is how many to reach, never a reason to drop a cluster that still fits.
-    more = [v.cluster for v in ranked if v.cluster not in kept][: max(0, count - len(kept))]
+    # `count` is how many clusters where the workload fits to reach (or, when nothing fits,
+    # how many to wait on); a kept cluster that only waits does not count toward it when
+    # another fits, so a full nominated cluster gains a companion rather than losing its
+    # place. Never a reason to drop a kept cluster.
+    counted = [c for c in kept if best[c].status == "fits"] if anything_fits else kept
+    more = [v.cluster for v in ranked if v.cluster not in kept][: max(0, count - len(counted))]
     chosen = (kept + more)[:MAX_NOMINATIONS]
     outcome = "nominated" if any(best[c].status == "fits" for c in chosen) else "waiting"
     summary = "; ".join(f"{c}: {best[c].reason}" for c in chosen)

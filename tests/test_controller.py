@@ -20,17 +20,22 @@ from controller.model import Policy
 from controller.policy_api import policy_object
 from controller.settings import DeclaredProfile
 from tests.fleet_harness import NS, Fleet, K, cluster_queue, dispatcher_on, until, workload
+from tests.kueue_actor import KueueManager, worker_reserves
 
 WORKLOADS = f"{K}/workloads"
 
 
-def fleet_test(workers: dict[str, dict[str, Any]]) -> Callable:
-    """Runs an async test with a started fleet, and always tears it down."""
+def fleet_test(workers: dict[str, dict[str, Any]], kueue: bool = False) -> Callable:
+    """Runs an async test with a started fleet, and always tears it down. `kueue`: the
+    manager enforces Kueue's Workload rules and resourceVersion preconditions
+    (tests/kueue_actor.py)."""
 
     def wrap(test: Callable[[Fleet], Awaitable[None]]) -> Callable[[], None]:
         def run() -> None:
             async def main() -> None:
                 fleet = Fleet(workers)
+                if kueue:
+                    fleet.manager = KueueManager("manager")
                 await fleet.start()
                 try:
                     await asyncio.wait_for(test(fleet), 60)
@@ -77,6 +82,28 @@ async def test_nominates_with_a_status_merge_patch_and_explains_it(fleet: Fleet)
     assert event["involvedObject"]["kind"] == "Workload"
     # Kubeconfig mode: no ClusterProfile CRD and no right to it, so never asked for.
     assert not any("clusterprofiles" in r.path for r in fleet.manager.requests)
+
+
+def _decisions(metrics: Any) -> float:
+    return metrics.registry.get_sample_value("mkf_dispatch_decision_seconds_count") or 0.0
+
+
+@fleet_test({"w1": {"cpu": "8", "reserved": "6"}, "w2": {"cpu": "2.5"}}, kueue=True)
+async def test_the_cluster_admitting_a_workload_is_never_dropped(fleet: Fleet) -> None:
+    """Issue 14, item 1: w2's Kueue admits the copy (its ClusterQueue's reservation now holds
+    this workload: 1 cpu free of 2.5) before the manager's clusterName appears; the
+    dispatcher decides again on that change and must keep w2, or Kueue's webhook
+    (pkg/webhooks/workload_webhook.go, v0.19.2) refuses clusterName=w2."""
+    _, metrics = await fleet.run_controller()
+    fleet.manager.put(WORKLOADS, workload("job", cpu="1.5"))
+    assert await until(lambda: fleet.nominations("job")) == ["w2"]
+    decided = _decisions(metrics)
+    worker_reserves(fleet.workers["w2"], "2.5", "1.5")
+    await until(lambda: _decisions(metrics) > decided, what="a decision on w2's reservation")
+    await asyncio.sleep(0.3)  # a write that decision made, had it made one, has landed
+    assert fleet.nominations("job") == ["w2"]
+    assert len(fleet.manager.writes("/workloads/job/status")) == 1
+    fleet.manager.set_cluster_name("job", "w2")  # refused (AssertionError) had w2 been dropped
 
 
 @fleet_test(TWO)

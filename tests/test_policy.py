@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -272,8 +273,64 @@ def test_existing_nominations_stay_while_they_fit() -> None:
     workers = fleet(w1=queue(8, reserved=4), w2=queue(8))
     sticky = run(demand(2, nominated=("w1",), nominated_at=NOW), workers)
     assert sticky.nominate == ("w1",)  # w2 has more room, but w1 still fits: no hop
-    full = fleet(w1=queue(8, reserved=7), w2=queue(8))
-    assert run(demand(2, nominated=("w1",), nominated_at=NOW), full).nominate == ("w2",)
+
+
+def test_the_admitting_cluster_is_never_dropped_for_its_own_reservation() -> None:
+    """Issue 14's run: nominated to w2, w2's Kueue admits the copy, and its ClusterQueue's
+    reservation now includes this very workload (1.5 cpu; 1 free is left). Kueue v0.19.2
+    accepts clusterName only from the old nominatedClusterNames
+    (pkg/webhooks/workload_webhook.go), so w2 must stay, and it is not "full": the
+    reservation is the workload's own."""
+    admitting = replace(queue(8, reserved=7), pending=0)
+    workers = fleet(w1=queue(8, reserved=2), w2=admitting)
+    wl = demand(1.5, nominated=("w2",), nominated_at=NOW)
+    decision = run(
+        wl, workers, in_flight=[InFlight("team-a/wl", "w2", "cq", {"cpu": "default"}, wl.requests)]
+    )
+    assert decision.nominate == ("w2",)
+    assert verdict(decision, "w2").status == "fits"
+    assert decision.outcome == "nominated"
+
+
+def test_a_full_nominated_cluster_gains_a_companion_and_keeps_its_place() -> None:
+    # Something waits in w1's ClusterQueue (the workload's copy, queued there): w1's
+    # reservation is others', so w1 is full; it stays nominated, and w2 where it fits joins.
+    waiting_there = replace(queue(8, reserved=7), pending=1)
+    workers = fleet(w1=waiting_there, w2=queue(8))
+    decision = run(demand(2, nominated=("w1",), nominated_at=NOW), workers)
+    assert decision.nominate == ("w1", "w2")
+    assert verdict(decision, "w1").status == "waits"
+    assert decision.outcome == "nominated"
+
+
+@pytest.mark.parametrize(
+    ("change", "category"),
+    [
+        ({"connected": False}, "disconnected"),
+        ({"healthy": False}, "unreachable"),
+        ({"labels": {"region": "b"}}, "selector"),
+        ({"queue": queue(1)}, "too-large"),
+    ],
+)
+def test_a_nominated_cluster_leaves_only_when_admission_there_is_impossible(
+    change: dict, category: str
+) -> None:
+    q = change.pop("queue", queue(8))
+    workers = {
+        "w1": worker("w1", q, **{"labels": {"region": "a"}, **change}),
+        "w2": worker("w2", queue(8), labels={"region": "a"}),
+    }
+    policy = Policy(cluster_selector={"region": "a"})
+    decision = run(demand(2, nominated=("w1",), nominated_at=NOW), workers, policy)
+    assert decision.nominate == ("w2",)
+    assert verdict(decision, "w1").category == category
+
+
+def test_a_nominated_cluster_that_left_the_config_is_dropped() -> None:
+    workers = fleet(w1=queue(8), w2=queue(8))
+    wl = demand(2, nominated=("w1",), nominated_at=NOW)
+    decision = decide(wl, ["w2"], workers, Policy(), InFlightIndex(), NOW)
+    assert decision.nominate == ("w2",)
 
 
 # --- the workload contract --------------------------------------------------------------
