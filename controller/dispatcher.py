@@ -99,6 +99,9 @@ class Dispatcher:
         # 10,000 pending workloads' full messages would be megabytes.
         self.last_event: dict[str, int] = {}
         self.policy_conditions: dict[str, tuple[str, str]] = {}
+        # Workloads whose nomination the API server refused (conflict, invalid): key -> the
+        # resourceVersion it was decided on. Decided again only on a newer version.
+        self._refused: dict[str, str | None] = {}
         self.heartbeat = time.monotonic()
         self._policies_changed = asyncio.Event()
         self._write_slots = asyncio.Semaphore(settings.concurrent_writes)
@@ -197,6 +200,7 @@ class Dispatcher:
 
     def _forget(self, key: str) -> None:
         self._echo.pop(key, None)
+        self._refused.pop(key, None)
         self._settled.pop(key, None)
         self.in_flight.remove(key)
         self.first_nominated.pop(key, None)
@@ -314,6 +318,12 @@ class Dispatcher:
             self._forget(key)
             return
         self._settled.pop(key, None)
+        refused = self._refused.pop(key, None)
+        if refused is not None and refused == (wl.get("metadata") or {}).get("resourceVersion"):
+            # A write decided on this version was refused; its successor, when the watch
+            # brings it, is looked at (its change enqueues it).
+            self._refused[key] = refused
+            return
         fleet = self._fleet_key()  # what this decision is made on (nothing awaits before it)
         try:
             found, decision, _ = self.evaluate(key)
@@ -413,21 +423,30 @@ class Dispatcher:
     # --- writing (leader only) ----------------------------------------------------------------
 
     async def _nominate(self, wl: dict[str, Any], key: str, clusters: list[str]) -> bool:
+        """The write, on the condition that the workload is still the one decided on: the
+        patch carries its resourceVersion, which the API server checks (409 Conflict when
+        it moved on). An eviction clears clusterName and the nominations, and on the external
+        dispatcher path Kueue v0.19.2 uses the list as soon as the check is Pending again
+        (nominateAndSynchronizeWorkers in
+        pkg/controller/admissionchecks/multikueue/workload.go): a list decided before it
+        must never land after it."""
         namespace, name = key.split("/", 1)
+        version = (wl.get("metadata") or {}).get("resourceVersion")
+        patch: dict[str, Any] = {"status": {"nominatedClusterNames": clusters}}
+        if version:
+            patch["metadata"] = {"resourceVersion": version}
         try:
-            await self.manager.merge_patch(
-                WORKLOADS,
-                name,
-                {"status": {"nominatedClusterNames": clusters}},
-                namespace,
-                status=True,
-            )
+            await self.manager.merge_patch(WORKLOADS, name, patch, namespace, status=True)
             return True
         except ApiError as exc:
             if exc.status in (404, 409, 422):
-                # Gone, or changed under us (admitted meanwhile): the watch brings the
-                # new state and the workload is looked at again then.
-                log.info("nominating %s: %s", key, exc)
+                # Gone, or changed under us (evicted, admitted meanwhile): look again, on
+                # the state the watch brings, never retry the old list. Until the watch
+                # has a newer version, deciding would only repeat the refused write.
+                log.info("nominating %s: %s; deciding again on its next version", key, exc)
+                if exc.status != 404:
+                    self._refused[key] = version
+                    self.enqueue(key)
             else:
                 self.metrics.write_errors.labels("workload").inc()
                 log.warning("nominating %s failed after retries: %s", key, exc)

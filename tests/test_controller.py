@@ -19,7 +19,16 @@ from controller.kube import Kube
 from controller.model import Policy
 from controller.policy_api import policy_object
 from controller.settings import DeclaredProfile
-from tests.fleet_harness import NS, Fleet, K, cluster_queue, dispatcher_on, until, workload
+from tests.fleet_harness import (
+    NS,
+    Fleet,
+    K,
+    cluster_queue,
+    dispatcher_on,
+    multikueue_cluster,
+    until,
+    workload,
+)
 from tests.kueue_actor import KueueManager, worker_reserves
 
 WORKLOADS = f"{K}/workloads"
@@ -68,13 +77,16 @@ def patches(fleet: Fleet, name: str) -> list[dict[str, Any]]:
 @fleet_test(TWO)
 async def test_nominates_with_a_status_merge_patch_and_explains_it(fleet: Fleet) -> None:
     await fleet.run_controller()
-    fleet.manager.put(WORKLOADS, workload("job-a", cpu="2"))
+    created = fleet.manager.put(WORKLOADS, workload("job-a", cpu="2"))
     assert await until(lambda: fleet.nominations("job-a")) == ["w2"]
     (write,) = fleet.manager.writes("/workloads/")
     assert write.method == "PATCH"
     assert write.path == f"/apis/{K}/v1beta2/namespaces/{NS}/workloads/job-a/status"
     assert write.content_type == "application/merge-patch+json"
-    assert write.body == {"status": {"nominatedClusterNames": ["w2"]}}
+    assert write.body == {
+        "metadata": {"resourceVersion": created["metadata"]["resourceVersion"]},
+        "status": {"nominatedClusterNames": ["w2"]},
+    }
     (event,) = await until(lambda: fleet.events("job-a"))
     assert (event["type"], event["reason"]) == ("Normal", "Nominated")
     assert event["message"].startswith("w2: fits in default-flavor; 50% of the tightest flavor")
@@ -104,6 +116,34 @@ async def test_the_cluster_admitting_a_workload_is_never_dropped(fleet: Fleet) -
     assert fleet.nominations("job") == ["w2"]
     assert len(fleet.manager.writes("/workloads/job/status")) == 1
     fleet.manager.set_cluster_name("job", "w2")  # refused (AssertionError) had w2 been dropped
+
+
+@fleet_test(TWO, kueue=True)
+async def test_a_nomination_decided_before_an_eviction_never_lands_after_it(fleet: Fleet) -> None:
+    """Issue 14, item 5: the patch carries the resourceVersion it was decided on. Here Kueue
+    evicts the workload (w2 was lost: its MultiKueueCluster is no longer Active) between the
+    decision for w2 and the write; the API server refuses the stale write with 409, and
+    the dispatcher decides again on the evicted workload: w1."""
+    m = fleet.manager
+    decided_on: list[str] = []
+
+    def evict() -> None:
+        decided_on.append(m.get(WORKLOADS, "job", NS)["metadata"]["resourceVersion"])
+        m.put(f"{K}/multikueueclusters", multikueue_cluster("w2"))  # not Active any more
+        m.put(WORKLOADS, workload("job", cpu="1"))  # requeued: a new resourceVersion
+
+    m.before_write["/workloads/job/status"] = evict
+    await fleet.run_controller()
+    m.put(WORKLOADS, workload("job", cpu="1"))
+    assert await until(lambda: fleet.nominations("job")) == ["w1"]
+    stale, fresh = (w.body for w in m.writes("/workloads/job/status"))
+    assert stale == {
+        "metadata": {"resourceVersion": decided_on[0]},
+        "status": {"nominatedClusterNames": ["w2"]},
+    }
+    assert m.conflicts == 1  # refused: ["w2"] never reached the evicted workload
+    assert fresh["status"] == {"nominatedClusterNames": ["w1"]}
+    assert fresh["metadata"]["resourceVersion"] != decided_on[0]
 
 
 @fleet_test(TWO)
