@@ -42,6 +42,37 @@ EVENT_BACKLOG = 10000  # Events waiting to be sent; beyond that they are dropped
 EVENT_MAX_DELAY_SECONDS = 30.0
 
 
+# The Events all workloads together may cost the API server: a burst of EVENT_BURST, then
+# EVENTS_PER_SECOND (client-go's recorder also rate-limits, per object; this bounds the sum).
+EVENTS_PER_SECOND = 10.0
+EVENT_BURST = 100
+
+
+class Pace:
+    """A rate with a burst (the generic cell rate algorithm): `delay(now)` is how long the
+    next send must wait so that no more than `burst` plus `rate` per second go out."""
+
+    def __init__(self, rate: float, burst: int) -> None:
+        self.interval = 1.0 / rate
+        self.tolerance = (burst - 1) * self.interval
+        self._due = -math.inf  # when the next send would be due at the steady pace
+
+    def delay(self, now: float) -> float:
+        due = max(self._due, now)
+        self._due = due + self.interval
+        return max(0.0, due - now - self.tolerance)
+
+
+def signature(decision: Decision) -> tuple[Any, ...]:
+    """What makes two decisions the same for the people reading Events: the clusters chosen,
+    the outcome, and each cluster's standing and category, but not the numbers."""
+    return (
+        decision.outcome,
+        decision.nominate,
+        tuple((v.cluster, v.status, v.category) for v in decision.verdicts),
+    )
+
+
 def _now() -> datetime:
     return datetime.now(UTC)
 
@@ -99,6 +130,7 @@ class Dispatcher:
         # 10,000 pending workloads' full messages would be megabytes.
         self.last_event: dict[str, int] = {}
         self.policy_conditions: dict[str, tuple[str, str]] = {}
+        self._event_pace = Pace(EVENTS_PER_SECOND, EVENT_BURST)
         # Workloads whose nomination the API server refused (conflict, invalid): key -> the
         # resourceVersion it was decided on. Decided again only on a newer version.
         self._refused: dict[str, str | None] = {}
@@ -339,7 +371,7 @@ class Dispatcher:
         current = list((wl.get("status") or {}).get("nominatedClusterNames") or [])
         if not decision.nominate:
             self.metrics.no_feasible.labels(decision.blocker()).inc()
-            await self.event(wl, "Warning", "NoFeasibleCluster", decision.summary)
+            await self.event(wl, "Warning", "NoFeasibleCluster", decision.summary, decision)
             return
         if list(decision.nominate) == current:
             # Already in place (a restart, or our own write coming back): keep counting it.
@@ -398,7 +430,7 @@ class Dispatcher:
             message += "; not chosen: " + "; ".join(shown)
             if more:
                 message += f"; and {more} more (python -m controller explain {key})"
-        await self.event(wl, "Normal", verb, message)
+        await self.event(wl, "Normal", verb, message, decision)
 
     def _record_in_flight(self, key: str, decision: Decision, requests: Any) -> None:
         """Count the demand against each nominated worker's ClusterQueue until admission."""
@@ -453,10 +485,22 @@ class Dispatcher:
                 self.enqueue(key)
             return False
 
-    async def event(self, obj: dict[str, Any], kind: str, reason: str, message: str) -> None:
-        """One Event per distinct message, so resyncs do not flood the workload."""
+    async def event(
+        self,
+        obj: dict[str, Any],
+        kind: str,
+        reason: str,
+        message: str,
+        decision: Decision | None = None,
+    ) -> None:
+        """One Event per distinct decision on an object (or, without one, per distinct
+        message), so resyncs do not flood it. A decision is the same while it nominates
+        the same clusters and judges each the same way: the numbers in its message (free
+        quota, headroom, how long a worker has been silent) change at every resync and
+        would make every message new."""
         key = key_of(obj)
-        if not self.is_leader() or self.last_event.get(key) == hash((reason, message)):
+        said = hash((reason, signature(decision) if decision is not None else message))
+        if not self.is_leader() or self.last_event.get(key) == said:
             return
         # Sent in the background, after the nomination itself: like client-go's recorder,
         # Events are best effort and must not slow down or block the writes that matter.
@@ -478,7 +522,7 @@ class Dispatcher:
         except asyncio.QueueFull:
             self.metrics.write_errors.labels("event-dropped").inc()
             return
-        self.last_event[key] = hash((reason, message))
+        self.last_event[key] = said
 
     def _event_body(
         self, about: tuple[Any, ...], kind: str, reason: str, message: str, made: str
@@ -513,6 +557,10 @@ class Dispatcher:
     async def _send_events(self) -> None:
         while True:
             about, kind, reason, message, made, queued = await self._events.get()
+            # A bounded rate overall, whatever the backlog: a burst, then a steady pace.
+            wait = self._event_pace.delay(time.monotonic())
+            if wait > 0:
+                await asyncio.sleep(wait)
             # The API server's capacity goes to the writes that matter first: each Event
             # costs it as much as a nomination. A backlog delays Events by at most
             # EVENT_MAX_DELAY_SECONDS; with no backlog they go at once.

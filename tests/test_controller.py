@@ -7,6 +7,7 @@ import asyncio
 import sys
 import tempfile
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +16,9 @@ import pytest
 import yaml
 
 from controller.app import explain
+from controller.dispatcher import Pace
 from controller.kube import Kube
-from controller.model import Policy
+from controller.model import Policy, WorkerView
 from controller.policy_api import policy_object
 from controller.settings import DeclaredProfile
 from tests.fleet_harness import (
@@ -544,3 +546,51 @@ def test_a_settled_nomination_is_looked_at_again_only_when_something_changed() -
             )
 
     asyncio.run(asyncio.wait_for(main(), 60))
+
+
+def test_an_unchanged_decision_is_one_event_however_often_it_is_made() -> None:
+    """Issue 14, item 3: w2's health reason carries a ticking age and w1 never fits; 20
+    resyncs of the unchanged NoFeasibleCluster decision say it once. A different decision
+    (w2 now disconnected) is a new Event."""
+
+    async def main() -> None:
+        key = f"{NS}/huge"
+        async with dispatcher_on(TWO, [workload("huge", cpu="64")]) as (_, dispatcher):
+            views, tick = dispatcher.state.worker_views, [0]
+
+            def silent_w2(**change: Any) -> Callable[[], dict[str, WorkerView]]:
+                def views_now() -> dict[str, WorkerView]:
+                    tick[0] += 1
+                    found = dict(views())
+                    found["w2"] = replace(
+                        found["w2"],
+                        healthy=False,
+                        health_reason=f"no update for {60 + tick[0]}s",
+                        **change,
+                    )
+                    return found
+
+                return views_now
+
+            dispatcher.state.worker_views = silent_w2()  # type: ignore[method-assign]
+            for _ in range(20):
+                await dispatcher.reconcile(key)
+            dispatcher.state.worker_views = silent_w2(connected=False)  # type: ignore[method-assign]
+            await dispatcher.reconcile(key)
+            await dispatcher.reconcile(key)
+            queued = [dispatcher._events.get_nowait() for _ in range(dispatcher._events.qsize())]
+            assert [(e[2], "unreachable" in e[3]) for e in queued] == [
+                ("NoFeasibleCluster", True),
+                ("NoFeasibleCluster", False),
+            ]
+            assert "w2: unreachable for the dispatcher: no update for 6" in queued[0][3]
+
+    asyncio.run(asyncio.wait_for(main(), 60))
+
+
+def test_events_go_out_at_a_bounded_rate_after_a_burst() -> None:
+    pace = Pace(rate=10, burst=100)
+    waits = [pace.delay(0.0) for _ in range(130)]
+    assert waits[:100] == [0.0] * 100  # the burst
+    assert waits[100:] == pytest.approx([0.1 * n for n in range(1, 31)])  # then 10 a second
+    assert pace.delay(100.0) == 0.0  # an idle while refills the burst
