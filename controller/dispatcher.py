@@ -20,13 +20,15 @@ from typing import Any
 from controller.fleet_state import DISPATCH_POLICIES, FleetState
 from controller.kube import EVENTS, WORKLOADS, ApiError, Kube
 from controller.metrics import Metrics
-from controller.model import Decision, InFlight
+from controller.model import Decision, InFlight, WorkloadView
 from controller.policy import InFlightIndex, decide
 from controller.settings import Settings
 from controller.workloads import (
     Eligibility,
     MalformedWorkload,
     eligibility,
+    group_of,
+    group_requests,
     key_of,
     parse_time,
     view_of,
@@ -307,6 +309,21 @@ class Dispatcher:
 
     # --- deciding -----------------------------------------------------------------------------
 
+    def view(self, key: str, wl: dict[str, Any]) -> WorkloadView:
+        """The workload as the policy reads it. A LeaderWorkerSet's primary (the only one
+        of its group workloads we nominate) asks for the whole set: every workload of the
+        same owner that exists now. Groups added later go where the primary went."""
+        view = view_of(wl)
+        group = group_of(wl)
+        if group is None:
+            return view
+        members = [
+            member
+            for member in self.state.workloads.store.values()
+            if member is wl or group_of(member) == group
+        ]
+        return replace(view, requests=group_requests(members)) if len(members) > 1 else view
+
     def evaluate(self, key: str) -> tuple[Eligibility, Decision | None, str]:
         """What the policy would do for one workload now, without writing anything.
         Returns (eligibility, decision or None, the policy name or a problem)."""
@@ -317,7 +334,7 @@ class Dispatcher:
         found = eligibility(wl, set(checks))
         if not found.eligible:
             return found, None, ""
-        view = view_of(wl)
+        view = self.view(key, wl)
         since = self.first_nominated.get(key) or quota_reserved_at(wl)
         if view.nominated:
             view = replace(view, nominated_at=since)
@@ -376,7 +393,7 @@ class Dispatcher:
         if list(decision.nominate) == current:
             # Already in place (a restart, or our own write coming back): keep counting it.
             self.first_nominated.setdefault(key, _now())
-            self._record_in_flight(key, decision, view_of(wl).requests)
+            self._record_in_flight(key, decision, self.view(key, wl).requests)
             if decision.outcome == "nominated":
                 self._settle(key, wl, fleet)
             return
@@ -385,7 +402,7 @@ class Dispatcher:
         # Decisions stay one at a time (the in-flight demand is what keeps two of them
         # from taking the same last slot), so it is recorded now; the writes run
         # concurrently, a bounded number at once, at most one per workload.
-        self._record_in_flight(key, decision, view_of(wl).requests)
+        self._record_in_flight(key, decision, self.view(key, wl).requests)
         self._writing.add(key)
         await self._write_slots.acquire()
         settles = fleet if decision.outcome == "nominated" else None

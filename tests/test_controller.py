@@ -148,6 +148,47 @@ async def test_a_nomination_decided_before_an_eviction_never_lands_after_it(flee
     assert fresh["metadata"]["resourceVersion"] != decided_on[0]
 
 
+def _lws_group(index: int, cpu: str, owner: str = "lws") -> dict[str, Any]:
+    """A LeaderWorkerSet group's workload as Kueue v0.19.2 makes it
+    (pkg/controller/jobs/leaderworkerset/leaderworkerset_reconciler.go)."""
+    wl = workload(
+        f"{owner}-{index}",
+        cpu=cpu,
+        annotations={
+            "kueue.x-k8s.io/component-workload-index": str(index),
+            "kueue.x-k8s.io/job-owner-gvk": "leaderworkerset.x-k8s.io/v1, Kind=LeaderWorkerSet",
+            "kueue.x-k8s.io/job-owner-name": owner,
+        },
+    )
+    wl["metadata"]["ownerReferences"] = [
+        {
+            "apiVersion": "leaderworkerset.x-k8s.io/v1",
+            "kind": "LeaderWorkerSet",
+            "name": owner,
+            "uid": f"{owner}-uid",
+        }
+    ]
+    return wl
+
+
+@fleet_test({"w1": {"cpu": "16", "reserved": "8"}, "w2": {"cpu": "4"}})
+async def test_a_leader_worker_set_is_placed_for_all_its_groups(fleet: Fleet) -> None:
+    """Issue 14, item 6: three groups of 2 cpu. One group alone would go to w2 (half of it
+    left free), but Kueue sends every group where the primary goes (syncToSingleCluster,
+    v0.19.2), and only w1 holds all three (6 cpu). Another set's group is not counted."""
+    await fleet.run_controller()
+    for index in (1, 2):
+        fleet.manager.put(WORKLOADS, _lws_group(index, "2"))
+    fleet.manager.put(WORKLOADS, _lws_group(1, "2", owner="other"))
+    fleet.manager.put(WORKLOADS, _lws_group(0, "2"))
+    assert await until(lambda: fleet.nominations("lws-0")) == ["w1"]
+    (event,) = await until(lambda: fleet.events("lws-0"))
+    # (8 free - 6) / 16: the three groups of this set, not the other set's.
+    assert event["message"].startswith("w1: fits in default-flavor; 12% of the tightest flavor")
+    assert "w2 (never fits: needs cpu 6, the largest flavor offers 4)" in event["message"]
+    assert patches(fleet, "lws-1") == [] and patches(fleet, "lws-2") == []
+
+
 @fleet_test(TWO)
 async def test_acts_only_when_kueue_says_the_workload_waits_for_a_cluster(fleet: Fleet) -> None:
     await fleet.run_controller()

@@ -446,6 +446,37 @@ def test_trimming_keeps_what_the_dispatcher_reads() -> None:
         assert len(str(small)) < len(str(full)) / 5
 
 
+def test_a_leader_worker_set_group_is_found_by_its_owner_as_kueue_finds_it() -> None:
+    from controller.workloads import group_of, group_requests, trim
+
+    def member(index: int, ref: dict, gvk: str) -> dict:
+        wl = workload(
+            f"g-{index}",
+            cpu="2",
+            annotations={
+                "kueue.x-k8s.io/component-workload-index": str(index),
+                "kueue.x-k8s.io/job-owner-gvk": gvk,
+            },
+        )
+        wl["metadata"]["ownerReferences"] = [{**ref, "name": "set", "controller": True}]
+        return wl
+
+    lws = {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet", "uid": "u1"}
+    gvk = "leaderworkerset.x-k8s.io/v1, Kind=LeaderWorkerSet"
+    primary, second = member(0, lws, gvk), member(1, lws, gvk)
+    assert group_of(trim(primary)) == group_of(second) == ("team-a", "u1")
+    # A core kind reads "/v1, Kind=Pod" (Go's GroupVersionKind.String()).
+    pod = {"apiVersion": "v1", "kind": "Pod", "uid": "u2"}
+    assert group_of(member(0, pod, "/v1, Kind=Pod")) == ("team-a", "u2")
+    assert group_of(member(0, lws, "apps/v1, Kind=StatefulSet")) is None  # no such owner
+    assert group_of(workload("alone")) is None
+    assert group_requests([primary, second]) == {"cpu": units(4), "memory": 2 * GI}
+    second["spec"]["podSets"] = []
+    del second["status"]["admission"]
+    with pytest.raises(MalformedWorkload, match=r"its group's workload team-a/g-1: spec\.podSets"):
+        group_requests([primary, second])
+
+
 def test_quantities_are_the_official_clients_without_loading_the_whole_client() -> None:
     """The controller parses with kubernetes' own parse_quantity, loaded from its file so
     the synchronous client (14 MB) stays out of the controller's memory."""
