@@ -125,7 +125,6 @@ class Dispatcher:
             asyncio.Queue(maxsize=EVENT_BACKLOG)
         )
         self.in_flight = InFlightIndex()
-        self.first_nominated: dict[str, datetime] = {}
         # Clusters leaving the inventory: no new nominations while they drain.
         self.excluded: set[str] = set()
         # What was last said on each workload, as a hash: only equality matters, and
@@ -211,7 +210,7 @@ class Dispatcher:
         """Remember that `wl` is nominated where it fits, until widening is due."""
         queue = ((wl.get("status") or {}).get("admission") or {}).get("clusterQueue", "")
         widen = self.state.policy_set().for_queue(queue, self.settings.default_policy)
-        since = self.first_nominated.get(key) or quota_reserved_at(wl)
+        since = quota_reserved_at(wl)
         due = math.inf
         if widen.widen_after_seconds > 0 and since is not None:
             waited = (_now() - since).total_seconds()
@@ -237,7 +236,6 @@ class Dispatcher:
         self._refused.pop(key, None)
         self._settled.pop(key, None)
         self.in_flight.remove(key)
-        self.first_nominated.pop(key, None)
         self.last_event.pop(key, None)
 
     # --- running ------------------------------------------------------------------------------
@@ -335,9 +333,12 @@ class Dispatcher:
         if not found.eligible:
             return found, None, ""
         view = self.view(key, wl)
-        since = self.first_nominated.get(key) or quota_reserved_at(wl)
         if view.nominated:
-            view = replace(view, nominated_at=since)
+            # Widening counts from when the workload began to wait for a cluster: Kueue's
+            # QuotaReserved transition on the manager (renewed when an eviction requeues
+            # it). It is on the object, so a restart or a new leader widens on the same
+            # schedule; a clock kept in memory would start again at every restart.
+            view = replace(view, nominated_at=quota_reserved_at(wl))
         queue = ((wl.get("status") or {}).get("admission") or {}).get("clusterQueue", "")
         policy = self.state.policy_set().for_queue(queue, self.settings.default_policy)
         clusters = [
@@ -392,7 +393,6 @@ class Dispatcher:
             return
         if list(decision.nominate) == current:
             # Already in place (a restart, or our own write coming back): keep counting it.
-            self.first_nominated.setdefault(key, _now())
             self._record_in_flight(key, decision, self.view(key, wl).requests)
             if decision.outcome == "nominated":
                 self._settle(key, wl, fleet)
@@ -429,7 +429,6 @@ class Dispatcher:
             self.in_flight.remove(key)
             return
         self._echo[key] = (wl, tuple(decision.nominate), fleet)
-        self.first_nominated.setdefault(key, _now())
         for cluster in decision.nominate:
             if cluster not in current:
                 self.metrics.nominations.labels(cluster).inc()

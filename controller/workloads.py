@@ -18,8 +18,6 @@ from controller.model import Resources, WorkloadView, milli
 MULTIKUEUE_CONTROLLER = "kueue.x-k8s.io/multikueue"
 COMPONENT_INDEX = "kueue.x-k8s.io/component-workload-index"
 JOB_OWNER_GVK = "kueue.x-k8s.io/job-owner-gvk"
-# When we last changed a workload's nominations, so widening survives restarts.
-NOMINATED_AT = "multikueue-fleet/nominated-at"
 
 
 class MalformedWorkload(ValueError):
@@ -177,13 +175,11 @@ def view_of(workload: Mapping[str, Any]) -> WorkloadView:
     queue = spec.get("queueName")
     if not isinstance(queue, str) or not queue:
         raise MalformedWorkload("spec.queueName is missing")
-    annotations = (workload.get("metadata") or {}).get("annotations") or {}
     return WorkloadView(
         key=key_of(workload),
         queue_name=queue,
         requests=requests_of(workload),
         nominated=tuple(status.get("nominatedClusterNames") or ()),
-        nominated_at=parse_time(annotations.get(NOMINATED_AT)),
         priority=int(spec.get("priority") or 0),
     )
 

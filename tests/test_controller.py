@@ -8,16 +8,19 @@ import sys
 import tempfile
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import aiohttp
 import pytest
 import yaml
 
 from controller.app import explain
-from controller.dispatcher import Pace
+from controller.dispatcher import Dispatcher, Pace
 from controller.kube import Kube
+from controller.metrics import Metrics
 from controller.model import Policy, WorkerView
 from controller.policy_api import policy_object
 from controller.settings import DeclaredProfile
@@ -635,3 +638,42 @@ def test_events_go_out_at_a_bounded_rate_after_a_burst() -> None:
     assert waits[:100] == [0.0] * 100  # the burst
     assert waits[100:] == pytest.approx([0.1 * n for n in range(1, 31)])  # then 10 a second
     assert pace.delay(100.0) == 0.0  # an idle while refills the burst
+
+
+def test_widening_keeps_its_schedule_across_a_restart() -> None:
+    """Issue 14, item 9: widening counts from the QuotaReserved transition on the workload,
+    not from a clock in memory, so a restarted dispatcher widens when the first would have.
+    Reserved 30 s ago, widen after 60 s: one cluster now, two 40 s later, before and after
+    a restart."""
+    reserved_at = datetime.now(UTC) - timedelta(seconds=30)
+    wl = workload("job", cpu="1")
+    wl["status"]["conditions"][0]["lastTransitionTime"] = reserved_at.strftime("%Y-%m-%dT%H:%M:%SZ")
+    key = f"{NS}/job"
+
+    async def main() -> None:
+        policy = Policy(widen_after_seconds=60)
+        async with dispatcher_on(TWO, [wl], default_policy=policy) as (fleet, first):
+            await first.reconcile(key)
+            await asyncio.gather(*first._tasks_in_flight)
+            await until(lambda: fleet.nominations("job") == ["w2"])
+            await until(
+                lambda: first.state.workloads.store[key]["status"].get("nominatedClusterNames")
+            )
+            assert first.evaluate(key)[1].nominate == ("w2",)  # type: ignore[union-attr]
+            kube = await Kube.from_kubeconfig(fleet.manager.kubeconfig(), "manager")
+            restarted = Dispatcher(kube, first.settings, Metrics(), Kube.from_kubeconfig)
+            try:
+                await restarted.state.start()
+                await restarted.state.wait_synced(10)
+                await restarted.state.wait_workers(10)
+                assert restarted.evaluate(key)[1].nominate == ("w2",)  # type: ignore[union-attr]
+                later = datetime.now(UTC) + timedelta(seconds=40)
+                with mock.patch("controller.dispatcher._now", return_value=later):
+                    for dispatcher in (first, restarted):
+                        decision = dispatcher.evaluate(key)[1]
+                        assert decision is not None and decision.nominate == ("w2", "w1")
+            finally:
+                await restarted.state.stop()
+                await kube.close()
+
+    asyncio.run(asyncio.wait_for(main(), 60))
