@@ -30,7 +30,7 @@ from controller.model import (
     WorkerView,
     WorkloadView,
 )
-from controller.policy import InFlightIndex, decide
+from controller.policy import FitMemo, InFlightIndex, decide
 
 GI = 1024**3 * MILLI
 
@@ -95,13 +95,14 @@ def run(n_workers: int, n_pending: int, seed: int = 7) -> dict[str, float]:
     pending = workloads(n_pending, rng)
     policy = Policy(strategy="MostFreeQuota")
     index = InFlightIndex()
+    memo = FitMemo()  # as the controller keeps one
     latencies = []
     nominated = 0
     gc.disable()
     started = time.perf_counter()
     for wl in pending:
         t0 = time.perf_counter()
-        decision = decide(wl, clusters, workers, policy, index, NOW)
+        decision = decide(wl, clusters, workers, policy, index, NOW, memo)
         for v in decision.verdicts:
             if v.cluster in decision.nominate:
                 index.add(InFlight(wl.key, v.cluster, "cq", v.flavors, wl.requests))

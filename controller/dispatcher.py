@@ -21,7 +21,7 @@ from controller.fleet_state import DISPATCH_POLICIES, FleetState
 from controller.kube import EVENTS, WORKLOADS, ApiError, Kube
 from controller.metrics import Metrics
 from controller.model import Decision, InFlight, WorkloadView
-from controller.policy import InFlightIndex, decide
+from controller.policy import FitMemo, InFlightIndex, decide
 from controller.settings import Settings
 from controller.workloads import (
     Eligibility,
@@ -125,6 +125,7 @@ class Dispatcher:
             asyncio.Queue(maxsize=EVENT_BACKLOG)
         )
         self.in_flight = InFlightIndex()
+        self.memo = FitMemo()  # work saved across decisions; never changes one
         # Clusters leaving the inventory: no new nominations while they drain.
         self.excluded: set[str] = set()
         # What was last said on each workload, as a hash: only equality matters, and
@@ -358,7 +359,9 @@ class Dispatcher:
                 "",
             )
         started = time.perf_counter()
-        decision = decide(view, clusters, self.state.worker_views(), policy, self.in_flight, _now())
+        decision = decide(
+            view, clusters, self.state.worker_views(), policy, self.in_flight, _now(), self.memo
+        )
         self.metrics.decision_seconds.observe(time.perf_counter() - started)
         return found, decision, policy.name
 

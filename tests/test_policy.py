@@ -500,3 +500,72 @@ def test_quantities_are_the_official_clients_without_loading_the_whole_client() 
         cwd=Path(__file__).resolve().parent.parent,
     )
     assert loaded.stdout.strip() == "False"
+
+
+def test_the_memo_never_changes_a_decision() -> None:
+    """Decisions with a FitMemo equal those without, through nominations coming and going,
+    workloads already nominated, widening, a worker changing, the policy changing and the
+    config's clusters changing."""
+    import random
+
+    from controller.policy import FitMemo
+
+    rng = random.Random(14)
+    names = [f"w{i}" for i in range(12)]
+
+    def views() -> dict[str, WorkerView]:
+        return {
+            n: worker(
+                n,
+                replace(
+                    queue(16, reserved=rng.randint(0, 16), gpu=8 if i % 3 == 0 else None),
+                    pending=rng.randint(0, 1),
+                ),
+                healthy=rng.random() > 0.1,
+            )
+            for i, n in enumerate(names)
+        }
+
+    shapes = [{"cpu": units(2)}, {"cpu": units(5)}, {"cpu": units(1), "nvidia.com/gpu": units(2)}]
+    workers, clusters = views(), list(names)
+    policies = [
+        Policy(),
+        Policy(strategy="BestFit", clusters_to_nominate=2, widen_after_seconds=60),
+    ]
+    policy = policies[0]
+    memo, with_memo, without = FitMemo(), InFlightIndex(), InFlightIndex()
+    for step in range(600):
+        if step % 97 == 0:
+            workers = views()
+        if step % 151 == 0:
+            policy = policies[(step // 151) % 2]
+        if step % 211 == 0:
+            clusters = rng.sample(names, 10)
+        key = f"team-a/wl-{rng.randint(0, 80)}"
+        nominated = tuple(rng.sample(names, rng.randint(0, 2)))
+        wl = WorkloadView(
+            key,
+            "user-queue",
+            dict(rng.choice(shapes)),
+            nominated=nominated,
+            nominated_at=NOW - timedelta(seconds=rng.randint(0, 200)),
+        )
+        a = decide(wl, clusters, workers, policy, with_memo, NOW, memo)
+        b = decide(wl, clusters, workers, policy, without, NOW)
+        assert (a.nominate, a.outcome, a.summary) == (b.nominate, b.outcome, b.summary), step
+        assert [(v.cluster, v.status, v.reason, v.score) for v in a.verdicts] == [
+            (v.cluster, v.status, v.reason, v.score) for v in b.verdicts
+        ], step
+        dropped = rng.random() < 0.2  # the same change to both indexes
+        for index in (with_memo, without):
+            if dropped:
+                index.remove(key)
+            else:
+                index.replace(
+                    key,
+                    [
+                        InFlight(key, v.cluster, "cq", v.flavors, wl.requests)
+                        for v in a.verdicts
+                        if v.cluster in a.nominate
+                    ],
+                )
