@@ -141,7 +141,7 @@ def _table(dispatcher: Dispatcher, key: str) -> str:
     policy = dispatcher.state.policy_set().for_queue(
         (status.get("admission") or {}).get("clusterQueue", ""), dispatcher.settings.default_policy
     )
-    lines.append(f"Demand: {_amounts(dispatcher.view(key, wl).requests)}")
+    lines.append(f"Demand: {_amounts(dispatcher.view(wl).requests)}")
     lines.append(
         f"Policy: {policy_name} ({policy.strategy}, nominate "
         f"{policy.clusters_to_nominate}, widen after {policy.widen_after_seconds:g}s, "

@@ -308,7 +308,7 @@ class Dispatcher:
 
     # --- deciding -----------------------------------------------------------------------------
 
-    def view(self, key: str, wl: dict[str, Any]) -> WorkloadView:
+    def view(self, wl: dict[str, Any]) -> WorkloadView:
         """The workload as the policy reads it. A LeaderWorkerSet's primary (the only one
         of its group workloads we nominate) asks for the whole set: every workload of the
         same owner that exists now. Groups added later go where the primary went."""
@@ -333,7 +333,7 @@ class Dispatcher:
         found = eligibility(wl, set(checks))
         if not found.eligible:
             return found, None, ""
-        view = self.view(key, wl)
+        view = self.view(wl)
         if view.nominated:
             # Widening counts from when the workload began to wait for a cluster: Kueue's
             # QuotaReserved transition on the manager (renewed when an eviction requeues
@@ -396,7 +396,7 @@ class Dispatcher:
             return
         if list(decision.nominate) == current:
             # Already in place (a restart, or our own write coming back): keep counting it.
-            self._record_in_flight(key, decision, self.view(key, wl).requests)
+            self._record_in_flight(key, decision, self.view(wl).requests)
             if decision.outcome == "nominated":
                 self._settle(key, wl, fleet)
             return
@@ -405,7 +405,7 @@ class Dispatcher:
         # Decisions stay one at a time (the in-flight demand is what keeps two of them
         # from taking the same last slot), so it is recorded now; the writes run
         # concurrently, a bounded number at once, at most one per workload.
-        self._record_in_flight(key, decision, self.view(key, wl).requests)
+        self._record_in_flight(key, decision, self.view(wl).requests)
         self._writing.add(key)
         await self._write_slots.acquire()
         settles = fleet if decision.outcome == "nominated" else None
