@@ -24,6 +24,7 @@ from controller.model import Decision, InFlight, WorkloadView
 from controller.policy import FitMemo, InFlightIndex, decide
 from controller.settings import Settings
 from controller.workloads import (
+    COMPONENT_INDEX,
     Eligibility,
     MalformedWorkload,
     eligibility,
@@ -160,12 +161,27 @@ class Dispatcher:
                 self._forget(key)
             elif not self._is_echo(key, obj):
                 self.enqueue(key)
+            self._enqueue_primary(obj)
         else:
             # Coalesced: worker queues change on every admission; looking at every pending
             # workload once per change would be a storm. The resync loop does it soon.
             self._fleet_changed = True
             if source == "policies":
                 self._policies_changed.set()
+
+    def _enqueue_primary(self, obj: dict[str, Any]) -> None:
+        """A LeaderWorkerSet's group came or went: its primary's demand changed, so the
+        primary is decided again (while it waits for a cluster)."""
+        index = ((obj.get("metadata") or {}).get("annotations") or {}).get(COMPONENT_INDEX)
+        group = group_of(obj) if index not in (None, "0") else None
+        if group is None:
+            return
+        for key, member in self.state.workloads.store.items():
+            annotations = (member.get("metadata") or {}).get("annotations") or {}
+            if annotations.get(COMPONENT_INDEX) == "0" and group_of(member) == group:
+                if not (member.get("status") or {}).get("clusterName"):
+                    self.enqueue(key)
+                return
 
     def enqueue(self, key: str) -> None:
         self.later.pop(key, None)

@@ -192,6 +192,19 @@ async def test_a_leader_worker_set_is_placed_for_all_its_groups(fleet: Fleet) ->
     assert patches(fleet, "lws-1") == [] and patches(fleet, "lws-2") == []
 
 
+@fleet_test({"w1": {"cpu": "16", "reserved": "8"}, "w2": {"cpu": "4"}})
+async def test_groups_added_before_admission_count_for_the_primary(fleet: Fleet) -> None:
+    """The set scales before its primary is admitted: the primary, nominated to w2 for its
+    own group, is decided again for all three. w2 can never hold them (4 cpu), so it
+    leaves; w1 takes its place."""
+    await fleet.run_controller()
+    fleet.manager.put(WORKLOADS, _lws_group(0, "2"))
+    assert await until(lambda: fleet.nominations("lws-0")) == ["w2"]
+    for index in (1, 2):
+        fleet.manager.put(WORKLOADS, _lws_group(index, "2"))
+    assert await until(lambda: fleet.nominations("lws-0") == ["w1"])
+
+
 @fleet_test(TWO)
 async def test_acts_only_when_kueue_says_the_workload_waits_for_a_cluster(fleet: Fleet) -> None:
     await fleet.run_controller()
