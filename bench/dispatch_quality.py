@@ -31,7 +31,12 @@ END = "<!-- dispatch-quality:end -->"
 
 def dispatchers() -> list[Dispatcher]:
     """Fresh dispatchers for one run: Kueue's two and the project's default policy."""
-    return [AllAtOnce(), Incremental(), OurPolicy(Policy(), "policy")]
+    return [
+        AllAtOnce(),
+        Incremental(),
+        OurPolicy(Policy(), "policy"),
+        OurPolicy(Policy(), "policy + blocked heads", see_blocked=True),
+    ]
 
 
 def percentile(values: list[float], p: float) -> float:
@@ -44,7 +49,11 @@ def percentile(values: list[float], p: float) -> float:
 
 def measure(sim: Sim) -> dict[str, float | list[float]]:
     wls = sim.wls
-    waits = [w.admitted_at - w.first_reserved for w in wls if w.admitted_at is not None and w.first_reserved is not None]
+    waits = [
+        w.admitted_at - w.first_reserved
+        for w in wls
+        if w.admitted_at is not None and w.first_reserved is not None
+    ]
     jobs: dict[str, list] = {}
     for w in wls:
         jobs.setdefault(w.job.name, []).append(w)
@@ -118,8 +127,10 @@ def targets(results: dict[str, tuple[Scenario, dict[str, dict]]]) -> str:
     for name, (sc, rows) in results.items():
         ours, aao, inc = rows["policy"], rows["AllAtOnce"], rows["Incremental"]
         ratio = ours["p95"] / aao["p95"] if aao["p95"] else math.inf
-        pre = ours["preemptions"] / aao["preemptions"] if aao["preemptions"] else (
-            0.0 if not ours["preemptions"] else math.inf
+        pre = (
+            ours["preemptions"] / aao["preemptions"]
+            if aao["preemptions"]
+            else (0.0 if not ours["preemptions"] else math.inf)
         )
         better = inc["p95"] / ours["p95"] if ours["p95"] else math.inf
         uneven = (

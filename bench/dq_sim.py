@@ -40,8 +40,16 @@ from datetime import UTC, datetime, timedelta
 
 from dq_trace import GPU, Job, Resources, Scenario, WorkerSpec, res
 
-from controller.model import FlavorCapacity, InFlight, Policy, QueueCapacity, WorkerView, WorkloadView
-from controller.policy import InFlightIndex, decide
+from controller import policy as real_policy
+from controller.model import (
+    FlavorCapacity,
+    InFlight,
+    Policy,
+    QueueCapacity,
+    WorkerView,
+    WorkloadView,
+)
+from controller.policy import InFlightIndex
 
 STEP = 3  # incrementaldispatcher.go DefaultStepSize
 ROUND = 300.0  # incrementaldispatcher.go incrementalDispatcherRoundTimeout
@@ -92,6 +100,7 @@ class Wl:
     copies: dict[str, Copy] = field(default_factory=dict)
     finished_at: float | None = None
     round: int = 0  # Incremental's rounds, to ignore a stale round timer
+    evictions: int = 0
 
     @property
     def requests(self) -> Resources:
@@ -206,7 +215,7 @@ def policy_nominate(
 ) -> tuple[str, ...]:
     """The one call into the project's policy: `controller.policy.decide`, and the in-flight
     demand recorded the way controller/dispatcher.py `_record_in_flight` does."""
-    decision = decide(view, clusters, workers, policy, in_flight, now)
+    decision = real_policy.decide(view, clusters, workers, policy, in_flight, now)
     if not decision.nominate:
         return ()  # the controller writes nothing then (a NoFeasibleCluster Event)
     in_flight.replace(
@@ -220,12 +229,28 @@ def policy_nominate(
     return decision.nominate
 
 
+def blocked(view: WorkerView) -> WorkerView:
+    """`view` with its ClusterQueue's quota all in use."""
+    queue = view.queues[CQ]
+    groups = tuple(
+        tuple(FlavorCapacity(f.name, f.nominal, f.nominal) for f in g) for g in queue.groups
+    )
+    full = QueueCapacity(CQ, groups, queue.pending)
+    return WorkerView(view.name, True, True, "", {}, view.local_queues, {CQ: full})
+
+
 class OurPolicy(Dispatcher):
     refreshes = True
 
-    def __init__(self, policy: Policy | None = None, name: str = "policy") -> None:
+    def __init__(
+        self, policy: Policy | None = None, name: str = "policy", see_blocked: bool = False
+    ) -> None:
         self.policy = policy or Policy()
         self.name = name
+        # A prototype, not the controller's behaviour: a StrictFIFO ClusterQueue with a
+        # workload pending ahead (its status.pendingWorkloads, less our own copy) admits
+        # nothing new until that head is admitted, so it is shown to the policy as full.
+        self.see_blocked = see_blocked
         self.in_flight = InFlightIndex()
 
     def nominate(self, sim: Sim, wl: Wl) -> tuple[str, ...]:
@@ -240,7 +265,18 @@ class OurPolicy(Dispatcher):
             wl.job.priority,
         )
         now = EPOCH + timedelta(seconds=sim.now)
-        chosen = policy_nominate(view, sim.clusters, sim.snapshot, self.policy, self.in_flight, now)
+        workers = sim.snapshot
+        if self.see_blocked:
+            workers = {
+                name: blocked(v)
+                if sim.strict(name)
+                and v.queues[CQ].pending
+                - (name in wl.copies and wl.copies[name].admitted_at is None)
+                > 0
+                else v
+                for name, v in workers.items()
+            }
+        chosen = policy_nominate(view, sim.clusters, workers, self.policy, self.in_flight, now)
         return chosen or wl.nominated
 
     def done(self, wl: Wl) -> None:
@@ -275,8 +311,14 @@ class Sim:
         for job in scenario.jobs:
             self.at(job.arrival, "arrive", job)
         for local in scenario.local:
-            copy = Copy(f"local/{next(self.seq)}", local.worker, local.requests, local.priority,
-                        local.arrival, local.duration)
+            copy = Copy(
+                f"local/{next(self.seq)}",
+                local.worker,
+                local.requests,
+                local.priority,
+                local.arrival,
+                local.duration,
+            )
             self.at(local.arrival, "local", copy)
         if dispatcher.refreshes:
             self.at(0.0, "refresh", None)
@@ -320,7 +362,10 @@ class Sim:
         self.manager_queue.sort(key=lambda w: (-w.job.priority, w.arrival, w.order))
         waiting = []
         for wl in self.manager_queue:
-            if all(self.manager_used.get(r, 0) + a <= self.quota.get(r, 0) for r, a in wl.requests.items()):
+            if all(
+                self.manager_used.get(r, 0) + a <= self.quota.get(r, 0)
+                for r, a in wl.requests.items()
+            ):
                 for r, a in wl.requests.items():
                     self.manager_used[r] = self.manager_used.get(r, 0) + a
                 wl.reserved_at = self.now
@@ -369,8 +414,9 @@ class Sim:
                 self._delete_copy(wl.copies.pop(cluster))
         for cluster in chosen:
             if cluster not in wl.copies:
-                copy = Copy(wl.key, cluster, wl.requests, wl.job.priority, self.now,
-                            wl.job.duration, wl)
+                copy = Copy(
+                    wl.key, cluster, wl.requests, wl.job.priority, self.now, wl.job.duration, wl
+                )
                 wl.copies[cluster] = copy
                 self.stats.copies += 1
                 self.workers[cluster].pending.append(copy)
@@ -421,6 +467,7 @@ class Sim:
     def _evicted(self, wl: Wl) -> None:
         """Its copy was evicted on the worker: Retry, evicted on the manager, requeued."""
         self.stats.evictions += 1
+        wl.evictions += 1
         self.waiting.pop(wl.key, None)
         for cluster in list(wl.copies):
             self._delete_copy(wl.copies.pop(cluster))
@@ -440,6 +487,9 @@ class Sim:
             self._dispatch(wl)
 
     # --- the dispatcher's view ----------------------------------------------------------------
+    def strict(self, name: str) -> bool:
+        return self.workers[name].spec.queueing == "StrictFIFO"
+
     def _take_snapshot(self) -> None:
         self.snapshot = {name: w.view() for name, w in self.workers.items()}
 
@@ -452,9 +502,13 @@ class Sim:
             self._take_snapshot()
         widen = self.d.policy.widen_after_seconds if isinstance(self.d, OurPolicy) else 0
         for wl in list(self.waiting.values()):
-            due = widen and wl.nominated_at is not None and (
-                (self.now - wl.nominated_at) % widen < self.s.staleness
-                and self.now - wl.nominated_at >= widen
+            due = (
+                widen
+                and wl.nominated_at is not None
+                and (
+                    (self.now - wl.nominated_at) % widen < self.s.staleness
+                    and self.now - wl.nominated_at >= widen
+                )
             )
             if changed or due or not wl.nominated:
                 self._dispatch(wl)
@@ -534,8 +588,15 @@ class Sim:
             else:
                 # Local work, or a copy that had not won yet: requeued on this worker.
                 victim.alive = False
-                requeued = Copy(victim.key, victim.worker, victim.requests, victim.priority,
-                                victim.created, victim.duration, victim.owner)
+                requeued = Copy(
+                    victim.key,
+                    victim.worker,
+                    victim.requests,
+                    victim.priority,
+                    victim.created,
+                    victim.duration,
+                    victim.owner,
+                )
                 worker.pending.append(requeued)
                 if victim.owner is not None:
                     victim.owner.copies[worker.spec.name] = requeued

@@ -125,9 +125,7 @@ def fleet(n: int, gpu_workers: tuple[int, ...] = (), cpu: int = 64) -> tuple[Wor
     )
 
 
-def local_work(
-    rng: random.Random, worker: WorkerSpec, load: float, hours: float
-) -> list[LocalJob]:
+def local_work(rng: random.Random, worker: WorkerSpec, load: float, hours: float) -> list[LocalJob]:
     """Local jobs loading `worker` to about `load` of its cores over `hours`."""
     out: list[LocalJob] = []
     mean_core_s = 4.0 * 1.38 * 1200.0  # 4 cores x log-normal mean
@@ -189,7 +187,9 @@ def scenario(name: str, seed: int = 15) -> Scenario:
     if name == "saturated-worker":
         workers = fleet(10)
         local = [
-            j for w in workers for j in local_work(rng, w, 1.3 if w.name < "worker-03" else 0.2, HOURS)
+            j
+            for w in workers
+            for j in local_work(rng, w, 1.3 if w.name < "worker-03" else 0.2, HOURS)
         ]
         jobs = jobs_poisson(rng, 7 * 64, HOURS, False, 0.6)
         about = (
@@ -224,10 +224,7 @@ class TraceError(ValueError):
 
 def _cell(path: Path, line: int, column: str, text: str) -> float:
     try:
-        if column in ("cpu", "memory"):
-            value = milli(text) / MILLI
-        else:
-            value = float(text)
+        value = milli(text) / MILLI if column in ("cpu", "memory") else float(text)
     except (ValueError, ArithmeticError):
         value = math.nan
     examples = {"cpu": "2 or 500m", "memory": "8Gi", "gpu": "0", "pods": "1"}
@@ -246,7 +243,9 @@ def read_csv(path: Path, workers: tuple[WorkerSpec, ...], name: str = "") -> Sce
     try:
         text = path.read_text()
     except OSError as exc:
-        raise TraceError(f"{path}: cannot read it ({exc.strerror}); give an existing CSV file")
+        raise TraceError(
+            f"{path}: cannot read it ({exc.strerror}); give an existing CSV file"
+        ) from None
     rows = list(csv.reader(text.splitlines()))
     header = [c.strip() for c in rows[0]] if rows else []
     if tuple(header) != CSV_COLUMNS:
@@ -272,7 +271,14 @@ def read_csv(path: Path, workers: tuple[WorkerSpec, ...], name: str = "") -> Sce
         requests = res(v["cpu"] * pods, v["memory"] * pods / (1024**3), int(v["gpu"]) * pods)
         kind = "gpu" if v["gpu"] else "multi" if pods > 1 else "cpu"
         jobs.append(
-            Job(f"job-{len(jobs):04}", v["arrival"], requests, v["duration"], int(v["priority"]), kind)
+            Job(
+                f"job-{len(jobs):04}",
+                v["arrival"],
+                requests,
+                v["duration"],
+                int(v["priority"]),
+                kind,
+            )
         )
     jobs.sort(key=lambda j: j.arrival)
     return Scenario(name or path.stem, f"replay of {path.name}", workers, tuple(jobs))
