@@ -191,7 +191,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scenarios", nargs="*", default=list(SCENARIOS), choices=SCENARIOS)
     parser.add_argument("--seed", type=int, default=15)
     parser.add_argument("--csv", type=Path, help="replay this trace as well")
-    parser.add_argument("--csv-workers", type=int, default=10)
+    parser.add_argument(
+        "--csv-workers", type=int, default=10, help="64 cores each, 16 GPUs on every third"
+    )
     parser.add_argument("--staleness", type=float, default=Settings.staleness)
     parser.add_argument("--admission-delay", type=float, default=Settings.admission_delay)
     parser.add_argument("--chart", type=Path, default=ROOT / "bench" / "dispatch_quality.png")
@@ -201,7 +203,8 @@ def main(argv: list[str] | None = None) -> int:
     chosen = [scenario(n, args.seed) for n in args.scenarios]
     if args.csv:
         try:
-            chosen.append(read_csv(args.csv, fleet(args.csv_workers)))
+            workers = fleet(args.csv_workers, gpu_workers=tuple(range(0, args.csv_workers, 3)))
+            chosen.append(read_csv(args.csv, workers))
         except TraceError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2

@@ -37,6 +37,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from dq_trace import GPU, Job, Resources, Scenario, WorkerSpec, res
 
@@ -327,13 +328,13 @@ class Sim:
         heapq.heappush(self.events, (t, next(self.seq), kind, payload))
 
     def run(self) -> Sim:
-        handlers: dict[str, Callable[[object], None]] = {
-            "arrive": self._arrive,  # type: ignore[dict-item]
-            "local": self._local,  # type: ignore[dict-item]
-            "pass": self._pass,  # type: ignore[dict-item]
-            "sync": self._sync,  # type: ignore[dict-item]
-            "finish": self._finish,  # type: ignore[dict-item]
-            "round": self._round,  # type: ignore[dict-item]
+        handlers: dict[str, Callable[[Any], None]] = {
+            "arrive": self._arrive,
+            "local": self._local,
+            "pass": self._pass,
+            "sync": self._sync,
+            "finish": self._finish,
+            "round": self._round,
             "refresh": self._refresh,
         }
         while self.events:
