@@ -29,13 +29,17 @@ BEGIN = "<!-- dispatch-quality:begin (written by bench/dispatch_quality.py) -->"
 END = "<!-- dispatch-quality:end -->"
 
 
+KUEUE = ("AllAtOnce", "Incremental")
+
+
 def dispatchers() -> list[Dispatcher]:
     """Fresh dispatchers for one run: Kueue's two and the project's default policy."""
-    return [
+    return [  # Kueue's first (the KUEUE names), then ours
         AllAtOnce(),
         Incremental(),
         OurPolicy(Policy(), "policy"),
-        OurPolicy(Policy(), "policy + blocked heads", see_blocked=True),
+        # The improvements measured for the lead (BENCHMARKS.md section 4), not the default.
+        OurPolicy(Policy(widen_after_seconds=60), "prototype", see_blocked=True),
     ]
 
 
@@ -113,11 +117,11 @@ def table(sc: Scenario, rows: dict[str, dict]) -> str:
     return "\n".join(out)
 
 
-def targets(results: dict[str, tuple[Scenario, dict[str, dict]]]) -> str:
-    """The issue's targets for the default policy, met or not, per scenario."""
+def targets(results: dict[str, tuple[Scenario, dict[str, dict]]], row: str = "policy") -> str:
+    """The issue's targets for one of our rows, met or not, per scenario."""
     out = [
-        "| scenario | P95 policy / AllAtOnce (≤ 1.10) | copies/wl (≤ 1.2) | "
-        "preemptions policy / AllAtOnce (≤ 0.20) | P95 Incremental / policy (≥ 2, uneven) |",
+        f"| scenario | P95 {row} / AllAtOnce (≤ 1.10) | copies/wl (≤ 1.2) | "
+        f"preemptions {row} / AllAtOnce (≤ 0.20) | P95 Incremental / {row} (≥ 2, uneven) |",
         "|---|---:|---:|---:|---:|",
     ]
 
@@ -125,7 +129,7 @@ def targets(results: dict[str, tuple[Scenario, dict[str, dict]]]) -> str:
         return "met" if ok else "**missed**"
 
     for name, (sc, rows) in results.items():
-        ours, aao, inc = rows["policy"], rows["AllAtOnce"], rows["Incremental"]
+        ours, aao, inc = rows[row], rows["AllAtOnce"], rows["Incremental"]
         ratio = ours["p95"] / aao["p95"] if aao["p95"] else math.inf
         pre = (
             ours["preemptions"] / aao["preemptions"]
@@ -212,7 +216,9 @@ def main(argv: list[str] | None = None) -> int:
     for sc in chosen:
         results[sc.name] = (sc, run_scenario(sc, settings))
         print(table(sc, results[sc.name][1]) + "\n", flush=True)
-    summary = targets(results)
+    summary = "\n\n".join(
+        targets(results, row) for row in next(iter(results.values()))[1] if row not in KUEUE
+    )
     print(summary)
     chart(results, args.chart)
     print(f"\nchart: {args.chart}")
