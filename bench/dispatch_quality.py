@@ -1,5 +1,6 @@
 """Dispatch quality: our policy beside Kueue's AllAtOnce and Incremental dispatchers, on the
-same seeded traces of a simulated MultiKueue fleet (bench/dq_sim.py, bench/dq_trace.py).
+same seeded traces of a simulated MultiKueue fleet (bench/dq_sim.py, bench/dq_dispatchers.py,
+bench/dq_trace.py).
 
     .venv/bin/python bench/dispatch_quality.py [--scenarios balanced-3 bursts ...]
         [--csv my-trace.csv --csv-workers 10] [--chart bench/dispatch_quality.png]
@@ -17,9 +18,12 @@ import math
 import sys
 from pathlib import Path
 
+# The bench modules beside this file, and the project (controller/) above it.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from dq_sim import AllAtOnce, Dispatcher, Incremental, OurPolicy, Settings, Sim
+from dq_dispatchers import AllAtOnce, Dispatcher, Incremental, OurPolicy
+from dq_sim import Settings, Sim
 from dq_trace import SCENARIOS, Scenario, TraceError, fleet, read_csv, scenario
 
 from controller.model import Policy

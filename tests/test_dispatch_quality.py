@@ -13,7 +13,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import dispatch_quality  # noqa: E402
 import dq_sim  # noqa: E402
-from dq_sim import AllAtOnce, Incremental, OurPolicy, Settings, Sim, Worker  # noqa: E402
+from dq_dispatchers import AllAtOnce, Dispatcher, Incremental, OurPolicy  # noqa: E402
+from dq_sim import Settings, Sim, Worker  # noqa: E402
 from dq_trace import (  # noqa: E402
     Job,
     LocalJob,
@@ -52,14 +53,14 @@ def small(n: int = 4, jobs: int = 30) -> Scenario:
 
 
 @pytest.fixture(params=["AllAtOnce", "Incremental", "policy"])
-def dispatcher(request: pytest.FixtureRequest) -> dq_sim.Dispatcher:
+def dispatcher(request: pytest.FixtureRequest) -> Dispatcher:
     return {"AllAtOnce": AllAtOnce, "Incremental": Incremental, "policy": OurPolicy}[
         request.param
     ]()
 
 
 def test_quota_is_never_over_committed_on_a_worker(
-    dispatcher: dq_sim.Dispatcher, monkeypatch: pytest.MonkeyPatch
+    dispatcher: Dispatcher, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     charged = Worker.charge
     checked = []
@@ -78,7 +79,7 @@ def test_quota_is_never_over_committed_on_a_worker(
 
 
 def test_every_admitted_workload_is_admitted_once_per_eviction(
-    dispatcher: dq_sim.Dispatcher,
+    dispatcher: Dispatcher,
 ) -> None:
     sim = Sim(small(), dispatcher, Settings()).run()
     admissions: dict[str, list[str]] = {}
