@@ -43,7 +43,7 @@ def dispatchers() -> list[Dispatcher]:
         Incremental(),
         OurPolicy(Policy(), "policy"),
         # The improvements measured for the lead (BENCHMARKS.md section 4), not the default.
-        OurPolicy(Policy(widen_after_seconds=60), "prototype", see_blocked=True),
+        OurPolicy(Policy(), "prototype", prototype=True),
     ]
 
 

@@ -367,6 +367,9 @@ class Sim:
     def strict(self, name: str) -> bool:
         return self.workers[name].spec.queueing == "StrictFIFO"
 
+    def preempts(self, name: str) -> bool:
+        return self.workers[name].spec.preemption != "Never"
+
     def _take_snapshot(self) -> None:
         self.snapshot = {name: w.view() for name, w in self.workers.items()}
 
