@@ -216,6 +216,9 @@ def main(argv: list[str] | None = None) -> int:
         except TraceError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
+    if not chosen:
+        print("error: nothing to run; name --scenarios or give --csv FILE", file=sys.stderr)
+        return 2
     results = {}
     for sc in chosen:
         results[sc.name] = (sc, run_scenario(sc, settings))

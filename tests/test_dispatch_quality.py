@@ -195,6 +195,13 @@ def test_a_bad_trace_is_one_line_on_the_command_line(
     assert err.count("\n") == 1 and "trace.csv:1: the header is nope" in err
 
 
+def test_nothing_to_run_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert dispatch_quality.main(["--scenarios"]) == 2
+    assert capsys.readouterr().err == (
+        "error: nothing to run; name --scenarios or give --csv FILE\n"
+    )
+
+
 def test_the_command_writes_tables_targets_and_a_chart(tmp_path: Path) -> None:
     """The whole report on a tiny trace: every dispatcher has a row, the chart is a PNG."""
     path = tmp_path / "trace.csv"
