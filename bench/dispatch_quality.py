@@ -207,6 +207,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--chart", type=Path, default=ROOT / "bench" / "dispatch_quality.png")
     parser.add_argument("--write-benchmarks", action="store_true")
     args = parser.parse_args(argv)
+    if args.staleness <= 0 or args.admission_delay < 0 or args.csv_workers < 1:
+        print(
+            "error: --staleness must be more than 0 s, --admission-delay at least 0 s and "
+            "--csv-workers at least 1",
+            file=sys.stderr,
+        )
+        return 2
     settings = Settings(admission_delay=args.admission_delay, staleness=args.staleness)
     chosen = [scenario(n, args.seed) for n in args.scenarios]
     if args.csv:

@@ -195,11 +195,20 @@ def test_a_bad_trace_is_one_line_on_the_command_line(
     assert err.count("\n") == 1 and "trace.csv:1: the header is nope" in err
 
 
-def test_nothing_to_run_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
-    assert dispatch_quality.main(["--scenarios"]) == 2
-    assert capsys.readouterr().err == (
-        "error: nothing to run; name --scenarios or give --csv FILE\n"
-    )
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--scenarios"], "error: nothing to run; name --scenarios or give --csv FILE\n"),
+        (["--staleness", "0"], "error: --staleness must be more than 0 s"),
+        (["--csv-workers", "0"], "--csv-workers at least 1\n"),
+    ],
+)
+def test_bad_options_are_one_line(
+    args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert dispatch_quality.main(args) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
 
 
 def test_the_command_writes_tables_targets_and_a_chart(tmp_path: Path) -> None:
