@@ -20,7 +20,7 @@ import csv
 import math
 import random
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -83,7 +83,6 @@ class Scenario:
     jobs: tuple[Job, ...]
     local: tuple[LocalJob, ...] = ()
     uneven: bool = False  # workers unevenly loaded: the "2x better than Incremental" target
-    settings: dict[str, float] = field(default_factory=dict)
 
 
 def run_time(rng: random.Random, median: float = 1200.0) -> float:
