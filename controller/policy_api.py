@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, Field, ValidationError
 
 from controller.model import MAX_NOMINATIONS, STRATEGIES, WHEN_NOTHING_FITS, Policy
+from controller.typed import OBJECT_NAME, DnsSubdomain, LabelKey, Strict, problems
 
 GROUP = "dispatch.multikueue-fleet.io"
 VERSION = "v1alpha1"
@@ -24,13 +27,130 @@ _UNIT = {"ms": 0.001, "s": 1, "m": 60, "h": 3600}
 
 
 class InvalidPolicy(ValueError):
-    pass
+    """A DispatchPolicy spec (or the settings' defaultPolicy) that cannot be used: one line
+    per mistake, each naming the field, what is wrong and the fix."""
+
+    def __init__(self, lines: list[str]) -> None:
+        self.lines = lines
+        super().__init__("\n".join(lines))
 
 
 def seconds(text: str) -> float:
     if not _DURATION.match(text):
-        raise InvalidPolicy(f"'{text}' is not a duration like 30s, 5m or 1h")
+        raise ValueError(f"'{text}' is not a duration like 30s, 5m or 1h")
     return sum(float(n) * _UNIT[u] for n, _, u in re.findall(r"(\d+(\.\d+)?)(ms|s|m|h)", text))
+
+
+def _duration(text: str) -> str:
+    seconds(text)
+    return text
+
+
+def _one_of(choices: tuple[str, ...]) -> AfterValidator:
+    def check(value: str) -> str:
+        if value not in choices:
+            raise ValueError(f"not one of {', '.join(choices)}")
+        return value
+
+    return AfterValidator(check)
+
+
+def _order_by(value: str) -> str:
+    if value not in ("name", "created") and not (
+        value.startswith("label:") and len(value) > len("label:")
+    ):
+        raise ValueError("not name, created or label:<key>")
+    return value
+
+
+Duration = Annotated[str, AfterValidator(_duration)]
+
+# What a right value looks like, per key: the fix each error message gives.
+FIXES = {
+    "strategy": f"one of {', '.join(STRATEGIES)}",
+    "whenNothingFits": f"one of {', '.join(WHEN_NOTHING_FITS)}",
+    "clustersToNominate": f"a whole number from 1 to {MAX_NOMINATIONS} (Kueue's limit)",
+    "widenAfter": "a duration like 30s, 5m or 1h30m",
+    "drainTimeout": "a duration like 30s, 5m or 1h30m",
+    "clusterQueues": f"a list of ClusterQueue names, each {OBJECT_NAME}",
+    "matchLabels": "a mapping of label keys to string values (quote numbers and booleans)",
+    "multiKueueConfig": f"the MultiKueueConfig the clusters join ({OBJECT_NAME})",
+    "orderBy": "name, created or label:<key>",
+    "accessProvider": "the name of a ClusterProfile access provider",
+    "requiredProperties": "a list of ClusterProfile property names",
+}
+
+
+class LabelSelector(Strict):
+    match_labels: dict[LabelKey, str] | None = None
+
+
+class InventoryFields(Strict):
+    """`spec.inventory` of a DispatchPolicy."""
+
+    multi_kueue_config: DnsSubdomain
+    selector: LabelSelector | None = None
+    access_provider: str | None = None
+    required_properties: list[str] | None = None
+    order_by: Annotated[str, AfterValidator(_order_by)] = "name"
+    drain_timeout: Duration = "1h"
+
+
+class PolicySpec(Strict):
+    """`spec` of a DispatchPolicy, and the settings file's `defaultPolicy`."""
+
+    cluster_queues: list[DnsSubdomain] | None = None
+    cluster_selector: LabelSelector | None = None
+    strategy: Annotated[str, _one_of(STRATEGIES)] = "MostFreeQuota"
+    clusters_to_nominate: Annotated[int, Field(ge=1, le=MAX_NOMINATIONS)] = 1
+    widen_after: Duration = "5m"
+    when_nothing_fits: Annotated[str, _one_of(WHEN_NOTHING_FITS)] = "WaitOnBest"
+    inventory: InventoryFields | None = None
+
+    def policy(self, name: str) -> Policy:
+        return Policy(
+            name=name,
+            cluster_selector=dict((self.cluster_selector or LabelSelector()).match_labels or {}),
+            strategy=self.strategy,
+            clusters_to_nominate=self.clusters_to_nominate,
+            widen_after_seconds=seconds(self.widen_after),
+            when_nothing_fits=self.when_nothing_fits,
+        )
+
+
+@dataclass(frozen=True)
+class InventorySpec:
+    policy: str
+    config: str  # the MultiKueueConfig the clusters join
+    selector: dict[str, str] = field(default_factory=dict)
+    access_provider: str | None = None
+    required_properties: tuple[str, ...] = ()
+    order_by: str = "name"  # "name", "created", or "label:<key>"
+    drain_timeout_seconds: float = 3600.0
+
+
+def _inventory_spec(policy: str, raw: InventoryFields) -> InventorySpec:
+    return InventorySpec(
+        policy=policy,
+        config=raw.multi_kueue_config,
+        selector=dict((raw.selector or LabelSelector()).match_labels or {}),
+        access_provider=raw.access_provider,
+        required_properties=tuple(raw.required_properties or ()),
+        order_by=raw.order_by,
+        drain_timeout_seconds=seconds(raw.drain_timeout),
+    )
+
+
+def parse_inventory(policy: str, raw: Any) -> InventorySpec | None:
+    """The policy's `spec.inventory`, None when absent; InvalidPolicy says what is wrong."""
+    if raw is None:
+        return None
+    try:
+        fields = InventoryFields.model_validate(raw)
+    except ValidationError as exc:
+        where = f"DispatchPolicy {policy}: spec.inventory"
+        raise InvalidPolicy(problems(exc, InventoryFields, where, FIXES)) from None
+    return _inventory_spec(policy, fields)
 
 
 def crd() -> dict[str, Any]:
@@ -176,40 +296,15 @@ def policy_object(name: str, policy: Policy, cluster_queues: Iterable[str] = ())
 
 
 def parse(obj: Mapping[str, Any]) -> tuple[Policy, tuple[str, ...]]:
-    """The policy and the ClusterQueues it names; InvalidPolicy says what is wrong."""
+    """The policy and the ClusterQueues it names; InvalidPolicy says what is wrong, one line
+    per mistake: "DispatchPolicy <name>: spec.<field>: <what>; fix: <how>"."""
     name = (obj.get("metadata") or {}).get("name", "")
-    spec = obj.get("spec") or {}
-    if not isinstance(spec, Mapping):
-        raise InvalidPolicy("spec must be a mapping")
-    strategy = spec.get("strategy", "MostFreeQuota")
-    if strategy not in STRATEGIES:
-        raise InvalidPolicy(f"strategy '{strategy}' is not one of {', '.join(STRATEGIES)}")
-    fallback = spec.get("whenNothingFits", "WaitOnBest")
-    if fallback not in WHEN_NOTHING_FITS:
-        raise InvalidPolicy(
-            f"whenNothingFits '{fallback}' is not one of {', '.join(WHEN_NOTHING_FITS)}"
-        )
-    count = spec.get("clustersToNominate", 1)
-    if not isinstance(count, int) or isinstance(count, bool) or not 1 <= count <= MAX_NOMINATIONS:
-        raise InvalidPolicy(f"clustersToNominate must be 1 to {MAX_NOMINATIONS}, got {count!r}")
-    selector = (spec.get("clusterSelector") or {}).get("matchLabels") or {}
-    if not isinstance(selector, Mapping) or not all(isinstance(v, str) for v in selector.values()):
-        raise InvalidPolicy("clusterSelector.matchLabels must map label keys to strings")
-    queues = spec.get("clusterQueues") or []
-    if not isinstance(queues, list) or not all(isinstance(q, str) for q in queues):
-        raise InvalidPolicy("clusterQueues must be a list of names")
-    from controller.inventory import parse_inventory  # the inventory builds on this module
-
-    parse_inventory(name, spec.get("inventory"))  # refused here, reported as Ready=False
-    policy = Policy(
-        name=name,
-        cluster_selector=dict(selector),
-        strategy=strategy,
-        clusters_to_nominate=count,
-        widen_after_seconds=seconds(str(spec.get("widenAfter", "5m"))),
-        when_nothing_fits=fallback,
-    )
-    return policy, tuple(queues)
+    try:
+        spec = PolicySpec.model_validate(obj.get("spec") or {})
+    except ValidationError as exc:
+        where = f"DispatchPolicy {name}: spec"
+        raise InvalidPolicy(problems(exc, PolicySpec, where, FIXES)) from None
+    return spec.policy(name), tuple(spec.cluster_queues or ())
 
 
 @dataclass(frozen=True)
