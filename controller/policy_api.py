@@ -217,12 +217,43 @@ def crd() -> dict[str, Any]:
             },
         },
     }
+    # The status declares every field the controller writes (dispatcher.py: the Ready
+    # condition and observedGeneration; inventory.py: the InventoryReady condition and
+    # status.inventory): a real API server prunes what a structural schema does not declare,
+    # and the drain start times in status.inventory must survive a controller restart.
     condition = {
         "type": "object",
         "required": ["type", "status"],
         "properties": {
-            k: {"type": "string"}
-            for k in ("type", "status", "reason", "message", "lastTransitionTime")
+            "type": {"type": "string"},
+            "status": {"type": "string", "enum": ["True", "False", "Unknown"]},
+            "reason": {"type": "string"},
+            "message": {"type": "string"},
+            "lastTransitionTime": {"type": "string", "format": "date-time"},
+            "observedGeneration": {"type": "integer", "minimum": 0},
+        },
+    }
+    names = {"type": "array", "items": {"type": "string"}}
+    inventory_status = {
+        "type": "object",
+        "description": "The inventory's last step: clusters joined, draining (since when) "
+        "and left out over Kueue's limit of 20.",
+        "properties": {
+            "joined": names,
+            "draining": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "required": ["cluster", "since"],
+                    "properties": {
+                        "cluster": {"type": "string"},
+                        "since": {"type": "string", "format": "date-time"},
+                    },
+                },
+                "x-kubernetes-list-type": "map",
+                "x-kubernetes-list-map-keys": ["cluster"],
+            },
+            "overLimit": names,
         },
     }
     status_schema = {
@@ -235,6 +266,7 @@ def crd() -> dict[str, Any]:
                 "x-kubernetes-list-type": "map",
                 "x-kubernetes-list-map-keys": ["type"],
             },
+            "inventory": inventory_status,
         },
     }
     return {
