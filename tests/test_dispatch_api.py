@@ -136,3 +136,19 @@ def test_the_controller_stands_alone_in_its_image() -> None:
     for path in (ROOT / "controller").glob("*.py"):
         text = path.read_text()
         assert "import pulumi" not in text and "from components" not in text, path.name
+
+
+def test_selection_is_remembered_while_the_objects_stay_the_same() -> None:
+    def versioned(name: str, version: str, **spec: object) -> dict:
+        made = obj(name, **spec)
+        made["metadata"].update(uid=f"uid-{name}", resourceVersion=version)
+        return made
+
+    first = select([versioned("gpu", "1", clusterQueues=["training"])])
+    assert select([versioned("gpu", "1", clusterQueues=["training"])]) is first
+    changed = select([versioned("gpu", "2", clusterQueues=["training"], strategy="BestFit")])
+    assert changed is not first
+    assert changed.for_queue("training", Policy()).strategy == "BestFit"
+    # Without a uid and a resourceVersion nothing says two objects are equal: parsed again.
+    plain = [obj("gpu", clusterQueues=["training"])]
+    assert select(plain) is not select(plain)
