@@ -101,7 +101,7 @@ def _path(loc: tuple[Any, ...], prefix: str) -> str:
             text += f"[{part}]"
         elif part == "[key]" or (i + 1 < len(loc) and loc[i + 1] == "[key]"):
             continue  # a mapping's key: the message names it
-        elif not part.startswith("function-"):
+        else:
             text += f".{part}" if text else str(part)
     return text or "(top level)"
 
@@ -147,9 +147,10 @@ def problems(
             want = fixes.get(str(loc[-1]), "a value")
             lines.append(f"{where}: required and missing; fix: set {loc[-1]} to {want}")
             continue
-        message = _MESSAGES.get(error["type"], str(error["msg"]))
-        message = message.format(kind=type(error["input"]).__name__)
-        message = message.removeprefix("Value error, ")
+        if error["type"] in _MESSAGES:
+            message = _MESSAGES[error["type"]].format(kind=type(error["input"]).__name__)
+        else:
+            message = str(error["msg"]).removeprefix("Value error, ")
         message = message[0].lower() + message[1:]
         if not loc and error["type"] == "value_error":  # a rule across several keys
             lines.append(f"{where}: {message}; fix: change one of the values it names")

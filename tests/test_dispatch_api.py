@@ -42,6 +42,7 @@ def test_round_trip_of_a_policy() -> None:
         ({"widenAfter": "soon"}, "spec.widenAfter: 'soon' is refused: 'soon' is not a duration"),
         ({"clusterSelector": {"matchLabels": {"gpu": 1}}}, "matchLabels.gpu: 1 is refused"),
         ({"clusterSelector": {"matchLabels": {"a b": "x"}}}, "'a b' is not a label name"),
+        ({"clusterSelector": {"matchLabels": {"{x}": "y"}}}, "'{x}' is not a label name"),
         ({"clusterQueues": "training"}, "spec.clusterQueues: 'training' is refused"),
         ({"clusterQueues": ["cq\n"]}, r"spec.clusterQueues\[0\]: 'cq\\n' is refused"),
         ({"stratgy": "BestFit"}, r"spec.stratgy: unknown key \(did you mean 'strategy'"),
