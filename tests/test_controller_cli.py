@@ -87,6 +87,23 @@ def test_explain_against_a_closed_port_says_it_cannot_reach_the_manager(
     assert f"found through --kubeconfig {path}" in line
 
 
+def test_a_manager_that_never_answers_is_given_up_on(tmp_path: Path, home: Path) -> None:
+    """A listener that accepts connections and says nothing (a firewall, a hung server):
+    the bounded first request gives up instead of waiting for every watch to time out."""
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        port = silent.getsockname()[1]
+        path = tmp_path / "kubeconfig"
+        path.write_text(yaml.safe_dump(kubeconfig(f"https://127.0.0.1:{port}")))
+        result = controller(
+            home, "--kubeconfig", str(path), "explain", "ns/wl", "--connect-timeout", "1"
+        )
+    line = one_line_error(result)
+    assert line.startswith(f"cannot reach the manager at https://127.0.0.1:{port}: "), line
+    assert "no answer within 1s" in line
+
+
 def test_kubeconfig_in_the_environment_is_honoured(tmp_path: Path, home: Path) -> None:
     port = closed_port()
     path = tmp_path / "kubeconfig"
