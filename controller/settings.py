@@ -188,6 +188,30 @@ def parse_settings(raw: Any, source: str = "settings") -> Settings:
     return model.settings()
 
 
+class _UniqueKeys(yaml.SafeLoader):
+    """YAML as safe_load reads it, except that a key given twice in one mapping is an
+    error: plain YAML keeps the last value without a word."""
+
+
+def _mapping(loader: _UniqueKeys, node: yaml.MappingNode, deep: bool = False) -> Any:
+    seen: set[Any] = set()
+    for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":
+            continue  # `<<: *base`: keys merged in may be overridden here, as YAML intends
+        key = loader.construct_object(key_node, deep=deep)
+        if not isinstance(key, (str, int, float, bool)):
+            continue  # a list or mapping as a key: the model refuses it with its path
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"the key '{key}' is given twice", key_node.start_mark
+            )
+        seen.add(key)
+    return loader.construct_mapping(node, deep)
+
+
+_UniqueKeys.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping)
+
+
 def load_settings(path: str | Path | None) -> Settings:
     """The settings in the file at `path` (None: every default); SettingsError says what is
     wrong with it, one line per mistake."""
@@ -203,7 +227,7 @@ def load_settings(path: str | Path | None) -> Settings:
             ]
         ) from None
     try:
-        raw = yaml.safe_load(text)
+        raw = yaml.load(text, Loader=_UniqueKeys)  # a SafeLoader: plain data only
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""

@@ -122,6 +122,14 @@ def test_rules_across_keys(tmp_path: Path) -> None:
         ("a: [\n", "not valid YAML at line 2, column 1: "),
         ("\tnamespace: x\n", "not valid YAML at line 1, column 1: "),
         ("a: *nowhere\n", "not valid YAML at line 1, column 4: found undefined alias"),
+        (
+            "namespace: a\ninventory: true\nnamespace: b\n",
+            "not valid YAML at line 3, column 1: the key 'namespace' is given twice",
+        ),
+        (
+            "defaultPolicy:\n  strategy: BestFit\n  strategy: MostFreeQuota\n",
+            "not valid YAML at line 3, column 3: the key 'strategy' is given twice",
+        ),
     ],
 )
 def test_bad_yaml_says_where(tmp_path: Path, text: str, what: str) -> None:
@@ -156,6 +164,16 @@ def test_a_good_file_and_the_defaults(tmp_path: Path) -> None:
         "w1-token",
         "secretreader",
     )
+
+
+def test_yaml_merge_keys_still_work(tmp_path: Path) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text(
+        "defaultPolicy:\n  <<: {strategy: BestFit, clustersToNominate: 3}\n"
+        "  clustersToNominate: 2\n"
+    )
+    policy = load_settings(path).default_policy
+    assert (policy.strategy, policy.clusters_to_nominate) == ("BestFit", 2)
 
 
 def rendered_settings(objects: list[dict]) -> str:
