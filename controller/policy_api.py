@@ -30,9 +30,9 @@ class InvalidPolicy(ValueError):
     """A DispatchPolicy spec (or the settings' defaultPolicy) that cannot be used: one line
     per mistake, each naming the field, what is wrong and the fix."""
 
-    def __init__(self, lines: list[str]) -> None:
-        self.lines = lines
-        super().__init__("\n".join(lines))
+    def __init__(self, lines: list[str] | str) -> None:
+        self.lines = [lines] if isinstance(lines, str) else lines
+        super().__init__("\n".join(self.lines))
 
 
 def seconds(text: str) -> float:
