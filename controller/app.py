@@ -114,7 +114,16 @@ async def explain(manager: Kube, settings: Settings, key: str, timeout: float = 
     state = dispatcher.state
     await state.start()
     try:
-        await state.wait_synced(timeout)
+        try:
+            await state.wait_synced(timeout)
+        except TimeoutError:
+            # Say which lists are missing and why (a 404: the CRD is not installed).
+            waiting = [
+                f"{r.kind.plural} ({r.last_error})"
+                for r in state.reflectors
+                if not r.synced.is_set()
+            ]
+            raise TimeoutError(", ".join(waiting)) from None
         await state.wait_workers(timeout)
         return _table(dispatcher, key)
     finally:

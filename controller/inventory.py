@@ -20,44 +20,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+# The spec is parsed with the rest of the DispatchPolicy (policy_api); planning is here.
 from controller.model import MAX_NOMINATIONS
-from controller.policy_api import InvalidPolicy, seconds
+from controller.policy_api import InvalidPolicy, InventorySpec, parse_inventory
 
 OWNER_LABEL = "multikueue-fleet/inventory-owner"
 OWNER = "multikueue-fleet-dispatcher"
 STACK_LABEL = "app.kubernetes.io/managed-by"
-
-
-@dataclass(frozen=True)
-class InventorySpec:
-    policy: str
-    config: str  # the MultiKueueConfig the clusters join
-    selector: dict[str, str] = field(default_factory=dict)
-    access_provider: str | None = None
-    required_properties: tuple[str, ...] = ()
-    order_by: str = "name"  # "name", "created", or "label:<key>"
-    drain_timeout_seconds: float = 3600.0
-
-
-def parse_inventory(policy: str, raw: Any) -> InventorySpec | None:
-    """The policy's `spec.inventory`, None when absent; InvalidPolicy says what is wrong."""
-    if raw is None:
-        return None
-    if not isinstance(raw, Mapping) or not isinstance(raw.get("multiKueueConfig"), str):
-        raise InvalidPolicy("inventory.multiKueueConfig (the config the clusters join) is required")
-    order = raw.get("orderBy", "name")
-    if order not in ("name", "created") and not str(order).startswith("label:"):
-        raise InvalidPolicy(f"inventory.orderBy '{order}' is not name, created or label:<key>")
-    selector = (raw.get("selector") or {}).get("matchLabels") or {}
-    return InventorySpec(
-        policy=policy,
-        config=raw["multiKueueConfig"],
-        selector=dict(selector),
-        access_provider=raw.get("accessProvider"),
-        required_properties=tuple(raw.get("requiredProperties") or ()),
-        order_by=str(order),
-        drain_timeout_seconds=seconds(str(raw.get("drainTimeout", "1h"))),
-    )
 
 
 def ours(obj: Mapping[str, Any] | None) -> bool:

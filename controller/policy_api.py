@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, Field, ValidationError
 
 from controller.model import MAX_NOMINATIONS, STRATEGIES, WHEN_NOTHING_FITS, Policy
+from controller.typed import OBJECT_NAME, DnsSubdomain, LabelKey, Strict, problems
 
 GROUP = "dispatch.multikueue-fleet.io"
 VERSION = "v1alpha1"
@@ -24,13 +27,130 @@ _UNIT = {"ms": 0.001, "s": 1, "m": 60, "h": 3600}
 
 
 class InvalidPolicy(ValueError):
-    pass
+    """A DispatchPolicy spec (or the settings' defaultPolicy) that cannot be used: one line
+    per mistake, each naming the field, what is wrong and the fix."""
+
+    def __init__(self, lines: list[str] | str) -> None:
+        self.lines = [lines] if isinstance(lines, str) else lines
+        super().__init__("\n".join(self.lines))
 
 
 def seconds(text: str) -> float:
     if not _DURATION.match(text):
-        raise InvalidPolicy(f"'{text}' is not a duration like 30s, 5m or 1h")
+        raise ValueError(f"'{text}' is not a duration like 30s, 5m or 1h")
     return sum(float(n) * _UNIT[u] for n, _, u in re.findall(r"(\d+(\.\d+)?)(ms|s|m|h)", text))
+
+
+def _duration(text: str) -> str:
+    seconds(text)
+    return text
+
+
+def _one_of(choices: tuple[str, ...]) -> AfterValidator:
+    def check(value: str) -> str:
+        if value not in choices:
+            raise ValueError(f"not one of {', '.join(choices)}")
+        return value
+
+    return AfterValidator(check)
+
+
+def _order_by(value: str) -> str:
+    if value not in ("name", "created") and not (
+        value.startswith("label:") and len(value) > len("label:")
+    ):
+        raise ValueError("not name, created or label:<key>")
+    return value
+
+
+Duration = Annotated[str, AfterValidator(_duration)]
+
+# What a right value looks like, per key: the fix each error message gives.
+FIXES = {
+    "strategy": f"one of {', '.join(STRATEGIES)}",
+    "whenNothingFits": f"one of {', '.join(WHEN_NOTHING_FITS)}",
+    "clustersToNominate": f"a whole number from 1 to {MAX_NOMINATIONS} (Kueue's limit)",
+    "widenAfter": "a duration like 30s, 5m or 1h30m",
+    "drainTimeout": "a duration like 30s, 5m or 1h30m",
+    "clusterQueues": f"a list of ClusterQueue names, each {OBJECT_NAME}",
+    "matchLabels": "a mapping of label keys to string values (quote numbers and booleans)",
+    "multiKueueConfig": f"the MultiKueueConfig the clusters join ({OBJECT_NAME})",
+    "orderBy": "name, created or label:<key>",
+    "accessProvider": "the name of a ClusterProfile access provider",
+    "requiredProperties": "a list of ClusterProfile property names",
+}
+
+
+class LabelSelector(Strict):
+    match_labels: dict[LabelKey, str] | None = None
+
+
+class InventoryFields(Strict):
+    """`spec.inventory` of a DispatchPolicy."""
+
+    multi_kueue_config: DnsSubdomain
+    selector: LabelSelector | None = None
+    access_provider: str | None = None
+    required_properties: list[str] | None = None
+    order_by: Annotated[str, AfterValidator(_order_by)] = "name"
+    drain_timeout: Duration = "1h"
+
+
+class PolicySpec(Strict):
+    """`spec` of a DispatchPolicy, and the settings file's `defaultPolicy`."""
+
+    cluster_queues: list[DnsSubdomain] | None = None
+    cluster_selector: LabelSelector | None = None
+    strategy: Annotated[str, _one_of(STRATEGIES)] = "MostFreeQuota"
+    clusters_to_nominate: Annotated[int, Field(ge=1, le=MAX_NOMINATIONS)] = 1
+    widen_after: Duration = "5m"
+    when_nothing_fits: Annotated[str, _one_of(WHEN_NOTHING_FITS)] = "WaitOnBest"
+    inventory: InventoryFields | None = None
+
+    def policy(self, name: str) -> Policy:
+        return Policy(
+            name=name,
+            cluster_selector=dict((self.cluster_selector or LabelSelector()).match_labels or {}),
+            strategy=self.strategy,
+            clusters_to_nominate=self.clusters_to_nominate,
+            widen_after_seconds=seconds(self.widen_after),
+            when_nothing_fits=self.when_nothing_fits,
+        )
+
+
+@dataclass(frozen=True)
+class InventorySpec:
+    policy: str
+    config: str  # the MultiKueueConfig the clusters join
+    selector: dict[str, str] = field(default_factory=dict)
+    access_provider: str | None = None
+    required_properties: tuple[str, ...] = ()
+    order_by: str = "name"  # "name", "created", or "label:<key>"
+    drain_timeout_seconds: float = 3600.0
+
+
+def _inventory_spec(policy: str, raw: InventoryFields) -> InventorySpec:
+    return InventorySpec(
+        policy=policy,
+        config=raw.multi_kueue_config,
+        selector=dict((raw.selector or LabelSelector()).match_labels or {}),
+        access_provider=raw.access_provider,
+        required_properties=tuple(raw.required_properties or ()),
+        order_by=raw.order_by,
+        drain_timeout_seconds=seconds(raw.drain_timeout),
+    )
+
+
+def parse_inventory(policy: str, raw: Any) -> InventorySpec | None:
+    """The policy's `spec.inventory`, None when absent; InvalidPolicy says what is wrong."""
+    if raw is None:
+        return None
+    try:
+        fields = InventoryFields.model_validate(raw)
+    except ValidationError as exc:
+        where = f"DispatchPolicy {policy}: spec.inventory"
+        raise InvalidPolicy(problems(exc, InventoryFields, where, FIXES)) from None
+    return _inventory_spec(policy, fields)
 
 
 def crd() -> dict[str, Any]:
@@ -97,12 +217,43 @@ def crd() -> dict[str, Any]:
             },
         },
     }
+    # The status declares every field the controller writes (dispatcher.py: the Ready
+    # condition and observedGeneration; inventory.py: the InventoryReady condition and
+    # status.inventory): a real API server prunes what a structural schema does not declare,
+    # and the drain start times in status.inventory must survive a controller restart.
     condition = {
         "type": "object",
         "required": ["type", "status"],
         "properties": {
-            k: {"type": "string"}
-            for k in ("type", "status", "reason", "message", "lastTransitionTime")
+            "type": {"type": "string"},
+            "status": {"type": "string", "enum": ["True", "False", "Unknown"]},
+            "reason": {"type": "string"},
+            "message": {"type": "string"},
+            "lastTransitionTime": {"type": "string", "format": "date-time"},
+            "observedGeneration": {"type": "integer", "minimum": 0},
+        },
+    }
+    names = {"type": "array", "items": {"type": "string"}}
+    inventory_status = {
+        "type": "object",
+        "description": "The inventory's last step: clusters joined, draining (since when) "
+        "and left out over Kueue's limit of 20.",
+        "properties": {
+            "joined": names,
+            "draining": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "required": ["cluster", "since"],
+                    "properties": {
+                        "cluster": {"type": "string"},
+                        "since": {"type": "string", "format": "date-time"},
+                    },
+                },
+                "x-kubernetes-list-type": "map",
+                "x-kubernetes-list-map-keys": ["cluster"],
+            },
+            "overLimit": names,
         },
     }
     status_schema = {
@@ -115,6 +266,7 @@ def crd() -> dict[str, Any]:
                 "x-kubernetes-list-type": "map",
                 "x-kubernetes-list-map-keys": ["type"],
             },
+            "inventory": inventory_status,
         },
     }
     return {
@@ -176,40 +328,15 @@ def policy_object(name: str, policy: Policy, cluster_queues: Iterable[str] = ())
 
 
 def parse(obj: Mapping[str, Any]) -> tuple[Policy, tuple[str, ...]]:
-    """The policy and the ClusterQueues it names; InvalidPolicy says what is wrong."""
+    """The policy and the ClusterQueues it names; InvalidPolicy says what is wrong, one line
+    per mistake: "DispatchPolicy <name>: spec.<field>: <what>; fix: <how>"."""
     name = (obj.get("metadata") or {}).get("name", "")
-    spec = obj.get("spec") or {}
-    if not isinstance(spec, Mapping):
-        raise InvalidPolicy("spec must be a mapping")
-    strategy = spec.get("strategy", "MostFreeQuota")
-    if strategy not in STRATEGIES:
-        raise InvalidPolicy(f"strategy '{strategy}' is not one of {', '.join(STRATEGIES)}")
-    fallback = spec.get("whenNothingFits", "WaitOnBest")
-    if fallback not in WHEN_NOTHING_FITS:
-        raise InvalidPolicy(
-            f"whenNothingFits '{fallback}' is not one of {', '.join(WHEN_NOTHING_FITS)}"
-        )
-    count = spec.get("clustersToNominate", 1)
-    if not isinstance(count, int) or isinstance(count, bool) or not 1 <= count <= MAX_NOMINATIONS:
-        raise InvalidPolicy(f"clustersToNominate must be 1 to {MAX_NOMINATIONS}, got {count!r}")
-    selector = (spec.get("clusterSelector") or {}).get("matchLabels") or {}
-    if not isinstance(selector, Mapping) or not all(isinstance(v, str) for v in selector.values()):
-        raise InvalidPolicy("clusterSelector.matchLabels must map label keys to strings")
-    queues = spec.get("clusterQueues") or []
-    if not isinstance(queues, list) or not all(isinstance(q, str) for q in queues):
-        raise InvalidPolicy("clusterQueues must be a list of names")
-    from controller.inventory import parse_inventory  # the inventory builds on this module
-
-    parse_inventory(name, spec.get("inventory"))  # refused here, reported as Ready=False
-    policy = Policy(
-        name=name,
-        cluster_selector=dict(selector),
-        strategy=strategy,
-        clusters_to_nominate=count,
-        widen_after_seconds=seconds(str(spec.get("widenAfter", "5m"))),
-        when_nothing_fits=fallback,
-    )
-    return policy, tuple(queues)
+    try:
+        spec = PolicySpec.model_validate(obj.get("spec") or {})
+    except ValidationError as exc:
+        where = f"DispatchPolicy {name}: spec"
+        raise InvalidPolicy(problems(exc, PolicySpec, where, FIXES)) from None
+    return spec.policy(name), tuple(spec.cluster_queues or ())
 
 
 @dataclass(frozen=True)
@@ -224,9 +351,41 @@ class PolicySet:
         return self.by_queue.get(cluster_queue) or self.default or fallback
 
 
+# The last selection, by the identity and version of every object it was made from: the
+# dispatcher asks for the policy set on every decision, and parsing each policy through its
+# typed model each time would cost tens of microseconds per policy per decision.
+_last: tuple[tuple[tuple[str, str], ...], PolicySet] | None = None
+
+
+def _versions(objects: list[Mapping[str, Any]]) -> tuple[tuple[str, str], ...] | None:
+    """(uid, resourceVersion) of each object, None unless every object has both: a uid is
+    unique across servers and the version changes with every write, so equal keys mean
+    equal objects."""
+    key = []
+    for obj in objects:
+        meta = obj.get("metadata") or {}
+        uid, version = meta.get("uid"), meta.get("resourceVersion")
+        if not (isinstance(uid, str) and uid and isinstance(version, str) and version):
+            return None
+        key.append((uid, version))
+    return tuple(key)
+
+
 def select(objects: Iterable[Mapping[str, Any]]) -> PolicySet:
     """Policies in name order; the first to name a ClusterQueue governs it, and the first
     without names is the default. Losers of a tie are reported, never silently ignored."""
+    global _last
+    objects = list(objects)
+    key = _versions(objects)
+    if key is not None and _last is not None and _last[0] == key:
+        return _last[1]
+    chosen = _select(objects)
+    if key is not None:
+        _last = (key, chosen)
+    return chosen
+
+
+def _select(objects: list[Mapping[str, Any]]) -> PolicySet:
     by_queue: dict[str, Policy] = {}
     default: Policy | None = None
     problems: dict[str, str] = {}

@@ -1,5 +1,7 @@
 """The controller's own settings, read from the YAML file the stack mounts from a
-ConfigMap. Everything has a default, so an empty file is a working configuration."""
+ConfigMap (components/dispatcher_objects.py renders it). Everything has a default, so an
+empty file is a working configuration; every mistake is refused at start with one line per
+mistake (the key, what is wrong, the fix), never run with a silently different meaning."""
 
 from __future__ import annotations
 
@@ -7,12 +9,23 @@ import os
 import socket
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import yaml
+from pydantic import Field, StrictBool, ValidationError, model_validator
 
 from controller.model import Policy
-from controller.policy_api import InvalidPolicy, parse
+from controller.policy_api import FIXES as POLICY_FIXES
+from controller.policy_api import PolicySpec
+from controller.typed import (
+    NAMESPACE,
+    OBJECT_NAME,
+    DnsLabel,
+    DnsSubdomain,
+    LabelKey,
+    Strict,
+    problems,
+)
 
 
 @dataclass(frozen=True)
@@ -53,53 +66,173 @@ class Settings:
     concurrent_writes: int = 16
 
 
-def load_settings(path: str | Path | None) -> Settings:
-    raw: dict[str, Any] = {}
-    if path:
-        raw = yaml.safe_load(Path(path).read_text()) or {}
-    known = {
-        "namespace",
-        "kueueNamespace",
-        "leaseName",
-        "workerSecretLabel",
-        "defaultPolicy",
-        "clusterProfiles",
-        "inventory",
-        "staleAfterSeconds",
-        "resyncSeconds",
-        "metricsPort",
-        "concurrentWrites",
-    }
-    unknown = sorted(set(raw) - known)
-    if unknown:
-        raise ValueError(
-            f"{path}: unknown settings {', '.join(unknown)}; known: {', '.join(sorted(known))}"
+class SettingsError(ValueError):
+    """The settings file cannot be used; one line per mistake."""
+
+    def __init__(self, lines: list[str]) -> None:
+        self.lines = lines
+        super().__init__("\n".join(lines))
+
+
+_BASE = Settings(identity="")
+# A period longer than an hour is a typo (minutes for seconds?) rather than a wish.
+_HOUR = 3600.0
+
+FIXES = {
+    **POLICY_FIXES,
+    "namespace": NAMESPACE,
+    "kueueNamespace": NAMESPACE,
+    "leaseName": OBJECT_NAME,
+    "workerSecretLabel": "a label key such as multikueue-fleet/worker",
+    "inventory": "true or false, without quotes",
+    "staleAfterSeconds": "seconds, a number above 0 and at most 3600 (default 60)",
+    # Below a tenth of a second the resync loop would spin a core on an idle fleet.
+    "resyncSeconds": "seconds, a number from 0.1 to 3600 (default 15)",
+    "leaseDurationSeconds": "seconds, a number from 1 to 3600 (default 15)",
+    "leaseRenewSeconds": "seconds, above 0 and below leaseDurationSeconds (default 5)",
+    "metricsPort": "a TCP port from 1 to 65535 (default 8080)",
+    # 0 would mean no nomination is ever written.
+    "concurrentWrites": "a whole number from 1 to 256 (default 16)",
+    "clusterProfiles": "a list of {name, server, tokenSecret} mappings",
+    "name": f"the worker's name ({OBJECT_NAME})",
+    "server": "the worker's API server URL, https://...",
+    "tokenSecret": f"the Secret holding the worker's token ({OBJECT_NAME})",
+    "certificateAuthorityData": "the worker's CA bundle, base64",
+    "accessProvider": "the name of a ClusterProfile access provider",
+    "defaultPolicy": "a DispatchPolicy spec (strategy, clustersToNominate, ...)",
+}
+
+
+class ProfileEntry(Strict):
+    """One entry of `clusterProfiles`."""
+
+    name: DnsSubdomain
+    server: Annotated[str, Field(min_length=1)]
+    token_secret: DnsSubdomain
+    certificate_authority_data: str = ""
+    access_provider: Annotated[str, Field(min_length=1)] = "secretreader"
+
+
+class SettingsFile(Strict):
+    """The settings file as written (camelCase keys); `settings()` gives the runtime form."""
+
+    namespace: DnsLabel = _BASE.namespace
+    kueue_namespace: DnsLabel = _BASE.kueue_namespace
+    lease_name: DnsSubdomain = _BASE.lease_name
+    worker_secret_label: LabelKey = _BASE.worker_secret_label
+    default_policy: PolicySpec | None = None
+    cluster_profiles: list[ProfileEntry] | None = None
+    inventory: StrictBool = _BASE.inventory
+    stale_after_seconds: Annotated[float, Field(gt=0, le=_HOUR)] = _BASE.stale_after_seconds
+    resync_seconds: Annotated[float, Field(ge=0.1, le=_HOUR)] = _BASE.resync_seconds
+    lease_duration_seconds: Annotated[float, Field(ge=1, le=_HOUR)] = _BASE.lease_duration_seconds
+    lease_renew_seconds: Annotated[float, Field(gt=0, le=_HOUR)] = _BASE.lease_renew_seconds
+    metrics_port: Annotated[int, Field(ge=1, le=65535)] = _BASE.metrics_port
+    concurrent_writes: Annotated[int, Field(ge=1, le=256)] = _BASE.concurrent_writes
+
+    @model_validator(mode="after")
+    def _consistent(self) -> SettingsFile:
+        if self.lease_renew_seconds >= self.lease_duration_seconds:
+            # A leader renewing no sooner than its lease expires loses it between renewals.
+            raise ValueError(
+                f"leaseRenewSeconds ({self.lease_renew_seconds:g}) must be below "
+                f"leaseDurationSeconds ({self.lease_duration_seconds:g})"
+            )
+        names = [p.name for p in self.cluster_profiles or ()]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(
+                f"clusterProfiles: the name(s) {', '.join(twice)} appear more than once"
+            )
+        return self
+
+    def settings(self) -> Settings:
+        spec = self.default_policy or PolicySpec()
+        return Settings(
+            namespace=self.namespace,
+            kueue_namespace=self.kueue_namespace,
+            lease_name=self.lease_name,
+            worker_secret_label=self.worker_secret_label,
+            default_policy=spec.policy("default"),
+            cluster_profiles=tuple(
+                DeclaredProfile(
+                    p.name,
+                    p.server,
+                    p.certificate_authority_data,
+                    p.token_secret,
+                    p.access_provider,
+                )
+                for p in self.cluster_profiles or ()
+            ),
+            inventory=self.inventory,
+            stale_after_seconds=self.stale_after_seconds,
+            resync_seconds=self.resync_seconds,
+            lease_duration_seconds=self.lease_duration_seconds,
+            lease_renew_seconds=self.lease_renew_seconds,
+            metrics_port=self.metrics_port,
+            concurrent_writes=self.concurrent_writes,
         )
+
+
+def parse_settings(raw: Any, source: str = "settings") -> Settings:
+    """Settings from the parsed YAML of a settings file; SettingsError lists every mistake
+    as "<source>: <key>: <what is wrong>; fix: <how>"."""
+    if raw is None:
+        raw = {}  # an empty file: every default
     try:
-        policy, _ = parse({"metadata": {"name": "default"}, "spec": raw.get("defaultPolicy") or {}})
-    except InvalidPolicy as exc:
-        raise ValueError(f"{path}: defaultPolicy: {exc}") from exc
-    profiles = tuple(
-        DeclaredProfile(
-            p["name"],
-            p["server"],
-            p.get("certificateAuthorityData", ""),
-            p["tokenSecret"],
-            p.get("accessProvider", "secretreader"),
-        )
-        for p in raw.get("clusterProfiles") or []
-    )
-    base = Settings()
-    return Settings(
-        namespace=raw.get("namespace", base.namespace),
-        kueue_namespace=raw.get("kueueNamespace", base.kueue_namespace),
-        lease_name=raw.get("leaseName", base.lease_name),
-        worker_secret_label=raw.get("workerSecretLabel", base.worker_secret_label),
-        default_policy=policy,
-        cluster_profiles=profiles,
-        inventory=bool(raw.get("inventory", base.inventory)),
-        stale_after_seconds=float(raw.get("staleAfterSeconds", base.stale_after_seconds)),
-        resync_seconds=float(raw.get("resyncSeconds", base.resync_seconds)),
-        metrics_port=int(raw.get("metricsPort", base.metrics_port)),
-        concurrent_writes=int(raw.get("concurrentWrites", base.concurrent_writes)),
-    )
+        model = SettingsFile.model_validate(raw)
+    except ValidationError as exc:
+        raise SettingsError(
+            [f"{source}: {line}" for line in problems(exc, SettingsFile, "", FIXES)]
+        ) from None
+    return model.settings()
+
+
+class _UniqueKeys(yaml.SafeLoader):
+    """YAML as safe_load reads it, except that a key given twice in one mapping is an
+    error: plain YAML keeps the last value without a word."""
+
+
+def _mapping(loader: _UniqueKeys, node: yaml.MappingNode, deep: bool = False) -> Any:
+    seen: set[Any] = set()
+    for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":
+            continue  # `<<: *base`: keys merged in may be overridden here, as YAML intends
+        key = loader.construct_object(key_node, deep=deep)
+        if not isinstance(key, (str, int, float, bool)):
+            continue  # a list or mapping as a key: the model refuses it with its path
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"the key '{key}' is given twice", key_node.start_mark
+            )
+        seen.add(key)
+    return loader.construct_mapping(node, deep)
+
+
+_UniqueKeys.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping)
+
+
+def load_settings(path: str | Path | None) -> Settings:
+    """The settings in the file at `path` (None: every default); SettingsError says what is
+    wrong with it, one line per mistake."""
+    if not path:
+        return parse_settings({})
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise SettingsError(
+            [
+                f"{path}: cannot read the settings file: {exc.strerror}; fix: give --config an "
+                "existing YAML file, or leave it out for every default"
+            ]
+        ) from None
+    try:
+        raw = yaml.load(text, Loader=_UniqueKeys)  # a SafeLoader: plain data only
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        what = getattr(exc, "problem", None) or "not valid YAML"
+        raise SettingsError(
+            [f"{path}: not valid YAML{where}: {what}; fix: correct the YAML syntax there"]
+        ) from None
+    return parse_settings(raw, str(path))

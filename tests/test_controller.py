@@ -261,7 +261,7 @@ async def test_dispatch_policy_selects_clusters_by_label(fleet: Fleet) -> None:
     broken = await until(lambda: ready("broken"))
     assert broken["status"] == "False"
     assert (
-        "strategy 'Random' is not one of MostFreeQuota, BestFit, OrderedSpillover"
+        "spec.strategy: 'Random' is refused: not one of MostFreeQuota, BestFit, OrderedSpillover"
         in broken["message"]
     )
 

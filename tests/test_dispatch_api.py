@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -34,18 +35,30 @@ def test_round_trip_of_a_policy() -> None:
 @pytest.mark.parametrize(
     ("spec", "message"),
     [
-        ({"strategy": "Random"}, "strategy 'Random' is not one of"),
-        ({"whenNothingFits": "Cry"}, "whenNothingFits 'Cry' is not one of"),
-        ({"clustersToNominate": 21}, "clustersToNominate must be 1 to 20, got 21"),
-        ({"clustersToNominate": True}, "clustersToNominate must be 1 to 20"),
-        ({"widenAfter": "soon"}, "'soon' is not a duration"),
-        ({"clusterSelector": {"matchLabels": {"gpu": 1}}}, "matchLabels must map label keys"),
-        ({"clusterQueues": "training"}, "clusterQueues must be a list"),
+        ({"strategy": "Random"}, "spec.strategy: 'Random' is refused: not one of"),
+        ({"whenNothingFits": "Cry"}, "spec.whenNothingFits: 'Cry' is refused: not one of"),
+        ({"clustersToNominate": 21}, "spec.clustersToNominate: 21 is refused: .* less than"),
+        ({"clustersToNominate": True}, "spec.clustersToNominate: True is refused"),
+        ({"widenAfter": "soon"}, "spec.widenAfter: 'soon' is refused: 'soon' is not a duration"),
+        ({"clusterSelector": {"matchLabels": {"gpu": 1}}}, "matchLabels.gpu: 1 is refused"),
+        ({"clusterSelector": {"matchLabels": {"a b": "x"}}}, "'a b' is not a label name"),
+        ({"clusterSelector": {"matchLabels": {"{x}": "y"}}}, "'{x}' is not a label name"),
+        ({"clusterQueues": "training"}, "spec.clusterQueues: 'training' is refused"),
+        ({"clusterQueues": ["cq\n"]}, r"spec.clusterQueues\[0\]: 'cq\\n' is refused"),
+        ({"stratgy": "BestFit"}, r"spec.stratgy: unknown key \(did you mean 'strategy'"),
     ],
 )
 def test_invalid_policies_say_why(spec: dict, message: str) -> None:
-    with pytest.raises(InvalidPolicy, match=message):
+    with pytest.raises(InvalidPolicy) as caught:
         parse(obj("p", **spec))
+    (line,) = caught.value.lines
+    assert line.startswith("DispatchPolicy p: spec") and "; fix: " in line, line
+    assert re.search(message, line), line
+
+
+def test_a_spec_that_is_no_mapping() -> None:
+    with pytest.raises(InvalidPolicy, match=r"DispatchPolicy p: spec: 'x' is refused: .*mapping"):
+        parse({"metadata": {"name": "p"}, "spec": "x"})
 
 
 def test_durations() -> None:
@@ -73,7 +86,7 @@ def test_selection_per_cluster_queue_with_conflicts_reported() -> None:
         == "policy a-default is already the default (no clusterQueues); this one is not used"
     )
     assert chosen.problems["gpu-too"] == "ClusterQueues training are already governed by gpu"
-    assert "strategy 'Nope'" in chosen.problems["broken"]
+    assert "spec.strategy: 'Nope' is refused" in chosen.problems["broken"]
     assert select([]).for_queue("x", fallback) is fallback
 
 
@@ -102,11 +115,11 @@ def test_settings_defaults_and_errors(tmp_path: Path) -> None:
     assert settings.cluster_profiles[0].token_secret == "w1-token"
     bad = tmp_path / "bad.yaml"
     bad.write_text("namespce: x\n")
-    with pytest.raises(ValueError, match="unknown settings namespce"):
+    with pytest.raises(ValueError, match=r"namespce: unknown key \(did you mean 'namespace'"):
         load_settings(bad)
     worse = tmp_path / "worse.yaml"
     worse.write_text("defaultPolicy: {strategy: Nope}\n")
-    with pytest.raises(ValueError, match="defaultPolicy: strategy 'Nope'"):
+    with pytest.raises(ValueError, match=r"defaultPolicy\.strategy: 'Nope' is refused"):
         load_settings(worse)
 
 
@@ -124,3 +137,19 @@ def test_the_controller_stands_alone_in_its_image() -> None:
     for path in (ROOT / "controller").glob("*.py"):
         text = path.read_text()
         assert "import pulumi" not in text and "from components" not in text, path.name
+
+
+def test_selection_is_remembered_while_the_objects_stay_the_same() -> None:
+    def versioned(name: str, version: str, **spec: object) -> dict:
+        made = obj(name, **spec)
+        made["metadata"].update(uid=f"uid-{name}", resourceVersion=version)
+        return made
+
+    first = select([versioned("gpu", "1", clusterQueues=["training"])])
+    assert select([versioned("gpu", "1", clusterQueues=["training"])]) is first
+    changed = select([versioned("gpu", "2", clusterQueues=["training"], strategy="BestFit")])
+    assert changed is not first
+    assert changed.for_queue("training", Policy()).strategy == "BestFit"
+    # Without a uid and a resourceVersion nothing says two objects are equal: parsed again.
+    plain = [obj("gpu", clusterQueues=["training"])]
+    assert select(plain) is not select(plain)

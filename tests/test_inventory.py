@@ -194,9 +194,13 @@ def test_running_work_is_counted_per_cluster() -> None:
 @pytest.mark.parametrize(
     ("raw", "message"),
     [
-        ({}, "multiKueueConfig"),
-        ({"multiKueueConfig": "x", "orderBy": "random"}, "orderBy 'random'"),
-        ({"multiKueueConfig": "x", "drainTimeout": "soon"}, "not a duration"),
+        ({}, "spec.inventory.multiKueueConfig: required and missing; fix: set"),
+        ({"multiKueueConfig": "x", "orderBy": "random"}, "orderBy: 'random' is refused: not name"),
+        ({"multiKueueConfig": "x", "drainTimeout": "soon"}, "drainTimeout: 'soon' .* duration"),
+        (
+            {"multiKueueConfig": "x", "selectr": {}},
+            r"selectr: unknown key \(did you mean 'selector'",
+        ),
     ],
 )
 def test_invalid_inventory_settings(raw: dict, message: str) -> None:
