@@ -132,7 +132,6 @@ class Dispatcher:
         # What was last said on each workload, as a hash: only equality matters, and
         # 10,000 pending workloads' full messages would be megabytes.
         self.last_event: dict[str, int] = {}
-        self.policy_conditions: dict[str, tuple[str, str]] = {}
         self._event_pace = Pace(EVENTS_PER_SECOND, EVENT_BURST)
         # Workloads whose nomination the API server refused (conflict, invalid): key -> the
         # resourceVersion it was decided on. Decided again only on a newer version.
@@ -619,35 +618,34 @@ class Dispatcher:
             status, message = (
                 ("False", problems[name]) if name in problems else ("True", "in force")
             )
-            if self.policy_conditions.get(name) == (status, message):
-                continue
-            current = next(
-                (
-                    c
-                    for c in (obj.get("status") or {}).get("conditions") or []
-                    if c.get("type") == "Ready"
-                ),
-                {},
-            )
+            # Read from the watched object every time, not from what this process wrote:
+            # the inventory writes the same list, and a write of either that raced the
+            # other's is seen here and made again.
+            conditions = (obj.get("status") or {}).get("conditions") or []
+            current = next((c for c in conditions if c.get("type") == "Ready"), {})
             if (current.get("status"), current.get("message")) == (status, message):
-                self.policy_conditions[name] = (status, message)
                 continue
             condition = {
                 "type": "Ready",
                 "status": status,
                 "message": message,
                 "reason": "Valid" if status == "True" else "Invalid",
-                "lastTransitionTime": _now().strftime("%Y-%m-%dT%H:%M:%SZ"),
+                # The time the status last changed, as Kubernetes conditions keep it.
+                "lastTransitionTime": current.get("lastTransitionTime")
+                if current.get("status") == status
+                else _now().strftime("%Y-%m-%dT%H:%M:%SZ"),
             }
+            # A merge patch replaces the whole list: keep the other writers' conditions
+            # (the inventory's InventoryReady).
+            others = [c for c in conditions if c.get("type") != "Ready"]
             patch = {
                 "status": {
-                    "conditions": [condition],
+                    "conditions": [*others, condition],
                     "observedGeneration": obj["metadata"].get("generation", 1),
                 }
             }
             try:
                 await self.manager.merge_patch(DISPATCH_POLICIES, name, patch, status=True)
-                self.policy_conditions[name] = (status, message)
             except ApiError as exc:
                 self.metrics.write_errors.labels("policy").inc()
                 log.warning("status of DispatchPolicy %s: %s", name, exc)

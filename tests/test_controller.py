@@ -267,6 +267,31 @@ async def test_dispatch_policy_selects_clusters_by_label(fleet: Fleet) -> None:
 
 
 @fleet_test(TWO)
+async def test_the_ready_condition_keeps_the_inventory_condition_beside_it(fleet: Fleet) -> None:
+    """A merge patch replaces a whole list (RFC 7386): the dispatcher's Ready must not drop
+    the InventoryReady condition another writer keeps in the same list."""
+    policies = f"{'dispatch.multikueue-fleet.io'}/dispatchpolicies"
+    obj = policy_object("gpu", Policy(cluster_selector={"region": "a"}), ["cluster-queue"])
+    inventory = {
+        "type": "InventoryReady",
+        "status": "True",
+        "reason": "Synced",
+        "message": "0 joined",
+        "lastTransitionTime": "2026-01-01T00:00:00Z",
+    }
+    obj["status"] = {"conditions": [inventory]}
+    fleet.manager.put(policies, obj)
+    await fleet.run_controller()
+
+    def types() -> list[str]:
+        got = fleet.manager.get(policies, "gpu") or {}
+        return [c["type"] for c in (got.get("status") or {}).get("conditions") or []]
+
+    assert await until(lambda: "Ready" in types())
+    assert sorted(types()) == ["InventoryReady", "Ready"]
+
+
+@fleet_test(TWO)
 async def test_restart_loses_nothing_and_writes_nothing_new(fleet: Fleet) -> None:
     stop, _ = await fleet.run_controller()
     fleet.manager.put(WORKLOADS, workload("pending", cpu="1"))
