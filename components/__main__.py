@@ -23,7 +23,8 @@ def _shown(path: Path) -> str:
 
 def _locations(args: argparse.Namespace) -> list[str]:
     if getattr(args, "all", False):
-        return [_shown(p) for p in sorted(stack_path("*").parent.glob("Pulumi.*.yaml"))]
+        folder = Path(args.stacks_dir) if args.stacks_dir else stack_path("*").parent
+        return [_shown(p) for p in sorted(folder.glob("Pulumi.*.yaml"))]
     return [s if s.endswith(".yaml") else _shown(stack_path(s)) for s in args.stack]
 
 
@@ -41,7 +42,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
     loaded = []
     failed = False
-    for location in _locations(args):
+    locations = _locations(args)
+    if not locations:
+        print("error: no stack files (Pulumi.*.yaml) to validate", file=sys.stderr)
+        return 1
+    for location in locations:
         one = _load_or_report(location)
         if one is None:
             failed = True
@@ -226,6 +231,7 @@ def main(argv: list[str] | None = None) -> int:
         help="stack name (stacks/Pulumi.<name>.yaml) or a path; repeatable",
     )
     v.add_argument("--all", action="store_true", help="every stack in stacks/, checked together")
+    v.add_argument("--stacks-dir", help="with --all: the folder of stack files (default: stacks/)")
     v.set_defaults(func=cmd_validate)
     r = sub.add_parser("render", help="write every cluster's objects as YAML, or diff two stacks")
     r.add_argument("--stack", action="append", default=[], help="stack name or path")
