@@ -10,7 +10,7 @@ from typing import Any
 
 from components.config_source import load_stack, stack_path
 from components.problems import FleetConfigError, format_report
-from components.render import diff_fleets, write_render
+from components.render import RenderDirError, diff_fleets, write_render
 
 
 def _shown(path: Path) -> str:
@@ -71,7 +71,11 @@ def cmd_render(args: argparse.Namespace) -> int:
     if loaded is None:
         return 1
     spec, problems = loaded
-    written = write_render(spec, Path(args.out), problems)
+    try:
+        written = write_render(spec, Path(args.out), problems)
+    except RenderDirError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     print(format_report(problems, location))
     print(f"wrote {len(written)} files for {len(spec.clusters)} clusters under {args.out}")
     return 0
@@ -235,7 +239,11 @@ def main(argv: list[str] | None = None) -> int:
     v.set_defaults(func=cmd_validate)
     r = sub.add_parser("render", help="write every cluster's objects as YAML, or diff two stacks")
     r.add_argument("--stack", action="append", default=[], help="stack name or path")
-    r.add_argument("--out", help="directory to write (replaced)")
+    r.add_argument(
+        "--out",
+        help="directory to write: a new or empty one, or a previous render (whose files "
+        "are replaced); anything else is refused",
+    )
     r.add_argument("--diff", action="store_true", help="show changes instead of writing")
     r.add_argument(
         "--base",

@@ -34,6 +34,7 @@ def test_render_dev_writes_one_directory_per_cluster(tmp_path: Path) -> None:
     result = cli("render", "--stack", "dev", "--out", str(out))
     assert result.returncode == 0, result.stderr
     assert sorted(p.name for p in out.iterdir()) == [
+        ".multikueue-fleet-render",  # the list of files written: a later render replaces them
         "fleet.yaml",
         "manager",
         "worker-worker1",
