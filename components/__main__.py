@@ -9,8 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from components.config_source import load_stack, stack_path
-from components.problems import FleetConfigError, format_report
+from components.immutable import change_problems
+from components.problems import FleetConfigError, errors, format_report
 from components.render import RenderDirError, diff_fleets, write_render
+from components.upstream import cached_crds, schema_problems
 
 
 def _shown(path: Path) -> str:
@@ -31,10 +33,17 @@ def _locations(args: argparse.Namespace) -> list[str]:
 def _load_or_report(location: str) -> tuple[Any, list[Any]] | None:
     """The stack's spec and problems, or None after printing why it cannot be read."""
     try:
-        return load_stack(location)
+        spec, problems = load_stack(location)
     except FleetConfigError as exc:
         print(exc, file=sys.stderr)
         return None
+    # Offline, and only once a deploy has cached the pinned Kueue release: every object
+    # checked against the real CRDs before `pulumi up` would meet them.
+    problems = problems + schema_problems(spec, cached_crds(spec))
+    if errors(problems):
+        print(format_report(problems, location), file=sys.stderr)
+        return None
+    return spec, problems
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -101,9 +110,11 @@ def _render_diff(args: argparse.Namespace) -> int:
     except (FleetConfigError, FileNotFoundError) as exc:
         print(exc, file=sys.stderr)
         return 1
-    lines = diff_fleets(old_spec, new_spec, old, new)
+    # Immutable fields: what is replaced, and what cannot change (components/immutable.py).
+    changes = change_problems(old_spec, new_spec)
+    lines = diff_fleets(old_spec, new_spec, old, new) + [str(p) for p in changes]
     print("\n".join(lines) if lines else f"no changes between {old} and {new}")
-    return 1 if lines and args.exit_code else 0
+    return 1 if errors(changes) or (lines and args.exit_code) else 0
 
 
 def _driver(args: argparse.Namespace) -> Any:
@@ -174,6 +185,28 @@ def cmd_status(args: argparse.Namespace) -> int:
         status = asyncio.run(collect(kubeconfigs, roles))
     print(status.as_json() if args.json else status.table())
     return 0 if status.ready else 1
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    from components.schema import SCHEMA_PATH, schema_text
+
+    out = Path(args.out) if args.out else SCHEMA_PATH
+    text = schema_text()
+    if args.check:
+        current = out.read_text() if out.is_file() else ""
+        if current != text:
+            print(
+                f"error: {_shown(out)} is not the schema of the current model: run "
+                "`python -m components schema` and commit it",
+                file=sys.stderr,
+            )
+            return 1
+        print(f"{_shown(out)} is up to date")
+        return 0
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text)
+    print(f"wrote {_shown(out)}")
+    return 0
 
 
 READER_STEPS = """\
@@ -281,6 +314,10 @@ def main(argv: list[str] | None = None) -> int:
     ra.add_argument("--stack", action="append", default=[], help="stack name or path")
     ra.add_argument("--cluster", required=True, help="the worker's MultiKueueCluster name")
     ra.set_defaults(func=cmd_reader_access)
+    sc = sub.add_parser("schema", help="write the stack files' JSON Schema (from the model)")
+    sc.add_argument("--out", help="where to write it (default: schema/stack.schema.json)")
+    sc.add_argument("--check", action="store_true", help="exit 1 if the written one is stale")
+    sc.set_defaults(func=cmd_schema)
     st = sub.add_parser("status", help="is the fleet ready? (exit 1 when not)")
     st.add_argument("--dir", default=".fleet", help="the directory `up` wrote")
     st.add_argument("--json", action="store_true", help="machine-readable output")

@@ -239,15 +239,13 @@ def as_quantity(value: Any, label: str = "") -> str:
     return repr(value) if isinstance(value, float) else str(value)
 
 
-Quantity = _typed(
-    as_quantity,
-    {
-        "anyOf": [
-            {"type": "string", "pattern": QUANTITY_SCHEMA_PATTERN},
-            {"type": "number", "minimum": 0},
-        ]
-    },
-)
+QUANTITY_SCHEMA = {
+    "anyOf": [
+        {"type": "string", "pattern": QUANTITY_SCHEMA_PATTERN},
+        {"type": "number", "minimum": 0},
+    ]
+}
+Quantity = _typed(as_quantity, QUANTITY_SCHEMA)
 
 # --- durations, versions, booleans, numbers ----------------------------------------------
 

@@ -23,6 +23,7 @@ from pulumi_kubernetes.yaml.v2 import ConfigFile, ConfigGroup
 from components import dispatcher_objects as dispatcher
 from components.clusters import ClusterHandle, make_cluster
 from components.fleet_objects import bundles
+from components.immutable import replacement_options
 from components.kubeconfig import worker_kubeconfig
 from components.labels import KUEUE_NAMESPACE
 from components.multikueue import (
@@ -33,7 +34,7 @@ from components.multikueue import (
 from components.providers import ControllerImage, ServiceAccountToken, source_hash
 from components.queues import queue_objects
 from components.spec import ClusterSpec, FleetSpec
-from components.upstream import fetch, kueue_objects
+from components.upstream import fetch, kueue_objects, kustomize_directory
 from components.versions import kueue_bundle
 from components.worker_access import (
     FLEET_NAMESPACE,
@@ -84,6 +85,17 @@ class KueueInstall(pulumi.ComponentResource):
         self.register_outputs({})
 
 
+def _replace_on_immutable_change(
+    args: pulumi.ResourceTransformArgs,
+) -> pulumi.ResourceTransformResult | None:
+    """Objects whose immutable fields changed are replaced (components/immutable.py)."""
+    extra = replacement_options(args.type_)
+    if extra is None:
+        return None
+    merged = pulumi.ResourceOptions.merge(args.opts, pulumi.ResourceOptions(**extra))
+    return pulumi.ResourceTransformResult(args.props, merged)
+
+
 class Frameworks(pulumi.ComponentResource):
     def __init__(
         self, name: str, spec: FleetSpec, cluster: ClusterSpec, opts: pulumi.ResourceOptions
@@ -96,7 +108,9 @@ class Frameworks(pulumi.ComponentResource):
                 continue
             if bundle.method == "kustomize":
                 self.installs.append(
-                    Directory(f"{name}-{bundle.name}", directory=bundle.url, opts=child)
+                    Directory(
+                        f"{name}-{bundle.name}", directory=kustomize_directory(bundle), opts=child
+                    )
                 )
             else:
                 self.installs.append(
@@ -179,7 +193,12 @@ class Fleet(pulumi.ComponentResource):
         self.register_outputs({})
 
     def _on(self, handle: ClusterHandle, after: list[pulumi.Resource]) -> pulumi.ResourceOptions:
-        return pulumi.ResourceOptions(parent=self, provider=handle.provider, depends_on=after)
+        return pulumi.ResourceOptions(
+            parent=self,
+            provider=handle.provider,
+            depends_on=after,
+            transforms=[_replace_on_immutable_change],
+        )
 
     def _kueue(
         self, cluster: ClusterSpec, handle: ClusterHandle, fetcher: Callable[[str], str]

@@ -33,6 +33,7 @@ from pydantic.alias_generators import to_camel
 from pydantic_core import InitErrorDetails
 
 from components.fieldtypes import (
+    QUANTITY_SCHEMA,
     AbsolutePath,
     AwsRegion,
     Duration,
@@ -188,6 +189,17 @@ def _raise(model: str, errors: list[tuple[tuple[str | int, ...], str, str]]) -> 
             model,
             [InitErrorDetails(type=fail(m, f), loc=loc, input=None) for loc, m, f in errors],
         )
+
+
+def _or_shorthand(shorthand: dict[str, Any]) -> Any:
+    """JSON Schema of a model that may also be written as a plain value."""
+
+    def extra(schema: dict[str, Any], _model: Any) -> None:
+        full = dict(schema)
+        schema.clear()
+        schema["anyOf"] = [shorthand, full]
+
+    return extra
 
 
 def _item_name(items: Any, field: str = "name") -> None:
@@ -425,6 +437,9 @@ class WaitForPodsReady(_Model):
     block_admission: StrictBool = False
     recovery_timeout: Duration | None = None
     requeuing_strategy: RequeuingStrategy = Field(default={}, validate_default=True)
+    # None: on for the manager unless it runs frameworks whose status MultiKueue does not
+    # mirror (kueue_config.waits_for_pods_ready); workers always follow `enabled`.
+    on_manager: StrictBool | None = None
 
     @property
     def requeuing_timestamp(self) -> str:
@@ -452,6 +467,8 @@ class MultiKueueSettings(_Model):
 
 
 class ExternalFramework(_Model):
+    model_config = ConfigDict(json_schema_extra=_or_shorthand({"type": "string"}))
+
     name: Text  # Kind.version.group, as Kueue parses it
     # None in the file: the plural of the kind, lower-case, for RBAC.
     resource: Text | None = None
@@ -566,6 +583,8 @@ class TopologySpec(_Model):
 
 
 class ResourceQuota(_Model):
+    model_config = ConfigDict(json_schema_extra=_or_shorthand(QUANTITY_SCHEMA))
+
     nominal: Quantity = Field(alias="nominalQuota")
     borrowing_limit: Quantity | None = None
     lending_limit: Quantity | None = None
@@ -950,7 +969,10 @@ def problems_of(exc: ValidationError) -> list[Problem]:
         ctx = err.get("ctx") or {}
         value = err.get("input")
         last = str(loc[-1]) if loc else ""
-        if kind == "fleet":
+        if isinstance(value, Mapping) and set(value) == {"secure"} and kind != "extra_forbidden":
+            message = "an encrypted (secret) value is not supported here"
+            fix = "only workerKubeconfigs may be secret: set this one in plain text"
+        elif kind == "fleet":
             message, fix = ctx["message"], ctx.get("fix", "")
         elif kind == "missing":
             message, fix = "is required", f"set `{last}` in the stack file"
@@ -958,9 +980,6 @@ def problems_of(exc: ValidationError) -> list[Problem]:
             known = _keys_at(loc[:-1])
             message = "unknown key"
             fix = f"{did_you_mean(last, known)}known keys here: {', '.join(known)}"
-        elif isinstance(value, Mapping) and set(value) == {"secure"}:
-            message = "an encrypted (secret) value is not supported here"
-            fix = "only workerKubeconfigs may be secret: set this one in plain text"
         elif kind in _TYPE_ERRORS:
             wanted = _TYPE_ERRORS[kind]
             message, fix = f"expected {wanted}, got {kind_of(value)}", _HOW[wanted]

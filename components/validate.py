@@ -19,13 +19,15 @@ from components import kueue_gates, quantity
 from components.fieldtypes import is_label_value, minor_tuple
 from components.frameworks import (
     FRAMEWORKS,
-    TEKTON_EXTERNAL_FRAMEWORK,
+    REMOVED_FRAMEWORKS,
     framework_of_integration,
     known_integrations,
 )
 from components.kubeconfig import KUBECONFIG_FIX, kueue_rejections
+from components.kueue_config import plugin_image_problems, pods_ready_problems
 from components.problems import Problem, did_you_mean, key_path
 from components.spec import ClusterSpec, FleetSpec
+from components.upstream import plugin_mount
 from components.versions import IMAGE_VOLUME_MIN_KUBERNETES
 
 MAX_WORKERS = 20  # MultiKueueConfig.spec.clusters holds at most 20 names
@@ -117,6 +119,11 @@ def known_frameworks(spec: FleetSpec) -> Iterator[Problem]:
     for c in spec.clusters:
         fpath = key_path(c.path, "frameworks")
         for i, name in enumerate(c.frameworks):
+            if name in REMOVED_FRAMEWORKS:
+                yield _error(
+                    key_path(fpath, i), REMOVED_FRAMEWORKS[name], f"remove '{name}' from {fpath}"
+                )
+                continue
             if name not in FRAMEWORKS:
                 yield _error(
                     key_path(fpath, i),
@@ -178,27 +185,18 @@ def external_frameworks(spec: FleetSpec) -> Iterator[Problem]:
             yield _error(
                 path,
                 f"'{ext.name}' is not Kind.version.group",
-                f"write it like {TEKTON_EXTERNAL_FRAMEWORK} (Kind is case-sensitive)",
+                "write it like PipelineRun.v1.tekton.dev (Kind is case-sensitive)",
             )
             continue
-        kind, _, group = ext.parts
         if ext.name in seen:
             yield _error(path, f"'{ext.name}' is listed twice", "list each kind once")
         seen.add(ext.name)
-        if kind.lower() in builtin_kinds and not group.endswith("tekton.dev"):
+        if ext.parts[0].lower() in builtin_kinds:
             yield _error(
                 path,
                 f"'{ext.name}' has a built-in Kueue integration",
                 "enable it under kueue.integrations or a cluster's frameworks instead",
             )
-        if ext.name == TEKTON_EXTERNAL_FRAMEWORK:
-            for c in spec.clusters:
-                if "tekton" not in c.frameworks:
-                    yield _error(
-                        path,
-                        f"PipelineRuns need Tekton on cluster '{c.name}'",
-                        f"add 'tekton' to {key_path(c.path, 'frameworks')}",
-                    )
 
 
 # --- Kueue ---------------------------------------------------------------------------------
@@ -249,27 +247,28 @@ def known_feature_gates(spec: FleetSpec) -> Iterator[Problem]:
                 )
 
 
-def topology_aware_scheduling(spec: FleetSpec) -> Iterator[Problem]:
-    gates = _gates(spec)
-    if kueue_gates.effective(gates, "TopologyAwareScheduling"):
-        return
-    stuck = sorted(
-        n
-        for n in kueue_gates.GATES
-        if kueue_gates.depends_on_tas(n) and kueue_gates.effective(gates, n)
-    )
-    if stuck:
-        yield _error(
-            "kueue.featureGates.TopologyAwareScheduling",
-            "TopologyAwareScheduling is off while gates that need it are on: " + ", ".join(stuck),
-            "set each of them to false too, or leave TopologyAwareScheduling on",
-        )
-    if any(f.topology for f in spec.queues.flavors):
+def gate_dependencies(spec: FleetSpec) -> Iterator[Problem]:
+    """Gates Kueue refuses to start with unless the gates they need are on
+    (kueue_gates.gate_problems)."""
+    prefix = "kueue.featureGateFlags" if spec.kueue.feature_gate_flags else "kueue.featureGates"
+    yield from kueue_gates.gate_problems(_gates(spec), prefix)
+
+
+def topology_flavors_need_tas(spec: FleetSpec) -> Iterator[Problem]:
+    if not kueue_gates.effective(_gates(spec), "TopologyAwareScheduling") and any(
+        f.topology for f in spec.queues.flavors
+    ):
         yield _error(
             "kueue.featureGates.TopologyAwareScheduling",
             "TopologyAwareScheduling is off but a flavor uses a topology",
             "turn the gate on or remove `topology` from the flavors",
         )
+
+
+def pods_ready(spec: FleetSpec) -> Iterator[Problem]:
+    """waitForPodsReady on a manager whose jobs' status MultiKueue does not mirror
+    (kueue_config.pods_ready_problems)."""
+    yield from pods_ready_problems(spec)
 
 
 def multikueue_origin(spec: FleetSpec) -> Iterator[Problem]:
@@ -323,6 +322,7 @@ def cluster_profile_mode(spec: FleetSpec) -> Iterator[Problem]:
             f"image volumes need Kubernetes 1.35 or newer; the manager runs {version}",
             "use pluginMount: initContainer (or auto, which picks it)",
         )
+    yield from plugin_image_problems(spec, plugin_mount(spec, spec.manager))
     if cp.plugin_mount == "customImage" and not cp.kueue_image:
         yield _error(
             "credentials.clusterProfile.kueueImage",
@@ -655,7 +655,9 @@ RULES: list[Rule] = [
     external_frameworks,
     gates_in_one_place,
     known_feature_gates,
-    topology_aware_scheduling,
+    gate_dependencies,
+    topology_flavors_need_tas,
+    pods_ready,
     multikueue_origin,
     cluster_profile_mode,
     kueue_image_needs_custom_mount,

@@ -1,5 +1,5 @@
-"""The dynamic providers, called directly with the CLI or the API faked, and the edits made
-to Kueue's release manifests."""
+"""The dynamic providers, called directly with the CLI or the API faked (the edits made to
+Kueue's release manifest are in test_upstream.py)."""
 
 from __future__ import annotations
 
@@ -21,9 +21,6 @@ from components.providers import (
     read_token,
     source_hash,
 )
-from components.upstream import kueue_objects, plugin_mount
-from tests.conftest import base, load
-from tests.pulumi_harness import FAKE_KUEUE
 
 KUBECONFIG = yaml.safe_dump(
     {
@@ -228,82 +225,6 @@ def test_image_rebuilds_when_the_sources_change(tmp_path: Path) -> None:
     provider = ControllerImageProvider()
     assert provider.diff("x", {**IMAGE, "tag": first}, {**IMAGE, "tag": "other"}).changes
     assert not provider.diff("x", dict(IMAGE), dict(IMAGE)).changes
-
-
-# --- Kueue's manifests, edited ----------------------------------------------------------------
-
-
-def _manager_pod(objects: list[dict[str, Any]]) -> dict[str, Any]:
-    deployment = next(o for o in objects if o["kind"] == "Deployment")
-    return deployment["spec"]["template"]["spec"]
-
-
-def _profile_spec(mount: str, version: str = "1.34", image: str | None = None) -> Any:
-    config = base()
-    config["credentials"] = {
-        "mode": "clusterProfile",
-        "clusterProfile": {"pluginMount": mount, **({"kueueImage": image} if image else {})},
-    }
-    config["manager"]["kubernetesVersion"] = version
-    spec, problems = load(config)
-    assert not [p for p in problems if p.severity == "error"], problems
-    return spec
-
-
-def test_kueue_gets_our_configuration() -> None:
-    spec, _ = load(base())
-    objects = kueue_objects(yaml.safe_dump_all(FAKE_KUEUE), spec, spec.manager)
-    config = next(o for o in objects if o["kind"] == "ConfigMap")
-    text = config["data"]["controller_manager_config.yaml"]
-    assert "dispatcherName: multikueue-fleet/dispatcher" in text
-    assert len(objects) == len(FAKE_KUEUE)
-    assert _manager_pod(objects)["containers"][0]["args"] == [
-        "--config=/controller_manager_config.yaml",
-        "--zap-log-level=2",
-    ]
-
-
-def test_feature_gates_as_flags_reach_the_container() -> None:
-    config = base()
-    config["kueue"] = {"featureGateFlags": {"PartialAdmission": False}}
-    spec, _ = load(config)
-    pod = _manager_pod(kueue_objects(yaml.safe_dump_all(FAKE_KUEUE), spec, spec.manager))
-    assert (
-        pod["containers"][0]["args"][-1]
-        == "--feature-gates=PartialAdmission=false,WorkloadRequestUseMergePatch=true"
-    )
-
-
-def test_plugin_by_init_container_on_older_kubernetes() -> None:
-    spec = _profile_spec("auto", "1.34")
-    assert plugin_mount(spec, spec.manager) == "initContainer"
-    pod = _manager_pod(kueue_objects(yaml.safe_dump_all(FAKE_KUEUE), spec, spec.manager))
-    (init,) = pod["initContainers"]
-    assert init["image"] == "registry.k8s.io/cluster-inventory-api/secretreader:v0.1.3"
-    assert (
-        init["command"][-1] == "mkdir -p /plugins/bin && cp /bin/secretreader-plugin /plugins/bin/"
-    )
-    assert pod["volumes"] == [{"name": "access-provider-plugins", "emptyDir": {}}]
-    assert pod["containers"][0]["volumeMounts"] == [
-        {"name": "access-provider-plugins", "mountPath": "/plugins", "readOnly": True}
-    ]
-
-
-def test_plugin_by_image_volume_and_by_custom_image() -> None:
-    spec = _profile_spec("auto", "1.35")
-    assert plugin_mount(spec, spec.manager) == "imageVolume"
-    assert plugin_mount(spec, spec.workers[0]) is None  # workers need no plugin
-    custom = _profile_spec("customImage", "1.34", "example.com/kueue-with-plugin:v0.19.2")
-    pod = _manager_pod(kueue_objects(yaml.safe_dump_all(FAKE_KUEUE), custom, custom.manager))
-    assert pod["containers"][0]["image"] == "example.com/kueue-with-plugin:v0.19.2"
-    assert "volumes" not in pod
-
-
-def test_unexpected_kueue_manifests_are_refused() -> None:
-    spec, _ = load(base())
-    without = [o for o in FAKE_KUEUE if o["kind"] != "Deployment"]
-    with pytest.raises(RuntimeError, match="no kueue-controller-manager Deployment"):
-        kueue_objects(yaml.safe_dump_all(without), spec, spec.manager)
 
 
 def test_fetch_uses_the_cache_and_explains_network_errors(
