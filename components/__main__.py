@@ -15,6 +15,10 @@ from components.render import RenderDirError, diff_fleets, write_render
 from components.upstream import cached_crds, schema_problems
 
 
+class CliError(Exception):
+    """A command cannot go on: the message says why and what to do (no traceback)."""
+
+
 def _shown(path: Path) -> str:
     """Paths as a person would type them: relative to here when possible."""
     try:
@@ -34,12 +38,17 @@ def _load_or_report(location: str) -> tuple[Any, list[Any]] | None:
     """The stack's spec and problems, or None after printing why it cannot be read."""
     try:
         spec, problems = load_stack(location)
+        # Offline, and only once a deploy has cached the pinned Kueue release: every object
+        # checked against the real CRDs before `pulumi up` would meet them.
+        problems = problems + schema_problems(spec, cached_crds(spec))
     except FleetConfigError as exc:
         print(exc, file=sys.stderr)
         return None
-    # Offline, and only once a deploy has cached the pinned Kueue release: every object
-    # checked against the real CRDs before `pulumi up` would meet them.
-    problems = problems + schema_problems(spec, cached_crds(spec))
+    except Exception as exc:  # one stack's failure must not hide the others' reports
+        if "--debug" in sys.argv:
+            raise
+        print(f"{location}: error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return None
     if errors(problems):
         print(format_report(problems, location), file=sys.stderr)
         return None
@@ -95,8 +104,15 @@ def _render_diff(args: argparse.Namespace) -> int:
         old, new = args.old, args.new
     elif len(args.stack) == 1:
         new = _locations(args)[0]
-        relative = Path(new).resolve().relative_to(stack_path("x").parent.parent)
-        old = f"{args.base}:{relative}"
+        checkout = stack_path("x").parent.parent
+        try:
+            relative = Path(new).resolve().relative_to(checkout)
+        except ValueError:
+            raise CliError(
+                f"{new} is not inside this checkout, so it has no git history to diff "
+                "against: use --old A --new B (each a path or REV:path)"
+            ) from None
+        old = f"{args.base}:{relative.as_posix()}"
     else:
         print(
             "render --diff needs --stack NAME [--base REV], or --old A --new B "
@@ -105,16 +121,35 @@ def _render_diff(args: argparse.Namespace) -> int:
         )
         return 2
     try:
-        old_spec, _ = load_stack(old)
         new_spec, _ = load_stack(new)
-    except (FleetConfigError, FileNotFoundError) as exc:
+    except FleetConfigError as exc:
         print(exc, file=sys.stderr)
         return 1
+    try:
+        old_spec, _ = load_stack(old)
+    except FleetConfigError as exc:
+        if not _not_in_revision(old):
+            print(exc, file=sys.stderr)
+            return 1
+        old_spec = None  # a stack added since: everything in it is new
+        print(f"{old} does not exist: the whole stack is added", file=sys.stderr)
     # Immutable fields: what is replaced, and what cannot change (components/immutable.py).
-    changes = change_problems(old_spec, new_spec)
+    changes = change_problems(old_spec, new_spec) if old_spec is not None else []
     lines = diff_fleets(old_spec, new_spec, old, new) + [str(p) for p in changes]
     print("\n".join(lines) if lines else f"no changes between {old} and {new}")
     return 1 if errors(changes) or (lines and args.exit_code) else 0
+
+
+def _not_in_revision(location: str) -> bool:
+    from components.config_source import NotInRevision, read_text
+
+    try:
+        read_text(location)
+    except NotInRevision:
+        return True
+    except (OSError, ValueError):
+        return False
+    return False
 
 
 def _driver(args: argparse.Namespace) -> Any:
@@ -173,12 +208,24 @@ def cmd_status(args: argparse.Namespace) -> int:
     from components.status import collect, wait_ready
 
     folder = Path(args.dir)
-    summary = json.loads((folder / "summary.json").read_text())
-    kubeconfigs = {
-        c["name"]: yaml.safe_load((folder / c["kubeconfig"]).read_text())
-        for c in summary["clusters"]
-    }
-    roles = {c["name"]: c["role"] for c in summary["clusters"]}
+    summary_file = folder / "summary.json"
+    if not summary_file.is_file():
+        raise CliError(
+            f"{summary_file} not found: `python -m components up` (or `run`) writes it "
+            "there; give --dir the directory it wrote"
+        )
+    try:
+        summary = json.loads(summary_file.read_text())
+        clusters = summary["clusters"]
+        kubeconfigs = {
+            c["name"]: yaml.safe_load((folder / c["kubeconfig"]).read_text()) for c in clusters
+        }
+        roles = {c["name"]: c["role"] for c in clusters}
+    except (OSError, ValueError, KeyError, TypeError, yaml.YAMLError) as exc:
+        raise CliError(
+            f"{summary_file} or a kubeconfig it names cannot be read ({type(exc).__name__}: "
+            f"{exc}): run `python -m components up` again to rewrite them"
+        ) from None
     if args.wait:
         status = asyncio.run(wait_ready(kubeconfigs, roles, args.wait))
     else:
@@ -257,7 +304,9 @@ def cmd_reader_access(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m components", description="Check and view a fleet offline."
+        prog="python -m components",
+        description="Check and view a fleet offline. --debug (anywhere) shows the traceback "
+        "of an unexpected error.",
     )
     sub = parser.add_subparsers(dest="command", required=True)
     v = sub.add_parser("validate", help="check stack files; exit 1 on any error")
@@ -323,12 +372,37 @@ def main(argv: list[str] | None = None) -> int:
     st.add_argument("--json", action="store_true", help="machine-readable output")
     st.add_argument("--wait", type=float, default=0, help="seconds to wait until ready")
     st.set_defaults(func=cmd_status)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # --debug anywhere before a `--` shows the traceback of an unexpected error.
+    end = argv.index("--") if "--" in argv else len(argv)
+    debug = "--debug" in argv[:end]
+    if debug:
+        argv = [a for i, a in enumerate(argv) if a != "--debug" or i >= end]
     args = parser.parse_args(argv)
     if args.command == "validate" and not args.stack and not args.all:
         parser.error("validate needs --stack NAME or --all")
     if args.command == "reader-access" and len(args.stack) != 1:
         parser.error("reader-access needs one --stack NAME")
-    return int(args.func(args))
+    try:
+        return int(args.func(args))
+    except CliError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except FleetConfigError as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # the one place every other error ends: one line, no traceback
+        if debug:
+            raise
+        print(
+            f"error: {args.command} failed: {type(exc).__name__}: {exc} "
+            "(run it again with --debug for the traceback)",
+            file=sys.stderr,
+        )
+        return 1
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from components import stack_yaml
+from components.limits import object_problems
 from components.problems import FleetConfigError, Problem, did_you_mean, errors, key_path
 from components.spec import PROJECT, TOP_LEVEL_KEYS, FleetSpec, load_spec
 from components.validate import validate
@@ -294,6 +295,9 @@ def load_checked(
     spec, problems = load_spec(config, stack, secret_keys)
     if spec is not None:
         problems += validate(spec)
+        if not errors(problems):
+            # Only a valid fleet can be built; its objects must fit the API server.
+            problems += object_problems(spec)
     problems = with_lines(problems, lines or {})
     if spec is None or errors(problems):
         raise FleetConfigError(problems, source)

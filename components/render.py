@@ -176,9 +176,10 @@ def _by_key(cluster: ClusterObjects | None) -> dict[str, str]:
     return entries
 
 
-def diff_fleets(old: FleetSpec, new: FleetSpec, old_label: str, new_label: str) -> list[str]:
-    """Lines describing what `pulumi up` would change, per cluster directory; [] if none."""
-    before = {c.directory: c for c in build_fleet(old)}
+def diff_fleets(old: FleetSpec | None, new: FleetSpec, old_label: str, new_label: str) -> list[str]:
+    """Lines describing what `pulumi up` would change, per cluster directory; [] if none.
+    `old` None: a new stack, everything in it is added."""
+    before = {c.directory: c for c in build_fleet(old)} if old is not None else {}
     after = {c.directory: c for c in build_fleet(new)}
     lines: list[str] = []
     for directory in list(dict.fromkeys([*before, *after])):

@@ -380,3 +380,31 @@ def test_a_worker_offering_nothing_is_a_warning() -> None:
     assert problem.severity == "warning"
     assert problem.path == "workers[0].quotas.cq"
     assert "offers nothing" in problem.message
+
+
+def test_an_object_too_large_for_the_api_server_is_refused_naming_the_cause() -> None:
+    # 30,000 labels of 63 characters (aliases keep the file under 1 MiB): the worker's
+    # MultiKueueCluster on the manager would be about 2 MiB.
+    labels = "".join(f"        l{i}: *v\n" for i in range(30_000))
+    text = SMALL.replace("        region: a\n", f"        region: &v {'v' * 63}\n{labels}", 1)
+    assert len(text) < 1024 * 1024
+    problems = problems_in_checked(text)
+    (problem,) = problems
+    assert problem.path == "workers[0].labels"
+    assert "MultiKueueCluster 'worker1' on manager would be 2.1 MiB" in problem.message
+    assert "30,003 entries in metadata.labels" in problem.message
+    assert "1.5 MiB" in problem.message
+    assert "under 1 MiB" in problem.hint
+
+
+def problems_in_checked(text: str) -> list[Problem]:
+    """As `load_stack` reports them: the object limits run once the fleet is valid."""
+    from components.config_source import load_checked
+    from components.problems import FleetConfigError
+
+    read = read_stack_text(text)
+    try:
+        load_checked(read.config, "t", "t", read.secret, read.lines)
+    except FleetConfigError as exc:
+        return exc.problems
+    return []
