@@ -122,7 +122,8 @@ class WorkerConnection:
             if not r.healthy:
                 return False, f"{r.kind.plural}: {r.last_error}", age
         if age > stale_after:
-            return False, f"no update for {age:.0f}s", age
+            # The threshold, not the age: the reason ends up in Events and must not tick.
+            return False, f"no update for more than {stale_after:.0f}s", age
         return True, "", age
 
 

@@ -164,20 +164,3 @@ def test_render_diff_refuses_and_explains(tmp_path: Path) -> None:
     )  # fmt: skip
     assert result.returncode == 1, result.stderr
     assert "error: queues.topologies[0].levels" in result.stdout
-
-
-def test_the_fleet_asks_pulumi_to_replace_exactly_those_objects() -> None:
-    import pulumi
-
-    from components.fleet import _replace_on_immutable_change
-
-    def args(kind: str) -> pulumi.ResourceTransformArgs:
-        return pulumi.ResourceTransformArgs(
-            True, f"kubernetes:kueue.x-k8s.io/v1beta2:{kind}", "x", {}, pulumi.ResourceOptions()
-        )
-
-    result = _replace_on_immutable_change(args("LocalQueue"))
-    assert result is not None
-    assert result.opts.replace_on_changes == ["spec.clusterQueue"]
-    assert result.opts.delete_before_replace is True
-    assert _replace_on_immutable_change(args("ClusterQueue")) is None

@@ -4,23 +4,29 @@ Kueue's release manifest are in test_upstream.py)."""
 from __future__ import annotations
 
 import base64
+import json
+import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 import yaml
+from pulumi.dynamic.dynamic import serialize_provider
 
 from components import providers
 from components.providers import (
     CommandFailed,
     ControllerImageProvider,
     KindClusterProvider,
+    ServiceAccountTokenProvider,
     read_token,
     source_hash,
 )
+from tests.pulumi_harness import ROOT, UNKNOWN
 
 KUBECONFIG = yaml.safe_dump(
     {
@@ -189,6 +195,8 @@ def test_image_is_built_and_loaded_into_kind(cli: Any) -> None:
         [
             "docker",
             "build",
+            "--platform",
+            "linux/amd64",
             "-f",
             "controller/Dockerfile",
             "-t",
@@ -227,6 +235,52 @@ def test_image_rebuilds_when_the_sources_change(tmp_path: Path) -> None:
     assert not provider.diff("x", dict(IMAGE), dict(IMAGE)).changes
 
 
+def test_image_is_built_for_the_platform_the_stack_names(cli: Any) -> None:
+    fake = cli({})
+    ControllerImageProvider().create(
+        {**IMAGE, "registry": None, "kind_clusters": [], "platform": "linux/arm64"}
+    )
+    assert fake.calls[0][:4] == ["docker", "build", "--platform", "linux/arm64"]
+
+
+def test_image_is_loaded_again_into_a_replaced_kind_cluster() -> None:
+    """Same cluster name, new cluster: the identity input changes (or is unknown while the
+    preview replaces the cluster), and the image is built and loaded again."""
+    provider = ControllerImageProvider()
+    old = {**IMAGE, "kind_clusters": ["dev-manager"], "kind_cluster_ids": ["aaaa"]}
+    assert not provider.diff("x", old, dict(old)).changes
+    assert provider.diff("x", old, {**old, "kind_cluster_ids": ["bbbb"]}).changes
+    assert provider.diff("x", old, {**old, "kind_cluster_ids": [UNKNOWN]}).changes
+    assert provider.diff("x", old, {**old, "platform": "linux/arm64"}).changes
+
+
+def test_providers_unpickle_in_a_fresh_interpreter_from_the_project_directory() -> None:
+    """The engine runs a dynamic provider in a new Python process started in the project
+    directory, from the dill pickle the program wrote (pulumi/pulumi v3.272.0,
+    sdk/python/lib/pulumi/dynamic/dynamic.py serialize_provider and dynamic/__main__.py
+    get_provider): everything a provider refers to must import there."""
+    script = (
+        "import base64, json, sys\n"
+        "import dill\n"
+        "provider = dill.loads(base64.b64decode(sys.stdin.read()))\n"
+        "old = json.loads(sys.argv[1])\n"
+        "print(json.dumps(provider.diff('x', old, {**old, 'tag': 'new'}).changes))\n"
+    )
+    for provider in (ControllerImageProvider(), ServiceAccountTokenProvider()):
+        result = subprocess.run(
+            [sys.executable, "-c", script, json.dumps({**IMAGE, "secret": "s"})],
+            input=serialize_provider(provider),
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
+            check=False,
+        )
+        assert result.returncode == 0, result.stderr
+        changed = type(provider) is ControllerImageProvider
+        assert json.loads(result.stdout) is changed
+
+
 def test_fetch_uses_the_cache_and_explains_network_errors(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -242,3 +296,16 @@ def test_fetch_uses_the_cache_and_explains_network_errors(
     monkeypatch.setattr(upstream.urllib.request, "urlopen", offline)
     with pytest.raises(RuntimeError, match=re.escape("cannot download https://example.com/b.yaml")):
         upstream.fetch("https://example.com/b.yaml")
+
+
+def test_a_token_is_read_again_only_for_another_cluster() -> None:
+    """Same cluster identity with a new kubeconfig (an in-place update of a cloud cluster,
+    new credentials): no change. Another identity, or one unknown in a preview: replaced.
+    Without identities (a stack deployed before they existed): the kubeconfig decides."""
+    provider = ServiceAccountTokenProvider()
+    old = {"kubeconfig": "a", "namespace": "kueue-system", "secret": "s", "cluster": "gke/p/l/c"}
+    assert not provider.diff("x", old, {**old, "kubeconfig": "b"}).changes
+    assert provider.diff("x", old, {**old, "cluster": "gke/p/l/d"}).replaces == ["cluster"]
+    assert provider.diff("x", old, {**old, "cluster": UNKNOWN}).changes
+    bare = {k: v for k, v in old.items() if k != "cluster"}
+    assert provider.diff("x", bare, {**bare, "kubeconfig": "b"}).replaces == ["kubeconfig"]
