@@ -42,6 +42,44 @@ config:
         clusterQueue: cq
 """
 
+# The shipped dev stack as it was when these tests were written (a frozen copy: a change
+# to stacks/Pulumi.dev.yaml must not fail tests of render itself).
+DEV = """\
+# The default stack: one manager and two workers on kind, on this machine's Docker.
+# Bring it up with scripts/up.sh (passphrase for this stack only: see README).
+config:
+  multikueue-fleet:manager:
+    name: manager
+    provider: kind
+  multikueue-fleet:workers:
+    - name: worker1
+      labels:
+        region: local-a
+    - name: worker2
+      labels:
+        region: local-b
+  multikueue-fleet:frameworks: [batch, jobset, leaderworkerset]
+  multikueue-fleet:queues:
+    flavors:
+      - name: default-flavor
+    clusterQueues:
+      - name: cluster-queue
+        resourceGroups:
+          - coveredResources: [cpu, memory]
+            flavors:
+              - name: default-flavor
+                resources:
+                  cpu: 4
+                  memory: 8Gi
+    localQueues:
+      - namespace: default
+        name: user-queue
+        clusterQueue: cluster-queue
+      - namespace: team-a
+        name: user-queue
+        clusterQueue: cluster-queue
+"""
+
 
 def write_stack(folder: Path, name: str, text: str) -> Path:
     path = folder / f"Pulumi.{name}.yaml"
