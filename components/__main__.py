@@ -221,6 +221,9 @@ def cmd_status(args: argparse.Namespace) -> int:
             c["name"]: yaml.safe_load((folder / c["kubeconfig"]).read_text()) for c in clusters
         }
         roles = {c["name"]: c["role"] for c in clusters}
+        for name, kubeconfig in kubeconfigs.items():
+            if not isinstance(kubeconfig, dict):
+                raise ValueError(f"the kubeconfig of {name} is not a kubeconfig")
     except (OSError, ValueError, KeyError, TypeError, yaml.YAMLError) as exc:
         raise CliError(
             f"{summary_file} or a kubeconfig it names cannot be read ({type(exc).__name__}: "
