@@ -18,10 +18,25 @@ class Problem:
     message: str
     hint: str = ""
     severity: Severity = "error"
+    # 1-based line in the stack file, when the problem was found in a file's text.
+    line: int | None = None
+
+    def render(self, source: str | None = None) -> str:
+        """`severity: path: message`, then where in the file and the fix, one line each."""
+        text = f"{self.severity}: {self.path + ': ' if self.path else ''}{self.message}"
+        if self.line:
+            text += f"\n    at: {source}:{self.line}" if source else f"\n    at: line {self.line}"
+        return f"{text}\n    fix: {self.hint}" if self.hint else text
 
     def __str__(self) -> str:
-        text = f"{self.severity}: {self.path}: {self.message}"
-        return f"{text}\n    fix: {self.hint}" if self.hint else text
+        return self.render()
+
+
+def key_path(base: str, key: str | int) -> str:
+    """The `pulumi config set --path` form: `workers[0].name`."""
+    if isinstance(key, int):
+        return f"{base}[{key}]"
+    return f"{base}.{key}" if base else key
 
 
 def errors(problems: Iterable[Problem]) -> list[Problem]:
@@ -41,7 +56,7 @@ def did_you_mean(word: str, choices: Iterable[str]) -> str:
 def format_report(problems: list[Problem], source: str) -> str:
     errs, warns = errors(problems), warnings(problems)
     head = f"{source}: {len(errs)} error(s), {len(warns)} warning(s)"
-    return "\n".join([head, *(str(p) for p in errs + warns)])
+    return "\n".join([head, *(p.render(source) for p in errs + warns)])
 
 
 class FleetConfigError(Exception):

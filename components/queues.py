@@ -30,9 +30,9 @@ def flavor_object(spec: FleetSpec, f: FlavorSpec) -> dict[str, Any]:
     if f.node_labels:
         body["nodeLabels"] = dict(f.node_labels)
     if f.node_taints:
-        body["nodeTaints"] = [dict(t) for t in f.node_taints]
+        body["nodeTaints"] = [t.as_k8s() for t in f.node_taints]
     if f.tolerations:
-        body["tolerations"] = [dict(t) for t in f.tolerations]
+        body["tolerations"] = [t.as_k8s() for t in f.tolerations]
     if f.topology:
         body["topologyName"] = f.topology
     return {
@@ -60,10 +60,10 @@ def worker_quotas(cq: ClusterQueueSpec, worker: ClusterSpec) -> dict[str, dict[s
     for group in cq.resource_groups:
         for fq in group.flavors:
             out[fq.flavor] = {
-                res: ResourceQuota(
-                    overrides.get(fq.flavor, {}).get(res, q.nominal),
-                    q.borrowing_limit,
-                    q.lending_limit,
+                res: ResourceQuota.model_construct(
+                    nominal=overrides.get(fq.flavor, {}).get(res, q.nominal),
+                    borrowing_limit=q.borrowing_limit,
+                    lending_limit=q.lending_limit,
                 )
                 for res, q in fq.resources.items()
             }
@@ -88,10 +88,10 @@ def manager_quotas(spec: FleetSpec, cq: ClusterQueueSpec) -> dict[str, dict[str,
     for group in cq.resource_groups:
         for fq in group.flavors:
             out[fq.flavor] = {
-                res: ResourceQuota(
-                    chosen.get(fq.flavor, {}).get(res, sums[fq.flavor][res]),
-                    q.borrowing_limit,
-                    q.lending_limit,
+                res: ResourceQuota.model_construct(
+                    nominal=chosen.get(fq.flavor, {}).get(res, sums[fq.flavor][res]),
+                    borrowing_limit=q.borrowing_limit,
+                    lending_limit=q.lending_limit,
                 )
                 for res, q in fq.resources.items()
             }
@@ -121,16 +121,16 @@ def cluster_queue_object(
         groups.append({"coveredResources": list(group.covered), "flavors": flavors})
     # An absent namespaceSelector admits nothing; {} admits every namespace.
     body: dict[str, Any] = {
-        "namespaceSelector": dict(cq.namespace_selector),
+        "namespaceSelector": cq.namespace_selector.as_k8s(),
         "queueingStrategy": cq.queueing_strategy,
         "resourceGroups": groups,
     }
     if cq.cohort:
         body["cohortName"] = cq.cohort
     if cq.preemption:
-        body["preemption"] = dict(cq.preemption)
+        body["preemption"] = cq.preemption.as_k8s()
     if cq.flavor_fungibility:
-        body["flavorFungibility"] = dict(cq.flavor_fungibility)
+        body["flavorFungibility"] = cq.flavor_fungibility.as_k8s()
     if admission_check:
         # v1beta2 has no spec.admissionChecks; MultiKueue's check must not use onFlavors.
         body["admissionChecksStrategy"] = {"admissionChecks": [{"name": admission_check}]}

@@ -1,26 +1,80 @@
-"""FleetSpec: the typed model of one stack's fleet, with every default in Python.
+"""FleetSpec: the typed model of one stack's fleet (pydantic v2), with every default here.
 
-A stack file (or `pulumi.Config`) is a mapping of top-level keys. `load_spec` reads it
-into frozen dataclasses and records every shape problem (unknown key, wrong type, bad
-choice) with the `pulumi config set --path` path that locates it. Meaning-level checks
-that look across the whole fleet live in validate.py.
+A stack file (or `pulumi.Config`) is a mapping of top-level keys, written in camelCase.
+`load_spec` validates it into frozen models; every problem of shape (unknown key with a
+"did you mean", wrong type, bad choice, a name, label, quantity, duration, version or image
+the API server or a tool would refuse) comes back as a Problem with the
+`pulumi config set --path` path that locates it and a fix. Checks that look across the
+whole fleet live in validate.py, as plain functions over this model.
+
+The JSON Schema of the stack file is generated from these models (components/schema.py).
 """
 
 from __future__ import annotations
 
 import re
+import typing
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any, ClassVar, Literal
 
-from components.problems import Problem, did_you_mean
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    PrivateAttr,
+    ValidationError,
+    ValidationInfo,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
+from pydantic.alias_generators import to_camel
+from pydantic_core import InitErrorDetails
+
+from components.fieldtypes import (
+    QUANTITY_SCHEMA,
+    AbsolutePath,
+    AwsRegion,
+    Duration,
+    GcpLocation,
+    GcpProject,
+    HttpsUrl,
+    Image,
+    InstanceType,
+    KubernetesVersion,
+    LabelKey,
+    LabelValue,
+    MachineType,
+    Quantity,
+    Repository,
+    ResourceName,
+    StrictBool,
+    Text,
+    dns_label,
+    dns_subdomain,
+    fail,
+    int_range,
+    kind_of,
+    minor_tuple,
+    quantity_problem,
+    show,
+)
+from components.problems import Problem, did_you_mean, key_path
 from components.versions import (
     DEFAULT_KUBERNETES_VERSION,
     KIND_NODE_IMAGES,
+    KUEUE_MIN_KUBERNETES,
     KUEUE_VERSION,
+    KUEUE_VERSIONS,
+    MANAGER_MIN_KUBERNETES,
+    NEWEST_KUBERNETES,
+    PROVIDER_MIN_KUBERNETES,
     SECRETREADER_PLUGIN_IMAGE,
     SECRETREADER_PLUGIN_PATH,
 )
+
+__all__ = ["Problem", "key_path"]
 
 PROJECT = "multikueue-fleet"
 PROVIDERS = ("kind", "existing", "gke", "eks")
@@ -30,6 +84,13 @@ STRATEGIES = ("MostFreeQuota", "BestFit", "OrderedSpillover")
 WHEN_NOTHING_FITS = ("WaitOnBest", "LeastLoaded")
 PLUGIN_MOUNTS = ("auto", "initContainer", "imageVolume", "customImage")
 CREDENTIAL_MODES = ("kubeconfigSecret", "clusterProfile")
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
+NODE_IMAGE_VERSION = re.compile(r":v(\d+)\.(\d+)\.\d+(?:@|$)")
+
+
+def _version_text(v: tuple[int, int]) -> str:
+    return f"{v[0]}.{v[1]}"
 
 
 class Secret:
@@ -51,56 +112,158 @@ class Secret:
         return hash(self.value)
 
 
-# --- the model ---------------------------------------------------------------------------
+def _secret(value: Any) -> Secret:
+    if isinstance(value, Secret):
+        return value
+    if isinstance(value, Mapping) and set(value) == {"secure"}:
+        return Secret(None)
+    if isinstance(value, str):
+        return Secret(value)
+    raise fail(
+        f"expected the kubeconfig as a string, got {kind_of(value)}",
+        "pulumi config set --secret --path 'workerKubeconfigs.NAME' < kubeconfig",
+    )
 
 
-@dataclass(frozen=True)
-class KindSettings:
-    node_image: str
-    worker_nodes: int = 1
+SecretText = Annotated[
+    Secret,
+    PlainValidator(_secret),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "string"},
+                {
+                    "type": "object",
+                    "properties": {"secure": {"type": "string"}},
+                    "required": ["secure"],
+                    "additionalProperties": False,
+                },
+            ]
+        }
+    ),
+]
 
 
-@dataclass(frozen=True)
-class ExistingSettings:
-    context: str
-    kubeconfig_path: str | None = None
+# --- the base of every model -------------------------------------------------------------
+
+
+class _Model(BaseModel):
+    """Frozen, camelCase keys as the user writes them, unknown keys refused. A key set to
+    null counts as not set (its default applies)."""
+
+    model_config = ConfigDict(
+        frozen=True,
+        extra="forbid",
+        alias_generator=to_camel,
+        arbitrary_types_allowed=True,
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _prepare(cls, data: Any, info: ValidationInfo) -> Any:
+        if data is None:
+            data = {}
+        if isinstance(data, Mapping):
+            data = cls._fill({k: v for k, v in data.items() if v is not None}, info)
+        return data
+
+    @classmethod
+    def _fill(cls, data: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        """Defaults that depend on other values, filled in before validation."""
+        return data
+
+    def _derive(self, **values: Any) -> None:
+        """Set values computed after validation (the model is frozen for everyone else)."""
+        for name, value in values.items():
+            object.__setattr__(self, name, value)
+
+    def as_k8s(self) -> dict[str, Any]:
+        """As the Kubernetes object field: camelCase keys, unset ones left out."""
+        return self.model_dump(by_alias=True, exclude_none=True)
+
+
+def _raise(model: str, errors: list[tuple[tuple[str | int, ...], str, str]]) -> None:
+    """Report several problems at once, each at its own path under the model."""
+    if errors:
+        raise ValidationError.from_exception_data(
+            model,
+            [InitErrorDetails(type=fail(m, f), loc=loc, input=None) for loc, m, f in errors],
+        )
+
+
+def _or_shorthand(shorthand: dict[str, Any]) -> Any:
+    """JSON Schema of a model that may also be written as a plain value."""
+
+    def extra(schema: dict[str, Any], _model: Any) -> None:
+        full = dict(schema)
+        schema.clear()
+        schema["anyOf"] = [shorthand, full]
+
+    return extra
+
+
+def _item_name(items: Any, field: str = "name") -> None:
+    """Shorthand: a list item given as a plain string means {field: string}."""
+    if isinstance(items, list):
+        for i, item in enumerate(items):
+            if isinstance(item, str):
+                items[i] = {field: item}
+
+
+# --- clusters ----------------------------------------------------------------------------
+
+
+class KindSettings(_Model):
+    # None in the file: the image pinned for the cluster's Kubernetes version.
+    node_image: Image | None = None
+    worker_nodes: int_range(0, 10) = 1
+    # A node image without an @sha256 digest is refused unless this is set: kind supports
+    # an image only with the kind release that built it, and a tag can move.
+    allow_unpinned_node_image: StrictBool = False
+
+
+class ExistingSettings(_Model):
+    context: Text
+    kubeconfig_path: Text | None = None
     # The API server URL as seen from the manager's pods, when it differs from the one in
     # the local kubeconfig (for example a private endpoint).
-    server: str | None = None
+    server: HttpsUrl | None = None
 
 
-@dataclass(frozen=True)
-class GkeSettings:
-    project: str
-    location: str
-    machine_type: str = "e2-standard-4"
-    node_count: int = 2
+class GkeSettings(_Model):
+    project: GcpProject
+    location: GcpLocation
+    machine_type: MachineType = "e2-standard-4"
+    node_count: int_range(1, 1000) = 2
 
 
-@dataclass(frozen=True)
-class EksSettings:
-    region: str
-    instance_type: str = "m5.xlarge"
-    node_count: int = 2
+class EksSettings(_Model):
+    region: AwsRegion
+    instance_type: InstanceType = "m5.xlarge"
+    node_count: int_range(1, 1000) = 2
 
 
-@dataclass(frozen=True)
-class ClusterSpec:
-    name: str
-    role: str  # "manager" or "worker"
-    provider: str
-    # "major.minor"; None only for an `existing` cluster whose version was not given.
-    kubernetes_version: str | None
-    frameworks: tuple[str, ...]
-    labels: dict[str, str] = field(default_factory=dict)
-    node_labels: dict[str, str] = field(default_factory=dict)
+class ClusterSpec(_Model):
+    """A cluster of the fleet: the manager (ManagerSpec) or a worker (WorkerSpec)."""
+
+    role: ClassVar[str] = ""
+    name: dns_label("cluster name")
+    provider: Literal["kind", "existing", "gke", "eks"] = "kind"
+    # "major.minor" once validated; None only for an `existing` cluster without it.
+    kubernetes_version: KubernetesVersion | None = None
+    labels: dict[LabelKey, LabelValue] = {}
+    node_labels: dict[LabelKey, LabelValue] = {}
+    # None in the file: the fleet's `frameworks`; "batch" is always added.
+    frameworks: tuple[Text, ...] | None = None
     kind: KindSettings | None = None
     existing: ExistingSettings | None = None
     gke: GkeSettings | None = None
     eks: EksSettings | None = None
-    # Per-worker quota overrides: clusterQueue -> flavor -> resource -> quantity.
-    quotas: dict[str, dict[str, dict[str, str]]] = field(default_factory=dict)
-    path: str = ""
+    _path: str = PrivateAttr(default="")
+
+    @property
+    def path(self) -> str:
+        return self._path
 
     def physical_name(self, fleet_name: str) -> str:
         """The name the cluster has on its platform (kind, GKE, EKS)."""
@@ -108,34 +271,218 @@ class ClusterSpec:
             return self.existing.context
         return f"{fleet_name}-{self.name}"
 
+    @classmethod
+    def _fill(cls, data: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        # Settings of another provider are a misplaced section, whatever they hold.
+        provider = data.get("provider", "kind")
+        if provider in PROVIDERS:
+            _raise(
+                cls.__name__,
+                [
+                    (
+                        (other,),
+                        f"settings for provider '{other}' on a '{provider}' cluster",
+                        f"remove `{other}` or set `provider: {other}`",
+                    )
+                    for other in PROVIDERS
+                    if other != provider and other in data
+                ],
+            )
+        return data
 
-@dataclass(frozen=True)
-class WaitForPodsReady:
-    enabled: bool = True
-    timeout: str = "30m"
-    block_admission: bool = False
-    recovery_timeout: str | None = None
-    requeuing_timestamp: str = "Eviction"
-    backoff_limit_count: int | None = None
-    backoff_base_seconds: int = 60
-    backoff_max_seconds: int = 3600
+    @model_validator(mode="after")
+    def _provider_and_version(self) -> ClusterSpec:
+        errors: list[tuple[tuple[str | int, ...], str, str]] = []
+        required = {"existing": ("context",), "gke": ("project", "location"), "eks": ("region",)}
+        if self.provider in required and getattr(self, self.provider) is None:
+            for key in required[self.provider]:
+                errors.append(
+                    ((self.provider, key), "is required", f"set `{key}` in the stack file")
+                )
+        version = self.kubernetes_version
+        version_checked = False
+        kind = self.kind
+        if self.provider == "kind":
+            kind = kind or KindSettings()
+            version, image, version_checked = self._kind_image(kind, errors)
+            kind = kind.model_copy(update={"node_image": image})
+        elif self.provider in ("gke", "eks"):
+            version = version or DEFAULT_KUBERNETES_VERSION
+        if version is not None and not version_checked:
+            self._version_range(version, errors)
+        _raise(type(self).__name__, errors)
+        self._derive(kubernetes_version=version, kind=kind)
+        return self
+
+    def _kind_image(
+        self, kind: KindSettings, errors: list[tuple[tuple[str | int, ...], str, str]]
+    ) -> tuple[str | None, str, bool]:
+        """(version, node image, whether an error about the version was already reported)."""
+        version = self.kubernetes_version
+        image = kind.node_image
+        if not image:
+            version = version or DEFAULT_KUBERNETES_VERSION
+            pinned = KIND_NODE_IMAGES.get(version)
+            if pinned is None:
+                errors.append(
+                    (
+                        ("kubernetesVersion",),
+                        f"kind {version} has no node image pinned for this kind release",
+                        f"use one of {', '.join(sorted(KIND_NODE_IMAGES))}, or set "
+                        "kind.nodeImage to an image built for kind (pinned by @sha256 digest)",
+                    )
+                )
+                return version, "", True
+            return version, pinned, False
+        match = NODE_IMAGE_VERSION.search(image)
+        from_image = f"{int(match.group(1))}.{int(match.group(2))}" if match else None
+        if "@" not in image and not kind.allow_unpinned_node_image:
+            errors.append(
+                (
+                    ("kind", "nodeImage"),
+                    f"kind node image '{show(image)}' is not pinned by digest",
+                    "add its @sha256:DIGEST (kind's release notes list them), or set "
+                    "kind.allowUnpinnedNodeImage: true to use a moving tag anyway",
+                )
+            )
+        if from_image is None and version is None:
+            errors.append(
+                (
+                    ("kind", "nodeImage"),
+                    f"the Kubernetes version of node image '{show(image)}' cannot be told "
+                    "from its tag",
+                    "use a kindest/node:vX.Y.Z image, or set kubernetesVersion",
+                )
+            )
+            return None, image, True
+        if from_image and version and from_image != version:
+            errors.append(
+                (
+                    ("kubernetesVersion",),
+                    f"kubernetesVersion is {version} but kind.nodeImage runs {from_image}",
+                    "make them agree, or leave kubernetesVersion out",
+                )
+            )
+            return version, image, True
+        return version or from_image, image, False
+
+    def _version_range(
+        self, version: str, errors: list[tuple[tuple[str | int, ...], str, str]]
+    ) -> None:
+        v = minor_tuple(version)
+        lowest = PROVIDER_MIN_KUBERNETES[self.provider]
+        why = {
+            "gke": "GKE no longer creates clusters older than that",
+            "eks": "EKS no longer creates clusters older than that",
+        }.get(
+            self.provider,
+            f"Kueue {KUEUE_VERSION} needs Kubernetes "
+            f"{_version_text(KUEUE_MIN_KUBERNETES)} or newer",
+        )
+        if self.role == "manager" and lowest < MANAGER_MIN_KUBERNETES:
+            lowest = MANAGER_MIN_KUBERNETES
+            why = (
+                "the manager hands batch Jobs to MultiKueue through Job managedBy, on by "
+                "default from Kubernetes 1.32"
+            )
+        newest = NEWEST_KUBERNETES
+        if v < lowest:
+            errors.append(
+                (
+                    ("kubernetesVersion",),
+                    f"Kubernetes {version} is too old here: {why}",
+                    f"use {_version_text(lowest)} to {_version_text(newest)}",
+                )
+            )
+        elif v > newest:
+            errors.append(
+                (
+                    ("kubernetesVersion",),
+                    f"Kubernetes {version} is newer than any release this project knows "
+                    f"({_version_text(newest)})",
+                    f"use {_version_text(lowest)} to {_version_text(newest)} (newer "
+                    "releases need a newer multikueue-fleet: components/versions.py)",
+                )
+            )
+
+
+class ManagerSpec(ClusterSpec):
+    role: ClassVar[str] = "manager"
+    name: dns_label("cluster name") = "manager"
+
+    @property
+    def quotas(self) -> dict[str, dict[str, dict[str, str]]]:
+        return {}
+
+
+class WorkerSpec(ClusterSpec):
+    role: ClassVar[str] = "worker"
+    # Per-worker quota overrides: clusterQueue -> flavor -> resource -> quantity.
+    quotas: dict[Text, dict[Text, dict[ResourceName, Quantity]]] = {}
+
+
+# --- Kueue -------------------------------------------------------------------------------
+
+
+class RequeuingStrategy(_Model):
+    timestamp: Literal["Eviction", "Creation"] = "Eviction"
+    backoff_limit_count: int_range(0, 2**31 - 1) | None = None
+    backoff_base_seconds: int_range(1, 2**31 - 1) = 60
+    backoff_max_seconds: int_range(1, 2**31 - 1) = 3600
+
+
+class WaitForPodsReady(_Model):
+    enabled: StrictBool = True
+    timeout: Duration = "30m"
+    block_admission: StrictBool = False
+    recovery_timeout: Duration | None = None
+    requeuing_strategy: RequeuingStrategy = Field(default={}, validate_default=True)
     # None: on for the manager unless it runs frameworks whose status MultiKueue does not
     # mirror (kueue_config.waits_for_pods_ready); workers always follow `enabled`.
-    on_manager: bool | None = None
+    on_manager: StrictBool | None = None
+
+    @property
+    def requeuing_timestamp(self) -> str:
+        return self.requeuing_strategy.timestamp
+
+    @property
+    def backoff_limit_count(self) -> int | None:
+        return self.requeuing_strategy.backoff_limit_count
+
+    @property
+    def backoff_base_seconds(self) -> int:
+        return self.requeuing_strategy.backoff_base_seconds
+
+    @property
+    def backoff_max_seconds(self) -> int:
+        return self.requeuing_strategy.backoff_max_seconds
 
 
-@dataclass(frozen=True)
-class MultiKueueSettings:
-    origin: str
-    gc_interval: str = "1m"
-    worker_lost_timeout: str = "15m"
+class MultiKueueSettings(_Model):
+    # None in the file: mkf-<fleetName>, a distinct origin per fleet (two managers that
+    # share a worker must not garbage-collect each other's remote objects).
+    origin: LabelValue | None = None
+    gc_interval: Duration = "1m"
+    worker_lost_timeout: Duration = "15m"
 
 
-@dataclass(frozen=True)
-class ExternalFramework:
-    name: str  # Kind.version.group, as Kueue parses it
-    resource: str  # plural resource name, for RBAC
-    path: str = ""
+class ExternalFramework(_Model):
+    model_config = ConfigDict(json_schema_extra=_or_shorthand({"type": "string"}))
+
+    name: Text  # Kind.version.group, as Kueue parses it
+    # None in the file: the plural of the kind, lower-case, for RBAC.
+    resource: Text | None = None
+    _path: str = PrivateAttr(default="")
+
+    @property
+    def path(self) -> str:
+        return self._path
+
+    @model_validator(mode="after")
+    def _plural(self) -> ExternalFramework:
+        if self.resource is None:
+            self._derive(resource=self.name.split(".", 1)[0].lower() + "s")
+        return self
 
     @property
     def parts(self) -> tuple[str, str, str]:
@@ -144,635 +491,229 @@ class ExternalFramework:
         return kind, version, group
 
 
-@dataclass(frozen=True)
-class KueueSpec:
-    version: str = KUEUE_VERSION
-    feature_gates: dict[str, bool] = field(default_factory=dict)
-    feature_gate_flags: dict[str, bool] = field(default_factory=dict)
-    integrations: tuple[str, ...] = ()
+def _kueue_version(value: Any) -> str:
+    text = value if isinstance(value, str) else str(value)
+    if text not in KUEUE_VERSIONS:
+        raise fail(
+            f"Kueue {show(text)} is not supported by this release",
+            f"use {' or '.join(KUEUE_VERSIONS)}: Kueue decodes its config strictly, the keys "
+            "and gates written here are those of v0.19.x, and other releases are not "
+            "checked (or do not exist)",
+        )
+    return text
+
+
+class KueueSpec(_Model):
+    version: Annotated[
+        str,
+        PlainValidator(_kueue_version),
+        WithJsonSchema({"enum": list(KUEUE_VERSIONS)}),
+    ] = KUEUE_VERSION
+    feature_gates: dict[Text, StrictBool] = {}
+    feature_gate_flags: dict[Text, StrictBool] = {}
+    integrations: tuple[Text, ...] = ()
     external_frameworks: tuple[ExternalFramework, ...] = ()
-    wait_for_pods_ready: WaitForPodsReady = field(default_factory=WaitForPodsReady)
-    multikueue: MultiKueueSettings = field(default_factory=lambda: MultiKueueSettings("multikueue"))
+    wait_for_pods_ready: WaitForPodsReady = Field(default={}, validate_default=True)
+    multikueue: MultiKueueSettings = Field(default={}, validate_default=True, alias="multiKueue")
+
+    @classmethod
+    def _fill(cls, data: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        if isinstance(data.get("externalFrameworks"), list):
+            data["externalFrameworks"] = list(data["externalFrameworks"])
+            _item_name(data["externalFrameworks"])
+        return data
 
 
-@dataclass(frozen=True)
-class FlavorSpec:
-    name: str
-    node_labels: dict[str, str] = field(default_factory=dict)
-    node_taints: tuple[dict[str, Any], ...] = ()
-    tolerations: tuple[dict[str, Any], ...] = ()
-    topology: str | None = None
-    path: str = ""
+# --- queues ------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class TopologySpec:
-    name: str
-    levels: tuple[str, ...]
-    path: str = ""
+class Taint(_Model):
+    key: LabelKey
+    value: LabelValue | None = None
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
 
 
-@dataclass(frozen=True)
-class ResourceQuota:
-    nominal: str
-    borrowing_limit: str | None = None
-    lending_limit: str | None = None
+class Toleration(_Model):
+    key: LabelKey | None = None
+    operator: Literal["Exists", "Equal"] | None = None
+    value: LabelValue | None = None
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
+    toleration_seconds: int_range(-(2**63), 2**63 - 1) | None = None
+
+    @model_validator(mode="after")
+    def _operator(self) -> Toleration:
+        errors = []
+        if self.operator == "Exists" and self.value:
+            errors.append(
+                (("value",), "a toleration with operator Exists has no value", "remove `value`")
+            )
+        if self.key is None and self.operator != "Exists":
+            errors.append(
+                (
+                    ("operator",),
+                    "a toleration without a key must use operator Exists",
+                    "set `key`, or `operator: Exists` to tolerate every taint",
+                )
+            )
+        _raise("Toleration", errors)
+        return self
 
 
-@dataclass(frozen=True)
-class FlavorQuotas:
-    flavor: str
-    resources: dict[str, ResourceQuota]
-    path: str = ""
-
-
-@dataclass(frozen=True)
-class ResourceGroup:
-    covered: tuple[str, ...]
-    flavors: tuple[FlavorQuotas, ...]
-    path: str = ""
-
-
-@dataclass(frozen=True)
-class ClusterQueueSpec:
-    name: str
-    resource_groups: tuple[ResourceGroup, ...]
-    cohort: str | None = None
-    queueing_strategy: str = "BestEffortFIFO"
-    namespace_selector: dict[str, Any] = field(default_factory=dict)
-    preemption: dict[str, Any] | None = None
-    flavor_fungibility: dict[str, Any] | None = None
-    # flavor -> resource -> quantity; None means the sum of the workers' quotas.
-    manager_quota: dict[str, dict[str, str]] | None = None
-    path: str = ""
-
-
-@dataclass(frozen=True)
-class LocalQueueSpec:
-    namespace: str
-    name: str
-    cluster_queue: str
-    path: str = ""
-
-
-@dataclass(frozen=True)
-class QueuesSpec:
-    flavors: tuple[FlavorSpec, ...]
-    topologies: tuple[TopologySpec, ...]
-    cluster_queues: tuple[ClusterQueueSpec, ...]
-    local_queues: tuple[LocalQueueSpec, ...]
-
-
-@dataclass(frozen=True)
-class ClusterProfileSettings:
-    plugin_mount: str = "auto"
-    plugin_image: str = SECRETREADER_PLUGIN_IMAGE
-    plugin_path: str = SECRETREADER_PLUGIN_PATH
-    access_provider: str = "secretreader"
-    # customImage mode: a Kueue image that already holds the plugin at plugin_path.
-    kueue_image: str | None = None
-
-
-@dataclass(frozen=True)
-class CredentialsSpec:
-    mode: str = "kubeconfigSecret"
-    cluster_profile: ClusterProfileSettings = field(default_factory=ClusterProfileSettings)
-
-
-@dataclass(frozen=True)
-class DispatchPolicyDefaults:
-    strategy: str = "MostFreeQuota"
-    clusters_to_nominate: int = 1
-    widen_after: str = "5m"
-    when_nothing_fits: str = "WaitOnBest"
-    cluster_selector: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class DispatcherSpec:
-    enabled: bool = True
-    name: str = DISPATCHER_NAME
-    # None: built from controller/ at deploy time and pinned by digest.
-    image: str | None = None
-    # Where that build is pushed when the manager is not a kind cluster.
-    registry: str | None = None
-    # Let DispatchPolicies with `inventory` add ClusterProfiles to MultiKueue (grants the
-    # dispatcher the rights to create MultiKueueClusters and its own MultiKueueConfigs).
-    inventory: bool = False
-    replicas: int = 2
-    policy: DispatchPolicyDefaults = field(default_factory=DispatchPolicyDefaults)
-
-
-@dataclass(frozen=True)
-class FleetSpec:
-    stack: str
-    fleet_name: str
-    manager: ClusterSpec
-    workers: tuple[ClusterSpec, ...]
-    kueue: KueueSpec
-    queues: QueuesSpec
-    credentials: CredentialsSpec
-    dispatcher: DispatcherSpec
-    worker_kubeconfigs: dict[str, Secret] = field(default_factory=dict)
+class FlavorSpec(_Model):
+    name: dns_subdomain("ResourceFlavor name")
+    node_labels: dict[LabelKey, LabelValue] = {}
+    node_taints: tuple[Taint, ...] = ()
+    tolerations: tuple[Toleration, ...] = ()
+    topology: Text | None = None
+    _path: str = PrivateAttr(default="")
 
     @property
-    def clusters(self) -> tuple[ClusterSpec, ...]:
-        return (self.manager, *self.workers)
+    def path(self) -> str:
+        return self._path
 
 
-# --- reading -------------------------------------------------------------------------------
+class TopologySpec(_Model):
+    name: dns_subdomain("Topology name")
+    levels: tuple[LabelKey, ...] = ()
+    _path: str = PrivateAttr(default="")
 
-TOP_LEVEL_KEYS = (
-    "fleetName",
-    "manager",
-    "workers",
-    "frameworks",
-    "kueue",
-    "queues",
-    "credentials",
-    "dispatcher",
-    "workerKubeconfigs",
-)
-DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-K8S_VERSION = re.compile(r"^v?(\d+)\.(\d+)(?:\.\d+)?$")
-NODE_IMAGE_VERSION = re.compile(r":v(\d+)\.(\d+)\.\d+")
+    @property
+    def path(self) -> str:
+        return self._path
 
 
-def key_path(base: str, key: str | int) -> str:
-    if isinstance(key, int):
-        return f"{base}[{key}]"
-    return f"{base}.{key}" if base else key
+class ResourceQuota(_Model):
+    model_config = ConfigDict(json_schema_extra=_or_shorthand(QUANTITY_SCHEMA))
 
+    nominal: Quantity = Field(alias="nominalQuota")
+    borrowing_limit: Quantity | None = None
+    lending_limit: Quantity | None = None
 
-class _Reader:
-    """Typed access to an untyped mapping that records problems instead of raising."""
-
-    def __init__(self, problems: list[Problem]) -> None:
-        self.problems = problems
-
-    def error(self, path: str, message: str, hint: str = "") -> None:
-        self.problems.append(Problem(path, message, hint))
-
-    def mapping(self, value: Any, path: str, allowed: tuple[str, ...] | None) -> dict[str, Any]:
-        if value is None:
-            return {}
-        if not isinstance(value, Mapping):
-            self.error(
-                path,
-                f"expected a mapping, got {type(value).__name__}",
-                "write it as `key: value` lines under this key",
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, data: Any) -> Any:
+        # `cpu: 8` is short for `cpu: {nominalQuota: 8}`.
+        if isinstance(data, Mapping):
+            return data
+        if data is None or isinstance(data, (bool, list)):
+            raise fail(
+                "expected a quantity such as 8, 500m or 32Gi, or a mapping with nominalQuota",
+                "write it like 8, 500m or 32Gi",
             )
-            return {}
-        if allowed is not None:
-            for key in value:
-                if key not in allowed:
-                    self.error(
-                        key_path(path, str(key)),
-                        "unknown key",
-                        f"{did_you_mean(str(key), allowed)}known keys here: {', '.join(allowed)}",
-                    )
-        return dict(value)
+        problem = quantity_problem(data)
+        if problem is not None:
+            raise fail(f"nominalQuota {problem[0]}", problem[1])
+        return {"nominalQuota": data}
 
-    def items(self, value: Any, path: str) -> list[Any]:
-        if value is None:
-            return []
-        if not isinstance(value, list):
-            self.error(
-                path,
-                f"expected a list, got {type(value).__name__}",
-                "write it as a YAML list (`- item` lines)",
+
+class FlavorQuotas(_Model):
+    flavor: Text = Field(alias="name")
+    resources: dict[ResourceName, ResourceQuota] = {}
+    _path: str = PrivateAttr(default="")
+
+    @property
+    def path(self) -> str:
+        return self._path
+
+
+class ResourceGroup(_Model):
+    # None in the file: the resources of the first flavor.
+    covered: tuple[ResourceName, ...] | None = Field(default=None, alias="coveredResources")
+    flavors: tuple[FlavorQuotas, ...] = ()
+    _path: str = PrivateAttr(default="")
+
+    @property
+    def path(self) -> str:
+        return self._path
+
+    @model_validator(mode="after")
+    def _covered(self) -> ResourceGroup:
+        if self.covered is None:
+            self._derive(covered=tuple(self.flavors[0].resources) if self.flavors else ())
+        return self
+
+
+class LabelSelectorRequirement(_Model):
+    key: LabelKey
+    operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
+    values: tuple[LabelValue, ...] | None = None
+
+    @model_validator(mode="after")
+    def _values(self) -> LabelSelectorRequirement:
+        if self.operator in ("In", "NotIn") and not self.values:
+            _raise(
+                "LabelSelectorRequirement",
+                [(("values",), f"operator {self.operator} needs values", "list the values")],
             )
-            return []
-        return value
-
-    def string(
-        self,
-        m: Mapping[str, Any],
-        key: str,
-        path: str,
-        default: str | None = None,
-        *,
-        required: bool = False,
-        choices: tuple[str, ...] | None = None,
-    ) -> str | None:
-        value = m.get(key)
-        where = key_path(path, key)
-        if value is None:
-            if required:
-                self.error(where, "is required", f"set `{key}` in the stack file")
-            return default
-        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-            self.error(where, f"expected a string, got {type(value).__name__}")
-            return default
-        text = str(value)
-        if choices is not None and text not in choices:
-            self.error(
-                where,
-                f"'{text}' is not one of {', '.join(choices)}",
-                f"{did_you_mean(text, choices)}use one of {', '.join(choices)}",
+        if self.operator in ("Exists", "DoesNotExist") and self.values:
+            _raise(
+                "LabelSelectorRequirement",
+                [(("values",), f"operator {self.operator} takes no values", "remove `values`")],
             )
-            return default
-        return text
+        return self
 
-    def integer(
-        self,
-        m: Mapping[str, Any],
-        key: str,
-        path: str,
-        default: int | None,
-        *,
-        minimum: int | None = None,
-        maximum: int | None = None,
-    ) -> int | None:
-        value = m.get(key)
-        where = key_path(path, key)
-        if value is None:
-            return default
-        if isinstance(value, bool) or not isinstance(value, int):
-            try:
-                value = int(str(value))
-            except ValueError:
-                self.error(where, f"expected a whole number, got {value!r}")
-                return default
-        if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
-            self.error(
-                where,
-                f"{value} is out of range",
-                f"use a value from {minimum} to {maximum if maximum is not None else 'any'}",
+
+class LabelSelector(_Model):
+    match_labels: dict[LabelKey, LabelValue] | None = None
+    match_expressions: tuple[LabelSelectorRequirement, ...] | None = None
+
+
+class BorrowWithinCohort(_Model):
+    policy: Literal["Never", "LowerPriority"] = "Never"
+    max_priority_threshold: int_range(-(2**31), 2**31 - 1) | None = None
+
+
+class Preemption(_Model):
+    reclaim_within_cohort: Literal["Never", "LowerPriority", "Any"] | None = None
+    within_cluster_queue: Literal["Never", "LowerPriority", "LowerOrNewerEqualPriority"] | None = (
+        None
+    )
+    borrow_within_cohort: BorrowWithinCohort | None = None
+
+
+class FlavorFungibility(_Model):
+    when_can_borrow: Literal["MayStopSearch", "TryNextFlavor"] | None = None
+    when_can_preempt: Literal["MayStopSearch", "TryNextFlavor"] | None = None
+    preference: Literal["BorrowingOverPreemption", "PreemptionOverBorrowing"] | None = None
+
+
+class ClusterQueueSpec(_Model):
+    name: dns_subdomain("ClusterQueue name")
+    resource_groups: tuple[ResourceGroup, ...] = Field(default=(), validate_default=True)
+    cohort: dns_subdomain("cohort name") | None = None
+    queueing_strategy: Literal["BestEffortFIFO", "StrictFIFO"] = "BestEffortFIFO"
+    # Kueue admits nothing for a null selector; {} (the default) means every namespace.
+    namespace_selector: LabelSelector = Field(default={}, validate_default=True)
+    preemption: Preemption | None = None
+    flavor_fungibility: FlavorFungibility | None = None
+    # flavor -> resource -> quantity; None means the sum of the workers' quotas.
+    manager_quota: dict[Text, dict[ResourceName, Quantity]] | None = None
+    _path: str = PrivateAttr(default="")
+
+    @property
+    def path(self) -> str:
+        return self._path
+
+    @field_validator("resource_groups")
+    @classmethod
+    def _some_group(cls, groups: tuple[ResourceGroup, ...]) -> tuple[ResourceGroup, ...]:
+        if not groups:
+            raise fail(
+                "a ClusterQueue needs at least one resource group",
+                "add resourceGroups with a flavor and its quotas",
             )
-            return default
-        return value
-
-    def boolean(self, m: Mapping[str, Any], key: str, path: str, default: bool) -> bool:
-        value = m.get(key)
-        if value is None:
-            return default
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, str) and value.lower() in ("true", "false"):
-            return value.lower() == "true"
-        self.error(key_path(path, key), f"expected true or false, got {value!r}")
-        return default
-
-    def str_map(self, m: Mapping[str, Any], key: str, path: str) -> dict[str, str]:
-        where = key_path(path, key)
-        raw = self.mapping(m.get(key), where, None)
-        out: dict[str, str] = {}
-        for k, v in raw.items():
-            if isinstance(v, (dict, list)) or v is None:
-                self.error(key_path(where, str(k)), "expected a plain value (string or number)")
-                continue
-            out[str(k)] = str(v).lower() if isinstance(v, bool) else str(v)
-        return out
-
-    def bool_map(self, m: Mapping[str, Any], key: str, path: str) -> dict[str, bool]:
-        where = key_path(path, key)
-        raw = self.mapping(m.get(key), where, None)
-        return {str(k): self.boolean(raw, k, where, False) for k in raw}
-
-    def str_list(
-        self, m: Mapping[str, Any], key: str, path: str, default: tuple[str, ...] = ()
-    ) -> tuple[str, ...]:
-        where = key_path(path, key)
-        if m.get(key) is None:
-            return default
-        out = []
-        for i, item in enumerate(self.items(m.get(key), where)):
-            if isinstance(item, (dict, list)) or item is None:
-                self.error(key_path(where, i), "expected a string")
-                continue
-            out.append(str(item))
-        return tuple(out)
-
-    def objects(self, m: Mapping[str, Any], key: str, path: str) -> tuple[dict[str, Any], ...]:
-        """A list of free-form mappings (taints, tolerations): shape only, no key check."""
-        where = key_path(path, key)
-        return tuple(
-            self.mapping(item, key_path(where, i), None)
-            for i, item in enumerate(self.items(m.get(key), where))
-        )
+        return groups
 
 
-def _version_of(text: str | None) -> str | None:
-    match = K8S_VERSION.match(text or "")
-    return f"{match.group(1)}.{match.group(2)}" if match else None
+class LocalQueueSpec(_Model):
+    namespace: dns_label("namespace") = "default"
+    name: dns_subdomain("LocalQueue name")
+    cluster_queue: Text
+    _path: str = PrivateAttr(default="")
 
-
-def _read_cluster(
-    r: _Reader,
-    raw: Any,
-    path: str,
-    role: str,
-    default_name: str,
-    default_frameworks: tuple[str, ...],
-) -> ClusterSpec:
-    allowed = (
-        "name",
-        "provider",
-        "kubernetesVersion",
-        "labels",
-        "nodeLabels",
-        "frameworks",
-        "kind",
-        "existing",
-        "gke",
-        "eks",
-    )
-    if role == "worker":
-        allowed = (*allowed, "quotas")
-    m = r.mapping(raw, path, allowed)
-    name = r.string(m, "name", path, default_name) or default_name
-    provider = r.string(m, "provider", path, "kind", choices=PROVIDERS) or "kind"
-    version_text = r.string(m, "kubernetesVersion", path)
-    version = _version_of(version_text)
-    if version_text is not None and version is None:
-        r.error(
-            key_path(path, "kubernetesVersion"),
-            f"'{version_text}' is not a Kubernetes version",
-            'write it as major.minor, for example "1.36"',
-        )
-    for other in PROVIDERS:
-        if other != provider and other in m:
-            r.error(
-                key_path(path, other),
-                f"settings for provider '{other}' on a '{provider}' cluster",
-                f"remove `{other}` or set `provider: {other}`",
-            )
-    frameworks = r.str_list(m, "frameworks", path, default_frameworks)
-    if "batch" not in frameworks:
-        frameworks = ("batch", *frameworks)  # batch/Job is part of Kubernetes itself
-    spec: dict[str, Any] = {}
-    sub = key_path(path, provider)
-    if provider == "kind":
-        k = r.mapping(m.get("kind"), sub, ("nodeImage", "workerNodes"))
-        image = r.string(k, "nodeImage", sub)
-        if image:
-            match = NODE_IMAGE_VERSION.search(image)
-            version = version or (f"{match.group(1)}.{match.group(2)}" if match else None)
-        else:
-            version = version or DEFAULT_KUBERNETES_VERSION
-            image = KIND_NODE_IMAGES.get(version)
-            if image is None:
-                r.error(
-                    key_path(path, "kubernetesVersion"),
-                    f"kind {version} has no node image pinned for this kind release",
-                    f"use one of {', '.join(sorted(KIND_NODE_IMAGES))}, or set {sub}.nodeImage "
-                    "to an image built for kind (pinned by @sha256 digest)",
-                )
-                image = ""
-        spec["kind"] = KindSettings(
-            image, r.integer(k, "workerNodes", sub, 1, minimum=0, maximum=10) or 0
-        )
-    elif provider == "existing":
-        e = r.mapping(m.get("existing"), sub, ("context", "kubeconfigPath", "server"))
-        spec["existing"] = ExistingSettings(
-            r.string(e, "context", sub, "", required=True) or "",
-            r.string(e, "kubeconfigPath", sub),
-            r.string(e, "server", sub),
-        )
-    elif provider == "gke":
-        g = r.mapping(m.get("gke"), sub, ("project", "location", "machineType", "nodeCount"))
-        spec["gke"] = GkeSettings(
-            r.string(g, "project", sub, "", required=True) or "",
-            r.string(g, "location", sub, "", required=True) or "",
-            r.string(g, "machineType", sub, "e2-standard-4") or "e2-standard-4",
-            r.integer(g, "nodeCount", sub, 2, minimum=1, maximum=1000) or 2,
-        )
-        version = version or DEFAULT_KUBERNETES_VERSION
-    else:
-        e = r.mapping(m.get("eks"), sub, ("region", "instanceType", "nodeCount"))
-        spec["eks"] = EksSettings(
-            r.string(e, "region", sub, "", required=True) or "",
-            r.string(e, "instanceType", sub, "m5.xlarge") or "m5.xlarge",
-            r.integer(e, "nodeCount", sub, 2, minimum=1, maximum=1000) or 2,
-        )
-        version = version or DEFAULT_KUBERNETES_VERSION
-    quotas: dict[str, dict[str, dict[str, str]]] = {}
-    if role == "worker":
-        qpath = key_path(path, "quotas")
-        for cq, flavors in r.mapping(m.get("quotas"), qpath, None).items():
-            cq_path = key_path(qpath, str(cq))
-            quotas[str(cq)] = {
-                str(fl): r.str_map({"v": res}, "v", key_path(cq_path, str(fl)))
-                for fl, res in r.mapping(flavors, cq_path, None).items()
-            }
-    return ClusterSpec(
-        name=name,
-        role=role,
-        provider=provider,
-        kubernetes_version=version,
-        frameworks=frameworks,
-        labels=r.str_map(m, "labels", path),
-        node_labels=r.str_map(m, "nodeLabels", path),
-        quotas=quotas,
-        path=path,
-        **spec,
-    )
-
-
-def _read_kueue(r: _Reader, raw: Any, fleet_name: str) -> KueueSpec:
-    path = "kueue"
-    m = r.mapping(
-        raw,
-        path,
-        (
-            "version",
-            "featureGates",
-            "featureGateFlags",
-            "integrations",
-            "externalFrameworks",
-            "waitForPodsReady",
-            "multiKueue",
-        ),
-    )
-    w_path = key_path(path, "waitForPodsReady")
-    w = r.mapping(
-        m.get("waitForPodsReady"),
-        w_path,
-        (
-            "enabled",
-            "onManager",
-            "timeout",
-            "blockAdmission",
-            "recoveryTimeout",
-            "requeuingStrategy",
-        ),
-    )
-    rq_path = key_path(w_path, "requeuingStrategy")
-    rq = r.mapping(
-        w.get("requeuingStrategy"),
-        rq_path,
-        ("timestamp", "backoffLimitCount", "backoffBaseSeconds", "backoffMaxSeconds"),
-    )
-    wait = WaitForPodsReady(
-        enabled=r.boolean(w, "enabled", w_path, True),
-        timeout=r.string(w, "timeout", w_path, "30m") or "30m",
-        block_admission=r.boolean(w, "blockAdmission", w_path, False),
-        recovery_timeout=r.string(w, "recoveryTimeout", w_path),
-        requeuing_timestamp=r.string(
-            rq, "timestamp", rq_path, "Eviction", choices=("Eviction", "Creation")
-        )
-        or "Eviction",
-        backoff_limit_count=r.integer(rq, "backoffLimitCount", rq_path, None, minimum=0),
-        backoff_base_seconds=r.integer(rq, "backoffBaseSeconds", rq_path, 60, minimum=1) or 60,
-        backoff_max_seconds=r.integer(rq, "backoffMaxSeconds", rq_path, 3600, minimum=1) or 3600,
-        on_manager=r.boolean(w, "onManager", w_path, False) if "onManager" in w else None,
-    )
-    mk_path = key_path(path, "multiKueue")
-    mk = r.mapping(m.get("multiKueue"), mk_path, ("origin", "gcInterval", "workerLostTimeout"))
-    # A distinct origin per fleet by default: two managers that share a worker must not
-    # garbage-collect each other's remote objects.
-    multikueue = MultiKueueSettings(
-        origin=r.string(mk, "origin", mk_path, f"mkf-{fleet_name}") or f"mkf-{fleet_name}",
-        gc_interval=r.string(mk, "gcInterval", mk_path, "1m") or "1m",
-        worker_lost_timeout=r.string(mk, "workerLostTimeout", mk_path, "15m") or "15m",
-    )
-    ext_path = key_path(path, "externalFrameworks")
-    externals = []
-    for i, item in enumerate(r.items(m.get("externalFrameworks"), ext_path)):
-        p = key_path(ext_path, i)
-        entry = r.mapping(
-            {"name": item} if isinstance(item, str) else item, p, ("name", "resource")
-        )
-        name = r.string(entry, "name", p, "", required=True) or ""
-        plural = name.split(".", 1)[0].lower() + "s"
-        externals.append(
-            ExternalFramework(name, r.string(entry, "resource", p, plural) or plural, p)
-        )
-    return KueueSpec(
-        version=r.string(m, "version", path, KUEUE_VERSION) or KUEUE_VERSION,
-        feature_gates=r.bool_map(m, "featureGates", path),
-        feature_gate_flags=r.bool_map(m, "featureGateFlags", path),
-        integrations=r.str_list(m, "integrations", path),
-        external_frameworks=tuple(externals),
-        wait_for_pods_ready=wait,
-        multikueue=multikueue,
-    )
-
-
-def _read_quota(r: _Reader, raw: Any, path: str) -> ResourceQuota:
-    if isinstance(raw, Mapping):
-        m = r.mapping(raw, path, ("nominalQuota", "borrowingLimit", "lendingLimit"))
-        return ResourceQuota(
-            r.string(m, "nominalQuota", path, "0", required=True) or "0",
-            r.string(m, "borrowingLimit", path),
-            r.string(m, "lendingLimit", path),
-        )
-    if raw is None or isinstance(raw, (bool, list)):
-        r.error(path, "expected a quantity such as 8, 500m or 32Gi, or a mapping with nominalQuota")
-        return ResourceQuota("0")
-    return ResourceQuota(str(raw))
-
-
-def _read_cluster_queue(r: _Reader, raw: Any, path: str) -> ClusterQueueSpec:
-    m = r.mapping(
-        raw,
-        path,
-        (
-            "name",
-            "cohort",
-            "queueingStrategy",
-            "namespaceSelector",
-            "preemption",
-            "flavorFungibility",
-            "resourceGroups",
-            "managerQuota",
-        ),
-    )
-    groups = []
-    rg_path = key_path(path, "resourceGroups")
-    for gi, graw in enumerate(r.items(m.get("resourceGroups"), rg_path)):
-        gp = key_path(rg_path, gi)
-        g = r.mapping(graw, gp, ("coveredResources", "flavors"))
-        flavors = []
-        fl_path = key_path(gp, "flavors")
-        for fi, fraw in enumerate(r.items(g.get("flavors"), fl_path)):
-            fp = key_path(fl_path, fi)
-            f = r.mapping(fraw, fp, ("name", "resources"))
-            res_path = key_path(fp, "resources")
-            resources = {
-                str(res): _read_quota(r, q, key_path(res_path, str(res)))
-                for res, q in r.mapping(f.get("resources"), res_path, None).items()
-            }
-            flavors.append(
-                FlavorQuotas(r.string(f, "name", fp, "", required=True) or "", resources, fp)
-            )
-        covered = r.str_list(
-            g, "coveredResources", gp, tuple(flavors[0].resources) if flavors else ()
-        )
-        groups.append(ResourceGroup(covered, tuple(flavors), gp))
-    if not groups:
-        r.error(
-            rg_path,
-            "a ClusterQueue needs at least one resource group",
-            "add resourceGroups with a flavor and its quotas",
-        )
-    pre_path = key_path(path, "preemption")
-    preemption = None
-    if m.get("preemption") is not None:
-        p = r.mapping(
-            m["preemption"],
-            pre_path,
-            ("reclaimWithinCohort", "withinClusterQueue", "borrowWithinCohort"),
-        )
-        preemption = {}
-        for key, choices in (
-            ("reclaimWithinCohort", ("Never", "LowerPriority", "Any")),
-            ("withinClusterQueue", ("Never", "LowerPriority", "LowerOrNewerEqualPriority")),
-        ):
-            value = r.string(p, key, pre_path, choices=choices)
-            if value:
-                preemption[key] = value
-        if p.get("borrowWithinCohort") is not None:
-            bp = key_path(pre_path, "borrowWithinCohort")
-            b = r.mapping(p["borrowWithinCohort"], bp, ("policy", "maxPriorityThreshold"))
-            bwc: dict[str, Any] = {
-                "policy": r.string(b, "policy", bp, "Never", choices=("Never", "LowerPriority"))
-            }
-            threshold = r.integer(b, "maxPriorityThreshold", bp, None)
-            if threshold is not None:
-                bwc["maxPriorityThreshold"] = threshold
-            preemption["borrowWithinCohort"] = bwc
-    ff_path = key_path(path, "flavorFungibility")
-    fungibility = None
-    if m.get("flavorFungibility") is not None:
-        f = r.mapping(
-            m["flavorFungibility"], ff_path, ("whenCanBorrow", "whenCanPreempt", "preference")
-        )
-        fungibility = {}
-        for key, choices in (
-            ("whenCanBorrow", ("MayStopSearch", "TryNextFlavor")),
-            ("whenCanPreempt", ("MayStopSearch", "TryNextFlavor")),
-            ("preference", ("BorrowingOverPreemption", "PreemptionOverBorrowing")),
-        ):
-            value = r.string(f, key, ff_path, choices=choices)
-            if value:
-                fungibility[key] = value
-    mq_path = key_path(path, "managerQuota")
-    manager_quota = None
-    if m.get("managerQuota") is not None:
-        manager_quota = {
-            str(fl): r.str_map({"v": res}, "v", key_path(mq_path, str(fl)))
-            for fl, res in r.mapping(m["managerQuota"], mq_path, None).items()
-        }
-    selector = m.get("namespaceSelector")
-    return ClusterQueueSpec(
-        name=r.string(m, "name", path, "", required=True) or "",
-        resource_groups=tuple(groups),
-        cohort=r.string(m, "cohort", path),
-        queueing_strategy=r.string(
-            m, "queueingStrategy", path, "BestEffortFIFO", choices=("BestEffortFIFO", "StrictFIFO")
-        )
-        or "BestEffortFIFO",
-        # Kueue admits nothing for a null selector; {} means every namespace.
-        namespace_selector=r.mapping(
-            selector, key_path(path, "namespaceSelector"), ("matchLabels", "matchExpressions")
-        ),
-        preemption=preemption,
-        flavor_fungibility=fungibility,
-        manager_quota=manager_quota,
-        path=path,
-    )
+    @property
+    def path(self) -> str:
+        return self._path
 
 
 DEFAULT_QUEUES: dict[str, Any] = {
@@ -796,166 +737,257 @@ DEFAULT_QUEUES: dict[str, Any] = {
 }
 
 
-def _read_queues(r: _Reader, raw: Any) -> QueuesSpec:
-    path = "queues"
-    m = r.mapping(
-        raw if raw is not None else DEFAULT_QUEUES,
-        path,
-        ("flavors", "topologies", "clusterQueues", "localQueues"),
-    )
-    flavors = []
-    for i, fraw in enumerate(r.items(m.get("flavors"), key_path(path, "flavors"))):
-        fp = key_path(key_path(path, "flavors"), i)
-        f = r.mapping(fraw, fp, ("name", "nodeLabels", "nodeTaints", "tolerations", "topology"))
-        flavors.append(
-            FlavorSpec(
-                name=r.string(f, "name", fp, "", required=True) or "",
-                node_labels=r.str_map(f, "nodeLabels", fp),
-                node_taints=r.objects(f, "nodeTaints", fp),
-                tolerations=r.objects(f, "tolerations", fp),
-                topology=r.string(f, "topology", fp),
-                path=fp,
-            )
-        )
-    topologies = []
-    for i, traw in enumerate(r.items(m.get("topologies"), key_path(path, "topologies"))):
-        tp = key_path(key_path(path, "topologies"), i)
-        t = r.mapping(traw, tp, ("name", "levels"))
-        topologies.append(
-            TopologySpec(
-                r.string(t, "name", tp, "", required=True) or "", r.str_list(t, "levels", tp), tp
-            )
-        )
-    cqs = tuple(
-        _read_cluster_queue(r, cq, key_path(key_path(path, "clusterQueues"), i))
-        for i, cq in enumerate(r.items(m.get("clusterQueues"), key_path(path, "clusterQueues")))
-    )
-    lqs = []
-    for i, lraw in enumerate(r.items(m.get("localQueues"), key_path(path, "localQueues"))):
-        lp = key_path(key_path(path, "localQueues"), i)
-        lq = r.mapping(lraw, lp, ("namespace", "name", "clusterQueue"))
-        lqs.append(
-            LocalQueueSpec(
-                r.string(lq, "namespace", lp, "default") or "default",
-                r.string(lq, "name", lp, "", required=True) or "",
-                r.string(lq, "clusterQueue", lp, "", required=True) or "",
-                lp,
-            )
-        )
-    return QueuesSpec(tuple(flavors), tuple(topologies), cqs, tuple(lqs))
+class QueuesSpec(_Model):
+    flavors: tuple[FlavorSpec, ...] = ()
+    topologies: tuple[TopologySpec, ...] = ()
+    cluster_queues: tuple[ClusterQueueSpec, ...] = ()
+    local_queues: tuple[LocalQueueSpec, ...] = ()
 
 
-def _read_credentials(r: _Reader, raw: Any) -> CredentialsSpec:
-    path = "credentials"
-    m = r.mapping(raw, path, ("mode", "clusterProfile"))
-    cp_path = key_path(path, "clusterProfile")
-    cp = r.mapping(
-        m.get("clusterProfile"),
-        cp_path,
-        ("pluginMount", "pluginImage", "pluginPath", "accessProvider", "kueueImage"),
-    )
-    defaults = ClusterProfileSettings()
-    return CredentialsSpec(
-        mode=r.string(m, "mode", path, "kubeconfigSecret", choices=CREDENTIAL_MODES)
-        or "kubeconfigSecret",
-        cluster_profile=ClusterProfileSettings(
-            plugin_mount=r.string(cp, "pluginMount", cp_path, "auto", choices=PLUGIN_MOUNTS)
-            or "auto",
-            plugin_image=r.string(cp, "pluginImage", cp_path, defaults.plugin_image)
-            or defaults.plugin_image,
-            plugin_path=r.string(cp, "pluginPath", cp_path, defaults.plugin_path)
-            or defaults.plugin_path,
-            access_provider=r.string(cp, "accessProvider", cp_path, defaults.access_provider)
-            or defaults.access_provider,
-            kueue_image=r.string(cp, "kueueImage", cp_path),
-        ),
-    )
+# --- credentials and dispatcher ----------------------------------------------------------
 
 
-def _read_dispatcher(r: _Reader, raw: Any) -> DispatcherSpec:
-    path = "dispatcher"
-    m = r.mapping(
-        raw, path, ("enabled", "name", "image", "registry", "inventory", "replicas", "policy")
+class ClusterProfileSettings(_Model):
+    plugin_mount: Literal["auto", "initContainer", "imageVolume", "customImage"] = "auto"
+    plugin_image: Image = SECRETREADER_PLUGIN_IMAGE
+    plugin_path: AbsolutePath = SECRETREADER_PLUGIN_PATH
+    access_provider: dns_label("access provider name") = "secretreader"
+    # customImage mode: a Kueue image that already holds the plugin at plugin_path.
+    kueue_image: Image | None = None
+
+
+class CredentialsSpec(_Model):
+    mode: Literal["kubeconfigSecret", "clusterProfile"] = "kubeconfigSecret"
+    cluster_profile: ClusterProfileSettings = Field(default={}, validate_default=True)
+
+
+class DispatchPolicyDefaults(_Model):
+    strategy: Literal["MostFreeQuota", "BestFit", "OrderedSpillover"] = "MostFreeQuota"
+    # Kueue accepts at most 20 nominated cluster names per workload.
+    clusters_to_nominate: int_range(1, 20) = 1
+    widen_after: Duration = "5m"
+    when_nothing_fits: Literal["WaitOnBest", "LeastLoaded"] = "WaitOnBest"
+    cluster_selector: dict[LabelKey, LabelValue] = {}
+
+
+class DispatcherSpec(_Model):
+    enabled: StrictBool = True
+    name: Text = DISPATCHER_NAME
+    # None: built from controller/ at deploy time and pinned by digest.
+    image: Image | None = None
+    # Where that build is pushed when the manager is not a kind cluster.
+    registry: Repository | None = None
+    # Let DispatchPolicies with `inventory` add ClusterProfiles to MultiKueue (grants the
+    # dispatcher the rights to create MultiKueueClusters and its own MultiKueueConfigs).
+    inventory: StrictBool = False
+    replicas: int_range(1, 5) = 2
+    policy: DispatchPolicyDefaults = Field(default={}, validate_default=True)
+
+
+# --- the fleet ---------------------------------------------------------------------------
+
+
+class FleetSpec(_Model):
+    """One stack's fleet. Build it with load_spec (a stack's config mapping)."""
+
+    # Default: the stack's name.
+    fleet_name: dns_label("fleet name")
+    manager: ManagerSpec = Field(default={}, validate_default=True)
+    workers: tuple[WorkerSpec, ...] = Field(
+        default=({"name": "worker1"}, {"name": "worker2"}), validate_default=True
     )
-    pp = key_path(path, "policy")
-    p = r.mapping(
-        m.get("policy"),
-        pp,
-        ("strategy", "clustersToNominate", "widenAfter", "whenNothingFits", "clusterSelector"),
-    )
-    return DispatcherSpec(
-        enabled=r.boolean(m, "enabled", path, True),
-        name=r.string(m, "name", path, DISPATCHER_NAME) or DISPATCHER_NAME,
-        image=r.string(m, "image", path),
-        registry=r.string(m, "registry", path),
-        inventory=r.boolean(m, "inventory", path, False),
-        replicas=r.integer(m, "replicas", path, 2, minimum=1, maximum=5) or 2,
-        policy=DispatchPolicyDefaults(
-            strategy=r.string(p, "strategy", pp, "MostFreeQuota", choices=STRATEGIES)
-            or "MostFreeQuota",
-            # Kueue accepts at most 20 nominated cluster names per workload.
-            clusters_to_nominate=r.integer(p, "clustersToNominate", pp, 1, minimum=1, maximum=20)
-            or 1,
-            widen_after=r.string(p, "widenAfter", pp, "5m") or "5m",
-            when_nothing_fits=r.string(
-                p, "whenNothingFits", pp, "WaitOnBest", choices=WHEN_NOTHING_FITS
-            )
-            or "WaitOnBest",
-            cluster_selector=r.str_map(p, "clusterSelector", pp),
-        ),
-    )
+    frameworks: tuple[Text, ...] = DEFAULT_FRAMEWORKS
+    kueue: KueueSpec = Field(default={}, validate_default=True)
+    queues: QueuesSpec = Field(default=DEFAULT_QUEUES, validate_default=True)
+    credentials: CredentialsSpec = Field(default={}, validate_default=True)
+    dispatcher: DispatcherSpec = Field(default={}, validate_default=True)
+    worker_kubeconfigs: dict[Text, SecretText] = {}
+    _stack: str = PrivateAttr(default="")
+
+    @property
+    def stack(self) -> str:
+        return self._stack
+
+    @property
+    def clusters(self) -> tuple[ClusterSpec, ...]:
+        return (self.manager, *self.workers)
+
+    @classmethod
+    def _fill(cls, data: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        stack = (info.context or {}).get("stack")
+        if "fleetName" not in data and stack:
+            data["fleetName"] = stack
+        workers = data.get("workers")
+        if isinstance(workers, list):
+            data["workers"] = [
+                {"name": f"worker{i + 1}", **w}
+                if isinstance(w, Mapping) and w.get("name") is None
+                else ({"name": f"worker{i + 1}"} if w is None else w)
+                for i, w in enumerate(workers)
+            ]
+        return data
+
+    @model_validator(mode="after")
+    def _fleet_defaults(self) -> FleetSpec:
+        for c in self.clusters:
+            own = c.frameworks if c.frameworks is not None else self.frameworks
+            # batch/Job is part of Kubernetes itself.
+            c._derive(frameworks=own if "batch" in own else ("batch", *own))
+        mk = self.kueue.multikueue
+        if mk.origin is None:
+            mk._derive(origin=f"mkf-{self.fleet_name}")
+        _assign_paths(self)
+        return self
+
+
+def _assign_paths(spec: FleetSpec) -> None:
+    """Each item that problems point at learns its `pulumi config set --path` path."""
+    spec.manager._path = "manager"
+    for i, w in enumerate(spec.workers):
+        w._path = key_path("workers", i)
+    for i, ext in enumerate(spec.kueue.external_frameworks):
+        ext._path = key_path("kueue.externalFrameworks", i)
+    q = spec.queues
+    for i, f in enumerate(q.flavors):
+        f._path = key_path("queues.flavors", i)
+    for i, t in enumerate(q.topologies):
+        t._path = key_path("queues.topologies", i)
+    for i, cq in enumerate(q.cluster_queues):
+        cq._path = key_path("queues.clusterQueues", i)
+        for gi, g in enumerate(cq.resource_groups):
+            g._path = key_path(key_path(cq.path, "resourceGroups"), gi)
+            for fi, fq in enumerate(g.flavors):
+                fq._path = key_path(key_path(g.path, "flavors"), fi)
+    for i, lq in enumerate(q.local_queues):
+        lq._path = key_path("queues.localQueues", i)
+
+
+TOP_LEVEL_KEYS = tuple(f.alias or n for n, f in FleetSpec.model_fields.items())
+
+
+# --- reading -----------------------------------------------------------------------------
 
 
 def load_spec(
     config: Mapping[str, Any], stack: str, secret_keys: frozenset[str] = frozenset()
-) -> tuple[FleetSpec, list[Problem]]:
+) -> tuple[FleetSpec | None, list[Problem]]:
     """Read a stack's config (bare keys, no project prefix) into a FleetSpec.
 
-    Returns the spec and the shape problems found; validate.validate adds the rest.
-    Keys named in `secret_keys` hold secrets; their values are wrapped in Secret.
-    """
-    problems: list[Problem] = []
-    r = _Reader(problems)
-    r.mapping(config, "", TOP_LEVEL_KEYS)
-    fleet_name = r.string(config, "fleetName", "", stack) or stack
-    frameworks = r.str_list(config, "frameworks", "", DEFAULT_FRAMEWORKS)
-    manager = _read_cluster(r, config.get("manager"), "manager", "manager", "manager", frameworks)
-    raw_workers = config.get("workers")
-    if raw_workers is None:
-        raw_workers = [{"name": "worker1"}, {"name": "worker2"}]
-    workers = tuple(
-        _read_cluster(r, w, key_path("workers", i), "worker", f"worker{i + 1}", frameworks)
-        for i, w in enumerate(r.items(raw_workers, "workers"))
-    )
-    kubeconfigs: dict[str, Secret] = {}
-    for name, value in r.mapping(
-        config.get("workerKubeconfigs"), "workerKubeconfigs", None
-    ).items():
-        where = key_path("workerKubeconfigs", str(name))
-        if isinstance(value, Mapping) and set(value) == {"secure"}:
-            kubeconfigs[str(name)] = Secret(None)
-        elif isinstance(value, str):
-            kubeconfigs[str(name)] = Secret(value)
-            if "workerKubeconfigs" not in secret_keys:
+    Returns the spec (None when its shape is wrong) and the problems found; validate.validate
+    adds the fleet-wide ones. Keys named in `secret_keys` hold secrets."""
+    if not isinstance(config, Mapping):
+        return None, [
+            Problem(
+                "",
+                f"the config must be a mapping of keys, got {kind_of(config)}",
+                "write it as `multikueue-fleet:KEY: value` entries",
+            )
+        ]
+    try:
+        spec = FleetSpec.model_validate(dict(config), context={"stack": stack})
+    except ValidationError as exc:
+        return None, problems_of(exc)
+    spec._stack = stack
+    problems = []
+    if "workerKubeconfigs" not in secret_keys:
+        for name, secret in spec.worker_kubeconfigs.items():
+            if secret.value is not None:
                 problems.append(
                     Problem(
-                        where,
+                        key_path("workerKubeconfigs", name),
                         "a kubeconfig with a credential is stored in plain text",
                         "store it encrypted: pulumi config set --secret --path "
                         f"'workerKubeconfigs.{name}' < kubeconfig",
                     )
                 )
-        else:
-            r.error(where, "expected the kubeconfig as a string")
-    spec = FleetSpec(
-        stack=stack,
-        fleet_name=fleet_name,
-        manager=manager,
-        workers=workers,
-        kueue=_read_kueue(r, config.get("kueue"), fleet_name),
-        queues=_read_queues(r, config.get("queues")),
-        credentials=_read_credentials(r, config.get("credentials")),
-        dispatcher=_read_dispatcher(r, config.get("dispatcher")),
-        worker_kubeconfigs=kubeconfigs,
-    )
     return spec, problems
+
+
+# --- pydantic errors as Problems ---------------------------------------------------------
+
+_TYPE_ERRORS = {
+    "model_type": "a mapping",
+    "model_attributes_type": "a mapping",
+    "dict_type": "a mapping",
+    "list_type": "a list",
+    "tuple_type": "a list",
+    "string_type": "a string",
+}
+_HOW = {
+    "a mapping": "write it as `key: value` lines under this key",
+    "a list": "write it as a YAML list (`- item` lines)",
+    "a string": "write a plain value",
+}
+
+
+def _unwrap(annotation: Any) -> list[Any]:
+    """The types an annotation may hold a value of (Annotated, Optional, unions unwrapped)."""
+    origin = typing.get_origin(annotation)
+    if origin is Annotated:
+        return _unwrap(typing.get_args(annotation)[0])
+    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+        return [t for a in typing.get_args(annotation) for t in _unwrap(a)]
+    return [annotation]
+
+
+def _keys_at(loc: tuple[str | int, ...]) -> list[str]:
+    """The keys a model at `loc` (under FleetSpec) knows, for a "did you mean" hint."""
+    types: list[Any] = [FleetSpec]
+    for part in loc:
+        following: list[Any] = []
+        for t in types:
+            if isinstance(t, type) and issubclass(t, BaseModel):
+                for name, field in t.model_fields.items():
+                    if part in (field.alias, name):
+                        following += _unwrap(field.annotation)
+            elif typing.get_origin(t) in (tuple, list):
+                following += _unwrap(typing.get_args(t)[0])
+            elif typing.get_origin(t) is dict:
+                following += _unwrap(typing.get_args(t)[1])
+        types = following
+    for t in types:
+        if isinstance(t, type) and issubclass(t, BaseModel):
+            return [f.alias or n for n, f in t.model_fields.items()]
+    return []
+
+
+def _path_of(loc: tuple[str | int, ...]) -> str:
+    path = ""
+    for part in loc:
+        if part == "[key]":
+            continue
+        path = key_path(path, part)
+    return path
+
+
+def problems_of(exc: ValidationError) -> list[Problem]:
+    """Every error of a validation, in the project's form."""
+    out: list[Problem] = []
+    for err in exc.errors(include_url=False, include_input=True):
+        loc = tuple(err["loc"])
+        kind = err["type"]
+        ctx = err.get("ctx") or {}
+        value = err.get("input")
+        last = str(loc[-1]) if loc else ""
+        if isinstance(value, Mapping) and set(value) == {"secure"} and kind != "extra_forbidden":
+            message = "an encrypted (secret) value is not supported here"
+            fix = "only workerKubeconfigs may be secret: set this one in plain text"
+        elif kind == "fleet":
+            message, fix = ctx["message"], ctx.get("fix", "")
+        elif kind == "missing":
+            message, fix = "is required", f"set `{last}` in the stack file"
+        elif kind == "extra_forbidden":
+            known = _keys_at(loc[:-1])
+            message = "unknown key"
+            fix = f"{did_you_mean(last, known)}known keys here: {', '.join(known)}"
+        elif kind in _TYPE_ERRORS:
+            wanted = _TYPE_ERRORS[kind]
+            message, fix = f"expected {wanted}, got {kind_of(value)}", _HOW[wanted]
+        elif kind == "literal_error":
+            choices = re.findall(r"'([^']*)'", str(ctx.get("expected", "")))
+            message = f"'{show(value)}' is not one of {', '.join(choices)}"
+            fix = f"{did_you_mean(str(value), choices)}use one of {', '.join(choices)}"
+        else:
+            message, fix = err["msg"], ""
+        out.append(Problem(_path_of(loc), message, fix))
+    return out

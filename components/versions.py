@@ -14,6 +14,9 @@ KUEUE_VERSION = "v0.19.2"
 # Kueue decodes its configuration strictly and knows only the gates of its own minor, so
 # the gate table in kueue_gates.py is tied to this minor; other minors are refused.
 KUEUE_SUPPORTED_MINOR = "v0.19."
+# The releases `kueue.version` may name: those whose manifests, gates and CRDs this
+# project was checked against (a version that was never released is a 404 at deploy time).
+KUEUE_VERSIONS = (KUEUE_VERSION,)
 
 KIND_VERSION = "v0.33.0"
 PULUMI_CLI_VERSION = "3.272.0"
@@ -28,6 +31,27 @@ KIND_NODE_IMAGES: dict[str, str] = {
 }
 # Kueue 0.19 runs its e2e suite on 1.34-1.36 and defaults to 1.36.
 DEFAULT_KUBERNETES_VERSION = "1.36"
+# The newest Kubernetes minor this project knows (its newest kind node image); a newer one
+# is refused until this table is updated.
+NEWEST_KUBERNETES = max((tuple(map(int, v.split("."))) for v in KIND_NODE_IMAGES), default=(1, 36))
+# Kueue v0.19.2 supports Kubernetes 1.29 or newer (site/content/en/docs/getting-started/
+# installation.md at that tag).
+KUEUE_MIN_KUBERNETES = (1, 29)
+# The manager runs MultiKueue for batch Jobs, which needs Job `spec.managedBy`: the
+# JobManagedBy gate is alpha (off) in 1.30-1.31 and beta, on by default, from 1.32
+# (Kubernetes feature-gates reference); GKE and EKS do not let one turn alpha gates on.
+MANAGER_MIN_KUBERNETES = (1, 32)
+# The oldest minor each provider still creates clusters of, as of 2026-11 (release
+# calendars: EKS "Kubernetes version lifecycle" - 1.31 leaves extended support on
+# 2026-11-26, 1.32 on 2027-03-23; GKE "release schedule" - up to 24 months from Regular
+# availability, which puts 1.31's end in 2026-10). Existing clusters need only Kueue's
+# minimum; kind only has the images above.
+PROVIDER_MIN_KUBERNETES: dict[str, tuple[int, int]] = {
+    "gke": (1, 32),
+    "eks": (1, 32),
+    "existing": KUEUE_MIN_KUBERNETES,
+    "kind": KUEUE_MIN_KUBERNETES,
+}
 
 CLUSTER_INVENTORY_API_VERSION = "v0.1.3"
 SECRETREADER_PLUGIN_IMAGE = (

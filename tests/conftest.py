@@ -55,7 +55,7 @@ def load(
 ) -> tuple[FleetSpec, list[Problem]]:
     """Like load_checked, but returns problems instead of raising."""
     spec, problems = load_spec(config, stack, secret_keys)
-    return spec, problems + validate(spec)
+    return spec, problems + (validate(spec) if spec is not None else [])  # type: ignore[return-value]
 
 
 def problems_of(config: dict[str, Any], **kw: Any) -> list[Problem]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -13,9 +14,12 @@ import yaml
 from components.config_source import load_stack, parse_stack_text, read_text
 from components.fleet_objects import build_fleet
 from components.render import diff_fleets
+from tests.stack_texts import DEV as DEV_TEXT
 
 ROOT = Path(__file__).resolve().parent.parent
-DEV = ROOT / "stacks" / "Pulumi.dev.yaml"
+# A frozen copy of the dev stack, named like it (the stack name comes from the file name).
+DEV = Path(tempfile.mkdtemp(prefix="render-tests-")) / "Pulumi.dev.yaml"
+DEV.write_text(DEV_TEXT)
 
 
 def cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
@@ -31,9 +35,10 @@ def cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
 
 def test_render_dev_writes_one_directory_per_cluster(tmp_path: Path) -> None:
     out = tmp_path / "render"
-    result = cli("render", "--stack", "dev", "--out", str(out))
+    result = cli("render", "--stack", str(DEV), "--out", str(out))
     assert result.returncode == 0, result.stderr
     assert sorted(p.name for p in out.iterdir()) == [
+        ".multikueue-fleet-render",  # the list of files written: a later render replaces them
         "fleet.yaml",
         "manager",
         "worker-worker1",
@@ -61,7 +66,7 @@ def test_render_dev_writes_one_directory_per_cluster(tmp_path: Path) -> None:
 
 
 def test_render_shows_the_kueue_configuration_readably(tmp_path: Path) -> None:
-    assert cli("render", "--stack", "dev", "--out", str(tmp_path)).returncode == 0
+    assert cli("render", "--stack", str(DEV), "--out", str(tmp_path)).returncode == 0
     text = (tmp_path / "manager" / "objects.yaml").read_text()
     assert (
         "controller_manager_config.yaml: |\n    apiVersion: config.kueue.x-k8s.io/v1beta2" in text

@@ -201,7 +201,10 @@ CASES: list[tuple[str, Mutate, str, str, str]] = [
     ),
     (
         "kind worker, cloud manager",
-        _set("manager", {"provider": "gke", "gke": {"project": "p", "location": "l"}}),
+        _set(
+            "manager",
+            {"provider": "gke", "gke": {"project": "my-project", "location": "europe-west4"}},
+        ),
         "workers[0].provider",
         "cannot be reached by a gke manager",
         "same Docker host",
@@ -482,7 +485,10 @@ CASES: list[tuple[str, Mutate, str, str, str]] = [
     ),
     (
         "cloud manager without a registry",
-        _set("manager", {"provider": "gke", "gke": {"project": "p", "location": "l"}}),
+        _set(
+            "manager",
+            {"provider": "gke", "gke": {"project": "my-project", "location": "europe-west4"}},
+        ),
         "dispatcher.registry",
         "must be pushed somewhere the manager can pull from",
         "dispatcher.image",
@@ -535,16 +541,22 @@ def test_base_config_is_clean() -> None:
 
 
 def test_all_problems_are_reported_at_once() -> None:
+    # Every problem of shape at once; once the shape is right, every fleet-wide one at once.
     config = base()
     config["workerz"] = []
-    config["kueue"] = {"featureGates": {"Nope": True}, "version": "v0.17.0"}
+    config["kueue"] = {"version": "v0.17.0", "multiKueue": {"gcInterval": "soon"}}
+    config["workers"][0]["name"] = "Worker_1"
+    paths = {p.path for p in problems_of(config)}
+    assert {"workerz", "kueue.version", "kueue.multiKueue.gcInterval", "workers[0].name"} <= paths
+    config = base()
+    config["kueue"] = {"featureGates": {"Nope": True}}
     config["queues"]["localQueues"][0]["clusterQueue"] = "missing"
+    config["workers"][1]["name"] = "worker1"
     paths = {p.path for p in problems_of(config)}
     assert {
-        "workerz",
         "kueue.featureGates.Nope",
-        "kueue.version",
         "queues.localQueues[0].clusterQueue",
+        "workers[1].name",
     } <= paths
 
 

@@ -1,0 +1,199 @@
+"""Reading a stack file's text safely, in bounded time and memory.
+
+A stack file is small (a few kilobytes). Before anything walks its values, the text is
+checked for what would make a walk hang or quietly mislead:
+- its size (at most MAX_BYTES);
+- the number of values once YAML anchors and aliases are expanded (at most MAX_VALUES):
+  a few hundred bytes of nested aliases ("billion laughs") expand to billions of values;
+- nesting depth (at most MAX_DEPTH);
+- duplicate keys in one mapping (YAML loaders silently keep the last one).
+
+The check walks the composed node graph (aliases still shared) with an explicit stack and
+a visit budget, so it stops after at most MAX_VALUES steps whatever the text holds. Only
+then is the document constructed. The pure-Python loader is used on purpose: libyaml's
+composer recurses in C and crashes the process on deeply nested input.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+MAX_BYTES = 1024 * 1024
+MAX_VALUES = 250_000
+MAX_DEPTH = 64
+MERGE_TAG = "tag:yaml.org,2002:merge"
+
+DocPath = tuple[str | int, ...]
+
+
+@dataclass(frozen=True)
+class TextProblem:
+    """Something wrong with the text itself: where (document path, 1-based line), what, fix."""
+
+    path: DocPath
+    line: int | None
+    message: str
+    hint: str
+
+
+class StackTextError(Exception):
+    def __init__(self, problems: list[TextProblem]) -> None:
+        self.problems = problems
+        super().__init__("; ".join(p.message for p in problems))
+
+
+@dataclass
+class Document:
+    """The loaded value and, for each document path, the line it starts on (1-based)."""
+
+    data: Any
+    lines: dict[DocPath, int]
+
+
+def _line(node: yaml.Node) -> int:
+    return node.start_mark.line + 1
+
+
+def _describe(path: DocPath) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "the top level"
+
+
+def _walk(root: yaml.Node) -> dict[DocPath, int]:
+    """Budgeted walk of the node graph: duplicates, depth, expanded size; the lines of
+    every path (kept only for the first MAX_VALUES visits, which is all there can be)."""
+    lines: dict[DocPath, int] = {(): _line(root)}
+    problems: list[TextProblem] = []
+    stack: list[tuple[yaml.Node, DocPath]] = [(root, ())]
+    visits = 0
+    while stack:
+        node, path = stack.pop()
+        visits += 1
+        if visits > MAX_VALUES:
+            raise StackTextError(
+                [
+                    TextProblem(
+                        path[:3],
+                        _line(node),
+                        f"the file holds more than {MAX_VALUES:,} values once its YAML "
+                        "aliases are expanded (an alias bomb, or far more than a fleet needs)",
+                        "write the values out instead of nesting anchors (&name) and "
+                        "aliases (*name)",
+                    )
+                ]
+            )
+        if len(path) > MAX_DEPTH:
+            raise StackTextError(
+                [
+                    TextProblem(
+                        path[:MAX_DEPTH],
+                        _line(node),
+                        f"values are nested more than {MAX_DEPTH} levels deep",
+                        "a stack file needs fewer than ten levels: check the indentation "
+                        "and brackets",
+                    )
+                ]
+            )
+        lines.setdefault(path, _line(node))
+        if isinstance(node, yaml.MappingNode):
+            seen: dict[str, int] = {}
+            for key, value in node.value:
+                if key.tag == MERGE_TAG:
+                    # `<<: *base` merges another mapping in; its keys are not duplicates.
+                    stack.append((value, path))
+                    continue
+                if not isinstance(key, yaml.ScalarNode):
+                    problems.append(
+                        TextProblem(
+                            path,
+                            _line(key),
+                            f"a key in {_describe(path)} is a list or mapping",
+                            "use plain names as keys",
+                        )
+                    )
+                    continue
+                name = key.value
+                if name in seen:
+                    problems.append(
+                        TextProblem(
+                            (*path, name),
+                            _line(key),
+                            f"duplicate key '{name}' (first on line {seen[name]}): YAML "
+                            "would silently keep only the last one",
+                            "keep one of them (merge their contents if both are needed)",
+                        )
+                    )
+                else:
+                    seen[name] = _line(key)
+                    lines.setdefault((*path, name), _line(key))
+                stack.append((value, (*path, name)))
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend((item, (*path, i)) for i, item in enumerate(node.value))
+    if problems:
+        raise StackTextError(sorted(problems, key=lambda p: p.line or 0))
+    return lines
+
+
+def load(text: str) -> Document:
+    """The single YAML document in `text`, or StackTextError saying where and why not.
+
+    An empty document (nothing, or only comments) loads as None."""
+    if len(text) > MAX_BYTES or len(text.encode("utf-8", "replace")) > MAX_BYTES:
+        raise StackTextError(
+            [
+                TextProblem(
+                    (),
+                    None,
+                    f"the file is larger than {MAX_BYTES:,} bytes (1 MiB), the most a stack "
+                    "file may be",
+                    "a fleet's stack file is a few kilobytes: check that this is the right file",
+                )
+            ]
+        )
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return Document(None, {})
+        lines = _walk(node)
+        data = loader.construct_document(node)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        context = exc.context or ""
+        if context and exc.context_mark and exc.context_mark is not mark:
+            context += f" (from line {exc.context_mark.line + 1})"
+        what = ", ".join(str(p) for p in (context, exc.problem) if p)
+        raise StackTextError(
+            [
+                TextProblem(
+                    (),
+                    mark.line + 1 if mark else None,
+                    f"not valid YAML: {what}",
+                    "fix the YAML syntax at that line (indentation, a missing ':' or "
+                    "an unclosed quote or bracket are the usual causes)",
+                )
+            ]
+        ) from None
+    except yaml.YAMLError as exc:
+        raise StackTextError(
+            [TextProblem((), None, f"not valid YAML: {exc}", "fix the YAML syntax")]
+        ) from None
+    except RecursionError:
+        raise StackTextError(
+            [
+                TextProblem(
+                    (),
+                    None,
+                    "values are nested too deeply to read",
+                    "a stack file needs fewer than ten levels: check the brackets",
+                )
+            ]
+        ) from None
+    finally:
+        loader.dispose()
+    return Document(data, lines)
