@@ -152,3 +152,27 @@ def test_the_provider_unpickles_in_a_fresh_interpreter_from_the_project() -> Non
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["components.clusters", "['config']"]
+
+
+def test_a_kind_failure_is_reported_with_its_stderr(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    def failing(args: list[str], **_: Any) -> Any:
+        if args[1:3] == ["create", "cluster"]:
+            return subprocess.CompletedProcess(
+                args, 1, "", "ERROR: failed to create cluster: Cannot connect to the Docker daemon"
+            )
+        return subprocess.CompletedProcess(args, 0, "", "")
+
+    monkeypatch.setattr(providers.subprocess, "run", failing)
+    with pytest.raises(CommandFailed, match="Cannot connect to the Docker daemon"):
+        KindClusterProvider().create(props(tmp_path))
+
+
+def test_a_missing_kind_is_named(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    def missing(*_: Any, **__: Any) -> Any:
+        raise FileNotFoundError("kind")
+
+    monkeypatch.setattr(providers.subprocess, "run", missing)
+    with pytest.raises(CommandFailed, match="kind is not installed"):
+        KindClusterProvider().create(props(tmp_path))
