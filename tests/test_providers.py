@@ -237,8 +237,10 @@ def test_fetch_uses_the_cache_and_explains_network_errors(
     from components import upstream
 
     monkeypatch.setenv("MKF_UPSTREAM_CACHE", str(tmp_path))
-    (tmp_path / upstream.cache_key("https://example.com/a.yaml")).write_text("cached: true\n")
-    assert upstream.fetch("https://example.com/a.yaml") == "cached: true\n"
+    cached = tmp_path / upstream.cache_key("https://example.com/a.yaml")
+    cached.write_text("kind: Cached\n")
+    cached.with_suffix(".sha256").write_text(upstream.hashlib.sha256(b"kind: Cached\n").hexdigest())
+    assert upstream.fetch("https://example.com/a.yaml") == "kind: Cached\n"
 
     def offline(*_: Any, **__: Any) -> Any:
         raise OSError("network unreachable")
