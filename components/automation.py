@@ -38,7 +38,7 @@ import subprocess
 import threading
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -61,8 +61,24 @@ STACK_OP_TIMEOUT = 300
 MISSING_CLI = "the Pulumi CLI is not on PATH (scripts/up.sh installs it into .tools/bin/pulumi)"
 
 
+DEFAULT_DRAIN_TIMEOUT = 600.0
+
+
 class DriverError(Exception):
     """A failure the driver explains; the CLI prints it and exits non-zero."""
+
+
+def _seconds(variable: str, default: float) -> float:
+    value = os.environ.get(variable)
+    if value is None:
+        return default
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds < float("inf"):
+        raise DriverError(f"{variable}={value!r} is not a number of seconds; e.g. {variable}=900")
+    return seconds
 
 
 class Interrupted(DriverError):
@@ -84,6 +100,10 @@ class Options:
     destroy_timeout: float = 1800
     # How long an interrupted child gets to stop by itself before SIGTERM, then SIGKILL.
     interrupt_grace: float = 60
+    # How long teardown waits for work holding quota on existing/cloud clusters to end.
+    drain_timeout: float = field(
+        default_factory=lambda: _seconds("MKF_DRAIN_TIMEOUT", DEFAULT_DRAIN_TIMEOUT)
+    )
     passphrase: str | None = None
     project: Path = ROOT
 
@@ -521,6 +541,7 @@ class Driver:
             # so removing the lock is safe (that is all `cancel` does on this backend).
             with contextlib.suppress(Exception):
                 stack.cancel()
+        self._drain(stack)
         self.log(f"pulumi destroy {name} (time limit {o.destroy_timeout:.0f}s)")
         config_file = self.config_file(name)
         extra = {"config_file": str(config_file)} if config_file.exists() else {}
@@ -536,6 +557,32 @@ class Driver:
         )
         self._forget_config(name)
         self.log(f"stack {name} removed")
+
+    def _drain(self, stack: Any) -> None:
+        """On existing and cloud clusters, stop the fleet's ClusterQueues and let the work
+        holding their quota end first (components/teardown.py). kind clusters need none:
+        their objects go with the cluster."""
+        from components.teardown import DrainTimeout, stop_and_drain
+
+        outputs = {k: v.value for k, v in stack.outputs().items()}
+        lasting = [
+            c["name"]
+            for c in outputs.get("clusters") or []
+            if c.get("provider") not in (None, "kind")
+        ]
+        if not lasting or not outputs.get("fleet"):
+            return
+        kubeconfigs = {n: yaml.safe_load(outputs["kubeconfigs"][n]) for n in lasting}
+        try:
+            asyncio.run(
+                self._until_interrupted(
+                    stop_and_drain(
+                        kubeconfigs, outputs["fleet"], self.options.drain_timeout, log=self.log
+                    )
+                )
+            )
+        except DrainTimeout as exc:
+            raise DriverError(f"teardown stopped before destroy: {exc}") from exc
 
     def preview(self, name: str) -> str:
         with self._interrupts():

@@ -182,6 +182,47 @@ def test_run_tears_down_when_the_fleet_never_gets_ready(fake: Any) -> None:
     assert ("remove_stack", "ci-unready") in fake.calls
 
 
+def test_down_drains_lasting_clusters_first_and_stops_past_the_bound(
+    fake: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from components import teardown
+
+    original = FakeStack.outputs
+
+    def lasting(self: FakeStack) -> dict[str, FakeOutput]:
+        outputs = original(self)
+        outputs["clusters"].value[1]["provider"] = "existing"
+        return outputs
+
+    drained: list[list[str]] = []
+
+    async def drain(kubeconfigs: dict[str, Any], fleet: str, bound: float, **_: Any) -> None:
+        drained.append(sorted(kubeconfigs))
+        if fake.stuck:
+            raise teardown.DrainTimeout("workloads still hold quota: team/job-a")
+
+    monkeypatch.setattr(FakeStack, "outputs", lasting)
+    monkeypatch.setattr(teardown, "stop_and_drain", drain)
+    driver = fake.make(name="ci-drain")
+    driver.up()
+    fake.stuck = True
+    with pytest.raises(DriverError, match=r"teardown stopped before destroy: .*team/job-a"):
+        driver.down("ci-drain")
+    assert ("destroy", "ci-drain") not in fake.calls
+    fake.stuck = False
+    driver.down("ci-drain")
+    assert drained == [["worker1"], ["worker1"]]  # the kind manager needs no drain
+    assert ("destroy", "ci-drain") in fake.calls
+
+
+def test_the_drain_bound_is_user_settable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MKF_DRAIN_TIMEOUT", "42")
+    assert Options().drain_timeout == 42
+    monkeypatch.setenv("MKF_DRAIN_TIMEOUT", "soon")
+    with pytest.raises(DriverError, match="MKF_DRAIN_TIMEOUT='soon' is not a number"):
+        Options()
+
+
 def test_down_is_safe_twice(fake: Any) -> None:
     driver = fake.make(name="ci-twice")
     driver.up()
