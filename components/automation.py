@@ -308,6 +308,28 @@ class OwnedPulumiCommand(PulumiCommand):
         return result
 
 
+def write_fleet_dir(out: Path, name: str, outputs: Mapping[str, Any]) -> dict[str, Any]:
+    """Each cluster's kubeconfig and summary.json under `out`, from the stack's outputs (as
+    `pulumi stack output --json --show-secrets` prints them): what `python -m components
+    status --dir` reads. Used by the driver and by scripts/up.sh."""
+    (out / "kubeconfigs").mkdir(parents=True, exist_ok=True)
+    clusters = []
+    for cluster in outputs.get("clusters") or []:
+        path = out / "kubeconfigs" / f"{cluster['name']}.yaml"
+        path.touch(mode=0o600)  # credentials: never readable by others, not even briefly
+        path.chmod(0o600)
+        path.write_text(outputs["kubeconfigs"][cluster["name"]])
+        clusters.append({**cluster, "kubeconfig": str(path.relative_to(out))})
+    summary = {
+        "stack": name,
+        "fleet": outputs.get("fleet"),
+        "clusters": clusters,
+        "checks": outputs.get("checks") or [],
+    }
+    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    return summary
+
+
 class Driver:
     def __init__(
         self,
@@ -503,22 +525,7 @@ class Driver:
         return await wait_ready(kubeconfigs, roles, self.options.ready_timeout)
 
     def _write(self, name: str, outputs: dict[str, Any]) -> dict[str, Any]:
-        out = self.options.out
-        (out / "kubeconfigs").mkdir(parents=True, exist_ok=True)
-        clusters = []
-        for cluster in outputs.get("clusters") or []:
-            path = out / "kubeconfigs" / f"{cluster['name']}.yaml"
-            path.write_text(outputs["kubeconfigs"][cluster["name"]])
-            path.chmod(0o600)  # credentials
-            clusters.append({**cluster, "kubeconfig": str(path.relative_to(out))})
-        summary = {
-            "stack": name,
-            "fleet": outputs.get("fleet"),
-            "clusters": clusters,
-            "checks": outputs.get("checks") or [],
-        }
-        (out / "summary.json").write_text(json.dumps(summary, indent=2))
-        return summary
+        return write_fleet_dir(self.options.out, name, outputs)
 
     def down(self, name: str) -> None:
         with self._interrupts():

@@ -12,12 +12,19 @@ STACK_FILE="stacks/Pulumi.${STACK}.yaml"
 
 source "$ROOT/scripts/env.sh"
 
-install_tools
-use_local_backend "$STACK"
-if ! pulumi stack ls --json 2>/dev/null | grep -q "\"name\": \"${STACK}\""; then
+# The local backend keeps a stack's state in .pulumi/stacks/<project>/<stack>.json (older
+# CLIs: without the project folder; .json.gz when compressed). None: nothing was brought up,
+# and nothing is downloaded to find that out.
+found=""
+for f in "$ROOT"/.pulumi-state/.pulumi/stacks/{,*/}"$STACK".json{,.gz}; do
+  [ -f "$f" ] && found="$f"
+done
+if [ -z "$found" ]; then
   echo "stack '$STACK' does not exist in .pulumi-state: nothing to tear down"
   exit 0
 fi
+install_tools
+use_local_backend "$STACK"
 step "Destroying stack '$STACK'"
 pulumi destroy --yes --stack "$STACK" --non-interactive
 pulumi stack rm --yes --preserve-config --stack "$STACK" --non-interactive

@@ -3,9 +3,11 @@ how they are called (the real ones are exercised by the opt-in e2e tests)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -27,16 +29,28 @@ def project(tmp_path: Path) -> Path:
         shutil.copytree(ROOT / name, copy / name, ignore=shutil.ignore_patterns("__pycache__"))
     for name in ("requirements.txt", "requirements-cloud.txt", "Pulumi.yaml", "__main__.py"):
         shutil.copy(ROOT / name, copy / name)
-    (copy / ".venv").symlink_to(ROOT / ".venv")
+    # The environment running these tests has every pin: no pip download.
+    (copy / ".venv").symlink_to(Path(sys.prefix))
     return copy
 
+
+OUTPUTS = json.dumps(
+    {
+        "fleet": "dev",
+        "clusters": [{"name": "manager", "role": "manager", "provider": "kind"}],
+        "kubeconfigs": {"manager": "apiVersion: v1\nkind: Config\n"},
+        "checks": [],
+    }
+)
 
 # Records each call with the backend and passphrase it saw; answers what up/down read.
 FAKE_PULUMI = r"""echo "pulumi $* | $PULUMI_BACKEND_URL | ${PULUMI_CONFIG_PASSPHRASE:-}" >> LOG
 case "$1 $2" in
   "version "*) echo v3.272.0 ;;
-  "stack output") echo '["kubectl --context kind-dev-manager get clusterqueues"]' ;;
-  "stack ls") echo "${FAKE_STACKS:-[]}" ;;
+  "stack output")
+    if [ "$3" = checks ]; then echo '["kubectl --context kind-dev-manager get clusterqueues"]'
+    else echo "$FAKE_OUTPUTS"
+    fi ;;
 esac
 exit 0
 """
@@ -62,6 +76,7 @@ def run_up(
         "PATH": f"{bin_dir}:{os.environ['PATH']}",
         "HOME": str(tmp_path),
         "MKF_TOOLS_DIR": str(tools),
+        "FAKE_OUTPUTS": OUTPUTS,
         **(env or {}),
     }
     return subprocess.run(
@@ -94,18 +109,32 @@ def test_dev_is_validated_rendered_and_brought_up(project: Path, tmp_path: Path)
     assert "docker info" in calls
     assert (project / ".render" / "dev" / "manager" / "objects.yaml").exists()
     assert "The fleet is up. Check it with:" in result.stdout
+    # What `status --dir .fleet` reads, written from the stack's outputs.
+    summary = json.loads((project / ".fleet" / "summary.json").read_text())
+    assert summary["clusters"][0]["kubeconfig"] == "kubeconfigs/manager.yaml"
+    assert (project / ".fleet" / "kubeconfigs" / "manager.yaml").stat().st_mode & 0o777 == 0o600
     assert "  kubectl --context kind-dev-manager get clusterqueues" in result.stdout
 
 
 def test_down_is_safe_when_there_is_nothing(project: Path, tmp_path: Path) -> None:
+    # No network: curl is not even reachable, and no tool is installed or called.
+    (tmp_path / "bin").mkdir()
+    _fake(
+        tmp_path / "bin" / "curl",
+        'echo "curl $*" >> LOG\nexit 7\n'.replace("LOG", str(tmp_path / "calls.log")),
+    )
+    (tmp_path / "tools").mkdir()
     result = run_up(project, tmp_path, script="down.sh")
     assert result.returncode == 0, result.stderr
     assert "nothing to tear down" in result.stdout
-    assert not any(c.startswith("pulumi destroy") for c in calls_of(tmp_path))
+    assert calls_of(tmp_path) == []
 
 
 def test_down_destroys_and_forgets_the_stack(project: Path, tmp_path: Path) -> None:
-    result = run_up(project, tmp_path, script="down.sh", env={"FAKE_STACKS": '[{"name": "dev"}]'})
+    state = project / ".pulumi-state" / ".pulumi" / "stacks" / "multikueue-fleet" / "dev.json"
+    state.parent.mkdir(parents=True)
+    state.write_text("{}")
+    result = run_up(project, tmp_path, script="down.sh")
     assert result.returncode == 0, result.stderr
     calls = [c.split(" | ")[0] for c in calls_of(tmp_path)]
     assert "pulumi destroy --yes --stack dev --non-interactive" in calls
