@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -174,3 +176,56 @@ def test_unknown_stack_lists_the_stacks(project: Path, tmp_path: Path) -> None:
     assert result.returncode == 1
     assert "no stack file stacks/Pulumi.nope.yaml" in result.stderr
     assert "dev" in result.stderr and "tas" in result.stderr
+
+
+def test_a_flow_style_cloud_stack_is_read_through_the_model(project: Path, tmp_path: Path) -> None:
+    """`{name: w, provider: gke}` is a gke cluster, not kind: with an image given, nothing
+    is built, so Docker is not asked for (it is not running here)."""
+    stack = yaml.safe_load((project / "stacks" / "Pulumi.gke.yaml").read_text())
+    stack["config"]["multikueue-fleet:dispatcher"] = {"image": "ghcr.io/example/dispatcher:v1"}
+    flow = project / "stacks" / "Pulumi.flow.yaml"
+    flow.write_text(yaml.safe_dump(stack, default_flow_style=True))
+    assert not re.search(r"^\s*provider:", flow.read_text(), re.M)  # what grep looked for
+    result = run_up(
+        project, tmp_path, "flow", docker_ok=False, env={"PULUMI_CONFIG_PASSPHRASE": "s3cret"}
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    calls = [c.split(" | ")[0] for c in calls_of(tmp_path)]
+    assert not any(c.startswith("docker") for c in calls)
+    assert "pulumi up --yes --stack flow --non-interactive" in calls
+
+
+def test_docker_is_checked_when_a_cloud_stack_builds_the_image(
+    project: Path, tmp_path: Path
+) -> None:
+    result = run_up(
+        project, tmp_path, "gke", docker_ok=False, env={"PULUMI_CONFIG_PASSPHRASE": "s3cret"}
+    )
+    assert result.returncode == 1
+    assert "Docker is installed but not running" in result.stderr
+    assert not any(c.startswith("pulumi") for c in calls_of(tmp_path))
+
+
+def test_an_old_python_is_named_with_what_to_install(project: Path, tmp_path: Path) -> None:
+    old = tmp_path / "old" / "python3"
+    _fake(old, '[ "$1" = -V ] && echo "Python 3.10.12"\nexit 1\n')
+    result = run_up(project, tmp_path, env={"PYTHON": str(old)})
+    assert result.returncode == 1
+    assert "Python 3.11 or newer is needed; " in result.stderr
+    assert "Python 3.10.12" in result.stderr
+
+
+def test_a_broken_venv_is_rebuilt(project: Path, tmp_path: Path) -> None:
+    (project / ".venv").unlink()
+    _fake(project / ".venv" / "bin" / "python", "exit 1\n")  # a half-made environment
+    # `-m venv .venv` links the test's environment (every pin installed: no download).
+    python = tmp_path / "py" / "python3"
+    _fake(
+        python,
+        f'if [ "$1 $2" = "-m venv" ]; then ln -s {sys.prefix} "$3"; exit 0; fi\n'
+        f'exec {sys.executable} "$@"\n',
+    )
+    result = run_up(project, tmp_path, env={"PYTHON": str(python)})
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert ".venv is incomplete or too old: rebuilding it" in result.stdout
+    assert (project / ".venv").resolve() == Path(sys.prefix).resolve()
