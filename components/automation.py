@@ -569,17 +569,12 @@ class Driver:
         """On existing and cloud clusters, stop the fleet's ClusterQueues and let the work
         holding their quota end first (components/teardown.py). kind clusters need none:
         their objects go with the cluster."""
-        from components.teardown import DrainTimeout, stop_and_drain
+        from components.teardown import DrainTimeout, lasting_kubeconfigs, stop_and_drain
 
         outputs = {k: v.value for k, v in stack.outputs().items()}
-        lasting = [
-            c["name"]
-            for c in outputs.get("clusters") or []
-            if c.get("provider") not in (None, "kind")
-        ]
-        if not lasting or not outputs.get("fleet"):
+        kubeconfigs = lasting_kubeconfigs(outputs)
+        if not kubeconfigs or not outputs.get("fleet"):
             return
-        kubeconfigs = {n: yaml.safe_load(outputs["kubeconfigs"][n]) for n in lasting}
         try:
             asyncio.run(
                 self._until_interrupted(

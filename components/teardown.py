@@ -11,8 +11,13 @@ is bounded; past it the teardown stops and names the workloads still holding quo
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import sys
 from collections.abc import Mapping
 from typing import Any
+
+import yaml
 
 from components.labels import FLEET_LABEL
 from controller.kube import ApiError, Kind, Kube
@@ -109,3 +114,37 @@ def _message(holding: Mapping[str, list[tuple[str, str, str]]], bound: float) ->
         'clusterqueue NAME --type merge -p \'{"spec":{"stopPolicy":"HoldAndDrain"}}\'` to '
         "evict them), or wait longer (MKF_DRAIN_TIMEOUT=SECONDS), then tear down again"
     )
+
+
+def lasting_kubeconfigs(outputs: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """From a stack's outputs, the kubeconfigs of the clusters that outlive the fleet
+    (existing, GKE, EKS): kind clusters take their objects with them and need no drain."""
+    return {
+        c["name"]: yaml.safe_load(outputs["kubeconfigs"][c["name"]])
+        for c in outputs.get("clusters") or []
+        if c.get("provider") not in (None, "kind")
+    }
+
+
+def main() -> int:
+    """`pulumi stack output --json --show-secrets | python -m components.teardown`: what
+    scripts/down.sh runs before `pulumi destroy`; the bound is MKF_DRAIN_TIMEOUT seconds."""
+    try:
+        outputs = json.load(sys.stdin)
+        bound = float(os.environ.get("MKF_DRAIN_TIMEOUT") or 600)
+    except ValueError as exc:
+        print(f"error: cannot read the stack outputs or MKF_DRAIN_TIMEOUT: {exc}", file=sys.stderr)
+        return 1
+    kubeconfigs = lasting_kubeconfigs(outputs)
+    if not kubeconfigs or not outputs.get("fleet"):
+        return 0
+    try:
+        asyncio.run(stop_and_drain(kubeconfigs, outputs["fleet"], bound))
+    except DrainTimeout as exc:
+        print(f"error: teardown stopped before destroy: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -25,6 +25,14 @@ if [ -z "$found" ]; then
 fi
 install_tools
 use_local_backend "$STACK"
+read -r PROVIDERS _ < <(.venv/bin/python -m scripts.stack_facts "$STACK")
+if [[ ",$PROVIDERS," =~ ,(existing|gke|eks), ]]; then
+  # Clusters that outlive the fleet: Kueue's finalizers would hang destroy while work holds
+  # quota. Hold the fleet's ClusterQueues and wait (MKF_DRAIN_TIMEOUT seconds, default 600).
+  step "Stopping the fleet's ClusterQueues and waiting for running work to end"
+  pulumi stack output --json --show-secrets --stack "$STACK" --non-interactive \
+    | .venv/bin/python -m components.teardown
+fi
 step "Destroying stack '$STACK'"
 pulumi destroy --yes --stack "$STACK" --non-interactive
 pulumi stack rm --yes --preserve-config --stack "$STACK" --non-interactive

@@ -88,3 +88,34 @@ def test_the_wait_ends_when_the_work_ends() -> None:
             await e.stop()
 
     asyncio.run(main())
+
+
+def test_the_script_entry_drains_only_lasting_clusters(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """scripts/down.sh pipes `pulumi stack output --json --show-secrets` into it."""
+    import io
+    import json
+
+    from components import teardown
+
+    seen: list[list[str]] = []
+
+    async def drain(kubeconfigs: dict[str, Any], fleet: str, bound: float) -> None:
+        seen.append(sorted(kubeconfigs))
+        raise DrainTimeout("workloads still hold quota after 5s: team/job-a")
+
+    outputs = {
+        "fleet": "prod",
+        "clusters": [
+            {"name": "manager", "provider": "kind"},
+            {"name": "w1", "provider": "existing"},
+        ],
+        "kubeconfigs": {"manager": "kind: Config\n", "w1": "kind: Config\n"},
+    }
+    monkeypatch.setattr(teardown, "stop_and_drain", drain)
+    monkeypatch.setattr("sys.stdin", io.StringIO(json.dumps(outputs)))
+    assert teardown.main() == 1
+    assert seen == [["w1"]]
+    err = capsys.readouterr().err
+    assert err.startswith("error: teardown stopped before destroy: ") and err.count("\n") == 1
