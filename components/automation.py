@@ -52,7 +52,6 @@ from components.spec import PROJECT
 ROOT = Path(__file__).resolve().parent.parent
 Log = Callable[[str], Any]
 
-EXIT_ERROR = 1
 EXIT_TEARDOWN_FAILED = 3
 EXIT_TIMEOUT = 124
 EXIT_SIGNAL = {signal.SIGINT: 130, signal.SIGTERM: 143}

@@ -44,9 +44,14 @@ def fetch(url: str, timeout: float = 60, expect_kinds: Iterable[str] = ()) -> st
     cache.mkdir(parents=True, exist_ok=True)
     cached = cache / cache_key(url)
     digest = cached.with_suffix(".sha256")
-    if cached.exists() and digest.exists():
+    if cached.exists():
         text = cached.read_text()
-        if hashlib.sha256(text.encode()).hexdigest() == digest.read_text().strip():
+        if digest.exists():
+            if hashlib.sha256(text.encode()).hexdigest() == digest.read_text().strip():
+                return text
+        elif whole_manifest_problem(text, expect_kinds) is None:
+            # Cached before digests were kept (or seeded by hand): whole, so recorded now.
+            _write_atomically(digest, hashlib.sha256(text.encode()).hexdigest() + "\n")
             return text
     try:
         with urllib.request.urlopen(url, timeout=timeout) as response:
@@ -72,8 +77,9 @@ def fetch(url: str, timeout: float = 60, expect_kinds: Iterable[str] = ()) -> st
 
 def whole_manifest_problem(text: str, expect_kinds: Iterable[str] = ()) -> str | None:
     """Why `text` is not a whole Kubernetes manifest, or None."""
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when PyYAML has it
     try:
-        kinds = {d.get("kind") for d in yaml.safe_load_all(text) if isinstance(d, dict)}
+        kinds = {d.get("kind") for d in yaml.load_all(text, Loader=loader) if isinstance(d, dict)}
     except yaml.YAMLError as exc:
         return f"not parseable YAML ({str(exc).splitlines()[0]})"
     kinds.discard(None)

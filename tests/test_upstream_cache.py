@@ -61,3 +61,16 @@ def test_a_truncated_cache_file_is_fetched_again(net: list[Any], tmp_path: Path)
     net.append(Response(WHOLE.encode()))
     assert upstream.fetch(URL) == WHOLE
     assert cached.read_text() == WHOLE
+
+
+def test_a_cache_entry_without_digest_is_used_only_when_whole(
+    net: list[Any], tmp_path: Path
+) -> None:
+    cached = tmp_path / upstream.cache_key(URL)
+    cached.write_text(WHOLE)  # seeded, as older versions and the test harnesses write it
+    assert upstream.fetch(URL, expect_kinds=["Deployment"]) == WHOLE
+    assert cached.with_suffix(".sha256").exists()
+    cached.with_suffix(".sha256").unlink()
+    cached.write_text("kind: Deployment\nmetadata: {name: [\n")  # cut mid-object
+    net.append(Response(WHOLE.encode()))
+    assert upstream.fetch(URL) == WHOLE
