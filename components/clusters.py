@@ -7,17 +7,22 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
 import yaml
+from pulumi.dynamic import CreateResult, DiffResult, ReadResult, ResourceProvider
 
-from components.kind_config import kind_config
+from components.kind_config import OWNER_LABEL, kind_config
 from components.kubeconfig import reduce_to_context
-from components.providers import KindCluster
+from components.providers import CommandFailed, kubeconfig_ca, run
 from components.spec import ClusterSpec, FleetSpec
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @dataclass
@@ -57,6 +62,144 @@ def _provider(
     )
 
 
+# --- kind ----------------------------------------------------------------------------------
+
+
+def node_owner(kind: str, name: str) -> str | None:
+    """The owner label on a kind cluster's control-plane node ("" when unlabelled), or None
+    when the node cannot be read (an unreachable or half-made cluster)."""
+    import urllib3
+    from kubernetes import client, config
+    from kubernetes.client.exceptions import ApiException
+    from kubernetes.config.config_exception import ConfigException
+
+    text = run([kind, "get", "kubeconfig", "--name", name])
+    try:
+        api = client.CoreV1Api(config.new_client_from_config_dict(yaml.safe_load(text)))
+        node = api.read_node(f"{name}-control-plane", _request_timeout=30)
+    except (ApiException, ConfigException, OSError, urllib3.exceptions.HTTPError):
+        return None
+    return (node.metadata.labels or {}).get(OWNER_LABEL, "")
+
+
+class KindClusterProvider(ResourceProvider):
+    """A kind cluster. Every kind command gets `--kubeconfig` with a file of the stack's own
+    (kind v0.32.0 pkg/cmd/kind/create/cluster/createcluster.go and delete/cluster: the flag
+    replaces $KUBECONFIG and ~/.kube/config), so creates in parallel never contend for the
+    lock on the user's file (kind pkg/cluster/internal/kubeconfig/internal/kubeconfig/lock.go
+    takes `<file>.lock` with O_EXCL and fails when it exists) and the user's current context
+    is never changed. The control-plane node carries the stack as OWNER_LABEL: a create that
+    ran in kind but was never recorded by Pulumi is adopted by the same stack next time."""
+
+    def _outputs(self, props: dict[str, Any]) -> dict[str, Any]:
+        kind, name = props["kind_binary"], props["name"]
+        kubeconfig = run([kind, "get", "kubeconfig", "--name", name])
+        return {
+            **props,
+            "kubeconfig": kubeconfig,
+            "context": f"kind-{name}",
+            "ca_data": kubeconfig_ca(kubeconfig),
+            "internal_server": f"https://{name}-control-plane:6443",
+        }
+
+    def _exists(self, props: dict[str, Any]) -> bool:
+        return props["name"] in run([props["kind_binary"], "get", "clusters"]).split()
+
+    def create(self, props: dict[str, Any]) -> CreateResult:
+        kind, name, path = props["kind_binary"], props["name"], props["kubeconfig_path"]
+        if self._exists(props):
+            owner = node_owner(kind, name)
+            if owner != props["owner"]:
+                whose = "no owner label" if not owner else f"owner {owner!r}"
+                if owner is None:
+                    whose = "a control-plane node that cannot be read"
+                raise CommandFailed(
+                    f"a kind cluster named {name} already exists with {whose}, not this "
+                    f"stack ({props['owner']}); delete it (`kind delete cluster --name "
+                    f"{name}`) or choose another fleetName"
+                )
+            # Created by this stack in a run that was interrupted before Pulumi saw it.
+            return CreateResult(id_=name, outs=self._outputs(props))
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        create = [kind, "create", "cluster", "--name", name, "--config", "-", "--wait", "5m"]
+        run([*create, "--kubeconfig", path], stdin=props["config"])
+        return CreateResult(id_=name, outs=self._outputs(props))
+
+    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
+        """Gone when kind no longer lists it (deleted out of band): an empty id tells the
+        engine so (pulumi 3.272.0 sdk/python/lib/pulumi/dynamic/__main__.py Read), and
+        `refresh` drops it from the state, after which `up` creates it again."""
+        if not self._exists(props):
+            return ReadResult("", {})
+        return ReadResult(id_, self._outputs(props))
+
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        # The kubeconfig path and the kind binary's location are where, not what: a moved
+        # checkout must not replace the cluster.
+        replaces = [k for k in ("name", "config", "owner") if olds.get(k) != news.get(k)]
+        return DiffResult(changes=bool(replaces), replaces=replaces, delete_before_replace=True)
+
+    def delete(self, _id: str, props: dict[str, Any]) -> None:
+        # Deleting a cluster that is already gone succeeds: destroy stays safe to repeat.
+        args = [props["kind_binary"], "delete", "cluster", "--name", props["name"]]
+        path = props.get("kubeconfig_path")
+        run([*args, "--kubeconfig", path] if path else args)
+        if path:
+            Path(path).unlink(missing_ok=True)
+
+
+def kind_kubeconfig_path(stack: str, name: str) -> str:
+    """The stack's own kubeconfig file for kind's writes, beside the local backend state."""
+    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", stack)
+    return str(ROOT / ".pulumi-state" / "kind" / safe / f"{name}.kubeconfig")
+
+
+class KindCluster(pulumi.dynamic.Resource, module="kind", name="Cluster"):
+    kubeconfig: pulumi.Output[str]
+    context: pulumi.Output[str]
+    ca_data: pulumi.Output[str]
+    internal_server: pulumi.Output[str]
+
+    def __init__(
+        self,
+        name: str,
+        cluster_name: str,
+        config: str,
+        kind_binary: str,
+        owner: str,
+        kubeconfig_path: str,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        super().__init__(
+            KindClusterProvider(),
+            name,
+            {
+                "name": cluster_name,
+                "config": config,
+                "kind_binary": kind_binary,
+                "owner": owner,
+                "kubeconfig_path": kubeconfig_path,
+                "kubeconfig": None,
+                "context": None,
+                "ca_data": None,
+                "internal_server": None,
+            },
+            pulumi.ResourceOptions.merge(
+                opts,
+                pulumi.ResourceOptions(
+                    additional_secret_outputs=["kubeconfig"],
+                    custom_timeouts=pulumi.CustomTimeouts(create="15m", delete="5m"),
+                ),
+            ),
+        )
+
+
+def stack_owner() -> str:
+    """The owner label value: project and stack, within a label value's 63 characters."""
+    value = re.sub(r"[^A-Za-z0-9_.-]", "-", f"{pulumi.get_project()}.{pulumi.get_stack()}")
+    return value[-63:].strip("-_.")
+
+
 class KindClusterComponent(pulumi.ComponentResource):
     def __init__(
         self,
@@ -67,12 +210,16 @@ class KindClusterComponent(pulumi.ComponentResource):
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("multikueue-fleet:cluster:Kind", name, None, opts)
-        config = yaml.safe_dump(kind_config(spec, cluster), sort_keys=False)
+        owner = stack_owner()
+        physical = cluster.physical_name(spec.fleet_name)
+        config = yaml.safe_dump(kind_config(spec, cluster, owner), sort_keys=False)
         self.cluster = KindCluster(
             f"{name}-kind",
-            cluster.physical_name(spec.fleet_name),
+            physical,
             config,
             kind_binary,
+            owner,
+            kind_kubeconfig_path(pulumi.get_stack(), physical),
             pulumi.ResourceOptions(parent=self),
         )
         kubeconfig = pulumi.Output.secret(self.cluster.kubeconfig)

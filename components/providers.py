@@ -1,6 +1,6 @@
-"""Pulumi dynamic providers for what no provider package does: kind clusters, waiting for a
-ServiceAccount token the worker fills in asynchronously, and the dispatcher image (built,
-then loaded into kind or pushed). Each runs a CLI or an API call and is unit-tested by
+"""Pulumi dynamic providers for what no provider package does (kind clusters: clusters.py):
+waiting for a ServiceAccount token the worker fills in asynchronously, and the dispatcher
+image (built, then loaded into kind or pushed). Each runs a CLI or an API call and is unit-tested by
 calling create/diff/delete directly with the subprocess or the API faked."""
 
 from __future__ import annotations
@@ -44,83 +44,6 @@ def kubeconfig_ca(kubeconfig: str) -> str:
     config = yaml.safe_load(kubeconfig) or {}
     clusters = config.get("clusters") or [{}]
     return (clusters[0].get("cluster") or {}).get("certificate-authority-data", "")
-
-
-# --- kind ----------------------------------------------------------------------------------
-
-
-class KindClusterProvider(ResourceProvider):
-    """A kind cluster: created from a generated config, replaced when the config changes,
-    deleted with `kind delete cluster`."""
-
-    def _outputs(self, props: dict[str, Any]) -> dict[str, Any]:
-        kind, name = props["kind_binary"], props["name"]
-        kubeconfig = run([kind, "get", "kubeconfig", "--name", name])
-        return {
-            **props,
-            "kubeconfig": kubeconfig,
-            "context": f"kind-{name}",
-            "ca_data": kubeconfig_ca(kubeconfig),
-            "internal_server": f"https://{name}-control-plane:6443",
-        }
-
-    def create(self, props: dict[str, Any]) -> CreateResult:
-        kind, name = props["kind_binary"], props["name"]
-        if name in run([kind, "get", "clusters"]).split():
-            raise CommandFailed(
-                f"a kind cluster named {name} already exists and this stack did not create "
-                f"it; delete it (`kind delete cluster --name {name}`) or choose another "
-                "fleetName"
-            )
-        run(
-            [kind, "create", "cluster", "--name", name, "--config", "-", "--wait", "5m"],
-            stdin=props["config"],
-        )
-        return CreateResult(id_=name, outs=self._outputs(props))
-
-    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        replaces = [k for k in ("name", "config") if olds.get(k) != news.get(k)]
-        return DiffResult(changes=bool(replaces), replaces=replaces, delete_before_replace=True)
-
-    def delete(self, _id: str, props: dict[str, Any]) -> None:
-        # Deleting a cluster that is already gone succeeds: destroy stays safe to repeat.
-        run([props["kind_binary"], "delete", "cluster", "--name", props["name"]])
-
-
-class KindCluster(pulumi.dynamic.Resource, module="kind", name="Cluster"):
-    kubeconfig: pulumi.Output[str]
-    context: pulumi.Output[str]
-    ca_data: pulumi.Output[str]
-    internal_server: pulumi.Output[str]
-
-    def __init__(
-        self,
-        name: str,
-        cluster_name: str,
-        config: str,
-        kind_binary: str = "kind",
-        opts: pulumi.ResourceOptions | None = None,
-    ) -> None:
-        super().__init__(
-            KindClusterProvider(),
-            name,
-            {
-                "name": cluster_name,
-                "config": config,
-                "kind_binary": kind_binary,
-                "kubeconfig": None,
-                "context": None,
-                "ca_data": None,
-                "internal_server": None,
-            },
-            pulumi.ResourceOptions.merge(
-                opts,
-                pulumi.ResourceOptions(
-                    additional_secret_outputs=["kubeconfig"],
-                    custom_timeouts=pulumi.CustomTimeouts(create="15m", delete="5m"),
-                ),
-            ),
-        )
 
 
 # --- ServiceAccount tokens -------------------------------------------------------------------
@@ -280,3 +203,16 @@ class ControllerImage(pulumi.dynamic.Resource, module="multikueue-fleet", name="
         self, name: str, props: dict[str, Any], opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__(ControllerImageProvider(), name, {**props, "image": None}, opts)
+
+
+def __getattr__(name: str) -> Any:
+    """Stacks deployed before the kind provider moved to components.clusters keep a pickle
+    that names it here (dill pickles an importable class by its module and name: pulumi
+    v3.272.0 sdk/python/lib/pulumi/dynamic/dynamic.py serialize_provider), and the engine
+    deletes or reads their old clusters with that pickle. Imported late: clusters imports
+    this module."""
+    if name == "KindClusterProvider":
+        from components.clusters import KindClusterProvider
+
+        return KindClusterProvider
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

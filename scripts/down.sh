@@ -12,11 +12,26 @@ STACK_FILE="stacks/Pulumi.${STACK}.yaml"
 
 source "$ROOT/scripts/env.sh"
 
-install_tools
-use_local_backend "$STACK"
-if ! pulumi stack ls --json 2>/dev/null | grep -q "\"name\": \"${STACK}\""; then
+# The local backend keeps a stack's state in .pulumi/stacks/<project>/<stack>.json (older
+# CLIs: without the project folder; .json.gz when compressed). None: nothing was brought up,
+# and nothing is downloaded to find that out.
+found=""
+for f in "$ROOT"/.pulumi-state/.pulumi/stacks/{,*/}"$STACK".json{,.gz}; do
+  [ -f "$f" ] && found="$f"
+done
+if [ -z "$found" ]; then
   echo "stack '$STACK' does not exist in .pulumi-state: nothing to tear down"
   exit 0
+fi
+install_tools
+use_local_backend "$STACK"
+read -r PROVIDERS _ < <(.venv/bin/python -m scripts.stack_facts "$STACK")
+if [[ ",$PROVIDERS," =~ ,(existing|gke|eks), ]]; then
+  # Clusters that outlive the fleet: Kueue's finalizers would hang destroy while work holds
+  # quota. Hold the fleet's ClusterQueues and wait (MKF_DRAIN_TIMEOUT seconds, default 600).
+  step "Stopping the fleet's ClusterQueues and waiting for running work to end"
+  pulumi stack output --json --show-secrets --stack "$STACK" --non-interactive \
+    | .venv/bin/python -m components.teardown
 fi
 step "Destroying stack '$STACK'"
 pulumi destroy --yes --stack "$STACK" --non-interactive

@@ -15,20 +15,42 @@ STACK_FILE="stacks/Pulumi.${STACK}.yaml"
 source "$ROOT/scripts/env.sh"
 
 step "Python environment (.venv)"
-[ -x .venv/bin/python ] || python3 -m venv .venv
-.venv/bin/python -m pip install --quiet --disable-pip-version-check -r requirements.txt
-if grep -qE '^\s*provider:\s*(gke|eks)\b' "$STACK_FILE"; then
-  # Cloud SDKs only for stacks that have cloud clusters.
-  .venv/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-cloud.txt
+PYTHON="${PYTHON:-python3}"
+command -v "$PYTHON" >/dev/null \
+  || die "Python 3.11 or newer is needed and $PYTHON is not on PATH; install it (apt install python3 python3-venv, or brew install python@3.12) or set PYTHON=/path/to/python3.11"
+"$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
+  || die "Python 3.11 or newer is needed; $PYTHON is $("$PYTHON" -V 2>&1); install a newer one or set PYTHON=/path/to/python3.11"
+"$PYTHON" -c 'import ensurepip, venv' 2>/dev/null \
+  || die "Python's venv module is missing; install it (Debian/Ubuntu: apt install python3-venv) and run again"
+# A .venv left half-made by an interrupted run (or by another Python) is rebuilt, not reused.
+if { [ -e .venv ] || [ -L .venv ]; } && ! .venv/bin/python -c 'import sys, pip; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+  echo ".venv is incomplete or too old: rebuilding it"
+  rm -rf .venv
 fi
+if [ ! -x .venv/bin/python ]; then
+  "$PYTHON" -m venv .venv || { rm -rf .venv; die "could not create .venv with $PYTHON -m venv"; }
+fi
+.venv/bin/python -m pip install --quiet --disable-pip-version-check -r requirements.txt \
+  || die "installing requirements.txt into .venv failed (see pip's message above)"
 
 step "Validating $STACK_FILE"
 # Before any download or cluster: a wrong stack file stops here with every problem listed.
 .venv/bin/python -m components validate --stack "$STACK"
+# Providers and whether an image is built, read through the typed model (flow-style YAML too).
+read -r PROVIDERS BUILDS_IMAGE < <(.venv/bin/python -m scripts.stack_facts "$STACK")
+case ",$PROVIDERS," in
+  *,gke,*|*,eks,*)
+    # Cloud SDKs only for stacks that have cloud clusters.
+    .venv/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-cloud.txt \
+      || die "installing requirements-cloud.txt into .venv failed (see pip's message above)"
+    ;;
+esac
 
-if grep -qE '^\s*provider:\s*kind\b' "$STACK_FILE" || ! grep -qE '^\s*provider:' "$STACK_FILE"; then
+if [[ ",$PROVIDERS," == *,kind,* || "$BUILDS_IMAGE" == yes ]]; then
   step "Docker"
-  command -v docker >/dev/null || die "this stack runs on kind, which needs Docker; install Docker and run again"
+  why="this stack runs on kind"
+  [[ ",$PROVIDERS," == *,kind,* ]] || why="this stack builds the dispatcher image"
+  command -v docker >/dev/null || die "$why, which needs Docker; install Docker and run again"
   docker info >/dev/null 2>&1 || die "Docker is installed but not running (docker info failed); start Docker and run again"
 fi
 
@@ -44,9 +66,13 @@ step "Offline render of what each cluster gets (.render/$STACK)"
 
 step "Provisioning"
 pulumi up --yes --stack "$STACK" --non-interactive
+# What `python -m components status --dir .fleet` reads: each cluster's kubeconfig (0600)
+# and a summary, from the stack's outputs.
+pulumi stack output --json --show-secrets --stack "$STACK" \
+  | .venv/bin/python -c 'import json, sys; from pathlib import Path; from components.automation import write_fleet_dir; write_fleet_dir(Path(".fleet"), sys.argv[1], json.load(sys.stdin))' "$STACK"
 echo
 echo "The fleet is up. Check it with:"
 pulumi stack output checks --stack "$STACK" --json \
   | .venv/bin/python -c 'import json, sys; print("\n".join("  " + c for c in json.load(sys.stdin)))'
-echo "Kubeconfigs: pulumi stack output kubeconfigs --show-secrets --stack $STACK"
+echo "Kubeconfigs: .fleet/kubeconfigs/ (status: .venv/bin/python -m components status --dir .fleet)"
 echo "Tear it down: scripts/down.sh $STACK"

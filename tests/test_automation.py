@@ -4,7 +4,11 @@ stack it names, the config it copies, that `run` always tears down, and exit cod
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +18,8 @@ import yaml
 from components import automation as driver_module
 from components.automation import Driver, DriverError, Options, require_tools, stack_name
 from components.status import Check, FleetStatus
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 class FakeOutput:
@@ -27,12 +33,9 @@ class FakeStack:
         self.workspace = self
         self.config: dict[str, Any] = {}
 
-    def set_all_config(self, values: dict[str, Any]) -> None:
-        self.auto.calls.append(("set_all_config", self.name))
-        self.config = {k: v.value for k, v in values.items()}
-
-    def up(self, on_output: Any = None) -> None:
+    def up(self, config_file: str, on_output: Any = None) -> None:
         self.auto.calls.append(("up", self.name))
+        self.config = yaml.safe_load(Path(config_file).read_text())["config"]
         if self.auto.fail_up:
             raise RuntimeError("pulumi up failed: kind create cluster: exit status 1")
 
@@ -47,14 +50,14 @@ class FakeStack:
             "checks": FakeOutput(["kubectl ..."]),
         }
 
-    def destroy(self, on_output: Any = None) -> None:
+    def destroy(self, on_output: Any = None, config_file: str | None = None) -> None:
         self.auto.calls.append(("destroy", self.name))
 
-    def remove_stack(self, name: str) -> None:
+    def remove_stack(self, name: str, preserve_config: bool = False) -> None:
         self.auto.calls.append(("remove_stack", name))
         self.auto.existing.discard(name)
 
-    def preview(self, diff: bool = False, on_output: Any = None) -> Any:
+    def preview(self, diff: bool = False, on_output: Any = None, **_: Any) -> Any:
         self.auto.calls.append(("preview", self.name))
         return type("Result", (), {"stdout": "no changes"})()
 
@@ -118,12 +121,7 @@ def test_up_copies_the_base_stack_and_names_the_fleet_after_the_stack(
     fake: Any, tmp_path: Path
 ) -> None:
     summary = fake.make().up()
-    assert [c[0] for c in fake.calls] == [
-        "create_or_select_stack",
-        "set_all_config",
-        "up",
-        "wait_ready",
-    ]
+    assert [c[0] for c in fake.calls] == ["create_or_select_stack", "up", "wait_ready"]
     assert fake.env["PULUMI_BACKEND_URL"] == f"file://{tmp_path / 'state'}"
     assert fake.env["PULUMI_CONFIG_PASSPHRASE"] == "ci-secret"
     out = tmp_path / "out"
@@ -146,7 +144,8 @@ def test_copied_config(fake: Any) -> None:
     driver.up()
     config = stacks[0].config
     assert config["multikueue-fleet:fleetName"] == "ci-test"
-    assert json.loads(config["multikueue-fleet:workers"])[0]["name"] == "worker1"
+    # Native YAML in the config file: Pulumi hands object values to the program as JSON.
+    assert config["multikueue-fleet:workers"][0]["name"] == "worker1"
 
 
 def test_run_returns_the_command_exit_code_and_always_tears_down(fake: Any) -> None:
@@ -168,7 +167,7 @@ def test_run_returns_the_command_exit_code_and_always_tears_down(fake: Any) -> N
 
 def test_run_tears_down_when_up_fails(fake: Any) -> None:
     fake.fail_up = True
-    with pytest.raises(RuntimeError, match="kind create cluster"):
+    with pytest.raises(DriverError, match=r"pulumi up of ci-broken failed: .*kind create cluster"):
         fake.make(name="ci-broken").run(["true"])
     # up never finished, yet the stack may hold clusters: down ran all the same.
     assert ("destroy", "ci-broken") in fake.calls
@@ -183,6 +182,47 @@ def test_run_tears_down_when_the_fleet_never_gets_ready(fake: Any) -> None:
     assert ("remove_stack", "ci-unready") in fake.calls
 
 
+def test_down_drains_lasting_clusters_first_and_stops_past_the_bound(
+    fake: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from components import teardown
+
+    original = FakeStack.outputs
+
+    def lasting(self: FakeStack) -> dict[str, FakeOutput]:
+        outputs = original(self)
+        outputs["clusters"].value[1]["provider"] = "existing"
+        return outputs
+
+    drained: list[list[str]] = []
+
+    async def drain(kubeconfigs: dict[str, Any], fleet: str, bound: float, **_: Any) -> None:
+        drained.append(sorted(kubeconfigs))
+        if fake.stuck:
+            raise teardown.DrainTimeout("workloads still hold quota: team/job-a")
+
+    monkeypatch.setattr(FakeStack, "outputs", lasting)
+    monkeypatch.setattr(teardown, "stop_and_drain", drain)
+    driver = fake.make(name="ci-drain")
+    driver.up()
+    fake.stuck = True
+    with pytest.raises(DriverError, match=r"teardown stopped before destroy: .*team/job-a"):
+        driver.down("ci-drain")
+    assert ("destroy", "ci-drain") not in fake.calls
+    fake.stuck = False
+    driver.down("ci-drain")
+    assert drained == [["worker1"], ["worker1"]]  # the kind manager needs no drain
+    assert ("destroy", "ci-drain") in fake.calls
+
+
+def test_the_drain_bound_is_user_settable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MKF_DRAIN_TIMEOUT", "42")
+    assert Options().drain_timeout == 42
+    monkeypatch.setenv("MKF_DRAIN_TIMEOUT", "soon")
+    with pytest.raises(DriverError, match="MKF_DRAIN_TIMEOUT='soon' is not a number"):
+        Options()
+
+
 def test_down_is_safe_twice(fake: Any) -> None:
     driver = fake.make(name="ci-twice")
     driver.up()
@@ -193,7 +233,7 @@ def test_down_is_safe_twice(fake: Any) -> None:
 
 def test_a_passphrase_is_required(fake: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("PULUMI_CONFIG_PASSPHRASE")
-    with pytest.raises(DriverError, match="set PULUMI_CONFIG_PASSPHRASE"):
+    with pytest.raises(DriverError, match="set PULUMI_CONFIG_PASSPHRASE or"):
         fake.make().up()
     assert not any(c[0] == "up" for c in fake.calls)
 
@@ -223,3 +263,222 @@ def test_cli_exit_codes(monkeypatch: pytest.MonkeyPatch) -> None:
     assert main(["up"]) == 1
     assert main(["down"]) == 2  # needs --name
     assert main(["run"]) == 2  # needs a command
+
+
+# --- the real Automation API against a fake Pulumi CLI on PATH ------------------------------
+
+FAKE_CLI = r"""
+import signal, time
+
+got = []
+# First thing, so an interrupt is never lost to the interpreter's start.
+signal.signal(signal.SIGINT, lambda *_: got.append(time.monotonic()))
+import json, os, sys
+from pathlib import Path
+
+state = Path(os.environ["FAKE_STATE"])
+args = [a for a in sys.argv[1:] if a != "--non-interactive"]
+
+
+def say(line):
+    with (state / "calls.log").open("a") as f:
+        f.write(line + "\n")
+
+
+say(" ".join(args))
+stack = args[args.index("--stack") + 1] if "--stack" in args else None
+if args[:1] == ["version"]:
+    print("v3.272.0")
+elif args[:2] == ["stack", "select"]:
+    if not (state / f"stack-{stack}").exists():
+        sys.exit(print(f"error: no stack named '{stack}' found", file=sys.stderr) or 255)
+elif args[:2] == ["stack", "init"]:
+    # Like the real CLI with a passphrase: the salt lands in the project's stack file.
+    (state / f"stack-{args[2]}").touch()
+    Path("stacks").mkdir(exist_ok=True)
+    Path(f"stacks/Pulumi.{args[2]}.yaml").write_text("encryptionsalt: v1:c2FsdA==\n")
+elif args[:2] == ["stack", "rm"]:
+    (state / f"stack-{args[-1]}").unlink()
+elif args[:1] == ["up"]:
+    config = Path(args[args.index("--config-file") + 1]).read_text()
+    say("up config: " + ("salt" if "encryptionsalt" in config else "no salt"))
+    say("up passphrase: " + os.environ.get("PULUMI_CONFIG_PASSPHRASE_FILE", "-"))
+    mode = os.environ.get("FAKE_UP", "ok")
+    if mode != "ok":
+        # Busy "creating resources"; a graceful cancel takes a while after the interrupt;
+        # a deaf one never cancels.
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if got and mode != "deaf":
+                say("up: SIGINT")
+                time.sleep(1.0)
+                say("up: cancelled")
+                sys.exit(255)
+            time.sleep(0.05)
+        sys.exit(1)
+elif args[:2] == ["stack", "output"]:
+    kubeconfig = "apiVersion: v1\nkind: Config\n"
+    print(json.dumps({
+        "fleet": stack,
+        "clusters": [{"name": "manager", "role": "manager"}],
+        "kubeconfigs": {"manager": kubeconfig},
+        "checks": [],
+    }))
+elif args[:2] == ["stack", "history"]:
+    print(json.dumps([{
+        "kind": "update", "startTime": "2026-01-01T00:00:00.000Z", "message": "",
+        "environment": {}, "config": {}, "result": "succeeded",
+    }]))
+"""
+
+
+@pytest.fixture
+def cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """A fake `pulumi` first on PATH, and a driver using the real Automation API with it."""
+    bin_dir, state, project = tmp_path / "bin", tmp_path / "fake-state", tmp_path / "project"
+    for folder in (bin_dir, state, project / "stacks"):
+        folder.mkdir(parents=True)
+    (project / "Pulumi.yaml").write_text("name: multikueue-fleet\nruntime: python\n")
+    fake = bin_dir / "pulumi"
+    fake.write_text(f"#!{sys.executable}\n{FAKE_CLI}")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_STATE", str(state))
+    monkeypatch.setenv("PULUMI_CONFIG_PASSPHRASE", "ci-secret")
+
+    async def ready(self: Driver, summary: dict[str, Any]) -> FleetStatus:
+        return FleetStatus([Check("manager", "ClusterQueue", "cq", True, "Ready")])
+
+    monkeypatch.setattr(Driver, "_wait_ready", ready)
+    lines: list[str] = []
+
+    def make(**kw: Any) -> Driver:
+        options = Options(
+            base="ci",
+            name="ci-fake",
+            out=tmp_path / "out",
+            backend=tmp_path / "backend",
+            project=project,
+            **kw,
+        )
+        return Driver(options, log=lines.append, tools=lambda _: None)
+
+    def calls() -> list[str]:
+        return (state / "calls.log").read_text().splitlines()
+
+    return type(
+        "Cli",
+        (),
+        {
+            "make": staticmethod(make),
+            "calls": staticmethod(calls),
+            "lines": lines,
+            "project": project,
+            "tmp": tmp_path,
+        },
+    )
+
+
+def test_a_run_through_the_real_automation_api(cli: Any) -> None:
+    code = cli.make().run([sys.executable, "-c", "raise SystemExit(5)"])
+    assert code == 5
+    calls = [c.split(" --")[0] for c in cli.calls()]
+    assert calls.index("up") < calls.index("destroy") < calls.index("stack rm")
+    # The salt stack init wrote went with the config into the file passed to up, and no
+    # ephemeral stack file is left in stacks/.
+    assert "up config: salt" in cli.calls()
+    assert list((cli.project / "stacks").iterdir()) == []
+    assert not (cli.tmp / "backend" / "stack-config" / "Pulumi.ci-fake.yaml").exists()
+
+
+def test_timeout_interrupts_up_waits_for_it_then_tears_down(
+    cli: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_UP", "slow-cancel")
+    code = cli.make(up_timeout=2).run(["true"])
+    assert code == 124
+    calls = cli.calls()
+    # up saw SIGINT, took its time to cancel, and exited before destroy started.
+    assert calls.index("up: SIGINT") < calls.index("up: cancelled")
+    assert calls.index("up: cancelled") < [c.split(" ")[0] for c in calls].index("destroy")
+    assert not any(c.startswith("cancel") for c in calls)  # no lock to remove
+    assert list((cli.project / "stacks").iterdir()) == []
+
+
+def test_a_child_deaf_to_sigint_is_terminated_and_its_lock_removed(
+    cli: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_UP", "deaf")
+    code = cli.make(up_timeout=2, interrupt_grace=0.5).run(["true"])
+    assert code == 124
+    calls = [c.split(" ")[0] for c in cli.calls()]
+    assert "up: cancelled" not in cli.calls()
+    assert calls.index("cancel") < calls.index("destroy")
+    assert any("sending SIGTERM" in line for line in cli.lines)
+
+
+def test_sigterm_to_the_driver_tears_down_and_says_so(
+    cli: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A driver process (as CI runs it) gets SIGTERM while `pulumi up` runs."""
+    monkeypatch.setenv("FAKE_UP", "slow-cancel")
+    script = f"""
+import sys
+from pathlib import Path
+from components.automation import Driver, Options
+options = Options(base="ci", name="ci-term", out=Path({str(cli.tmp / "out")!r}),
+                  backend=Path({str(cli.tmp / "backend")!r}), project=Path({str(cli.project)!r}))
+sys.exit(Driver(options, tools=lambda _: None).run(["true"]))
+"""
+    driver = subprocess.Popen(
+        [sys.executable, "-c", script],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    log = cli.tmp / "fake-state" / "calls.log"
+    while not log.exists() or "up config: salt" not in log.read_text():
+        assert driver.poll() is None, driver.communicate()
+        time.sleep(0.05)
+    driver.send_signal(signal.SIGTERM)
+    out, err = driver.communicate(timeout=120)
+    assert driver.returncode == 143, out + err
+    assert "Traceback" not in err
+    calls = [c.split(" ")[0] for c in cli.calls()]
+    assert cli.calls().index("up: cancelled") < calls.index("destroy")
+    assert "SIGTERM received" in out
+
+
+def test_passphrase_file_reaches_the_cli(
+    cli: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.delenv("PULUMI_CONFIG_PASSPHRASE")
+    secret = tmp_path / "passphrase"
+    secret.write_text("s3cret\n")
+    monkeypatch.setenv("PULUMI_CONFIG_PASSPHRASE_FILE", str(secret))
+    assert cli.make().run(["true"]) == 0
+    assert f"up passphrase: {secret}" in cli.calls()
+    monkeypatch.setenv("PULUMI_CONFIG_PASSPHRASE_FILE", str(tmp_path / "missing"))
+    with pytest.raises(DriverError, match=r"PULUMI_CONFIG_PASSPHRASE_FILE=.* cannot be read"):
+        cli.make().down("ci-fake")
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["run", "--", "true"], ["down", "--name", "ci-x"], ["preview", "--name", "ci-x"], ["up"]],
+)
+def test_no_pulumi_cli_is_one_line(command: list[str], tmp_path: Path) -> None:
+    env = {**os.environ, "PATH": "/nonexistent", "PULUMI_CONFIG_PASSPHRASE": "x"}
+    result = subprocess.run(
+        [sys.executable, "-m", "components", *command, "--out", str(tmp_path)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    assert "Pulumi CLI" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1

@@ -21,7 +21,6 @@ from components import providers
 from components.providers import (
     CommandFailed,
     ControllerImageProvider,
-    KindClusterProvider,
     ServiceAccountTokenProvider,
     read_token,
     source_hash,
@@ -73,80 +72,6 @@ def cli(monkeypatch: pytest.MonkeyPatch) -> Any:
         return fake
 
     return install
-
-
-PROPS = {"name": "dev-w1", "config": "kind: Cluster\n", "kind_binary": "kind"}
-
-
-def test_kind_create_runs_kind_and_returns_the_kubeconfig(cli: Any) -> None:
-    fake = cli(
-        {
-            ("kind", "get", "clusters"): (0, "other\n", ""),
-            ("kind", "get", "kubeconfig"): (0, KUBECONFIG, ""),
-        }
-    )
-    result = KindClusterProvider().create(dict(PROPS))
-    assert result.id == "dev-w1"
-    assert fake.calls[1] == [
-        "kind",
-        "create",
-        "cluster",
-        "--name",
-        "dev-w1",
-        "--config",
-        "-",
-        "--wait",
-        "5m",
-    ]
-    assert fake.stdin[1] == "kind: Cluster\n"
-    assert result.outs["kubeconfig"] == KUBECONFIG
-    assert result.outs["internal_server"] == "https://dev-w1-control-plane:6443"
-    assert result.outs["ca_data"] == "Q0E="
-    assert result.outs["context"] == "kind-dev-w1"
-
-
-def test_kind_refuses_a_cluster_it_did_not_create(cli: Any) -> None:
-    fake = cli({("kind", "get", "clusters"): (0, "dev-w1\n", "")})
-    with pytest.raises(CommandFailed, match="already exists and this stack did not create it"):
-        KindClusterProvider().create(dict(PROPS))
-    assert not any(c[:3] == ["kind", "create", "cluster"] for c in fake.calls)
-
-
-def test_kind_failure_is_reported_with_its_stderr(cli: Any) -> None:
-    cli(
-        {
-            ("kind", "create"): (
-                1,
-                "",
-                "ERROR: failed to create cluster: Cannot connect to the Docker daemon",
-            )
-        }
-    )
-    with pytest.raises(CommandFailed) as info:
-        KindClusterProvider().create(dict(PROPS))
-    assert "`kind create cluster --name` failed (exit 1)" in str(info.value)
-    assert "Cannot connect to the Docker daemon" in str(info.value)
-
-
-def test_kind_missing_binary(monkeypatch: pytest.MonkeyPatch) -> None:
-    def missing(*_: Any, **__: Any) -> Any:
-        raise FileNotFoundError("kind")
-
-    monkeypatch.setattr(providers.subprocess, "run", missing)
-    with pytest.raises(CommandFailed, match="kind is not installed"):
-        KindClusterProvider().create(dict(PROPS))
-
-
-def test_kind_diff_replaces_on_config_change_and_delete_is_idempotent(cli: Any) -> None:
-    provider = KindClusterProvider()
-    same = provider.diff("dev-w1", dict(PROPS), dict(PROPS))
-    assert not same.changes
-    changed = provider.diff("dev-w1", dict(PROPS), {**PROPS, "config": "kind: Cluster\nx: 1\n"})
-    assert changed.changes and changed.replaces == ["config"]
-    assert changed.delete_before_replace
-    fake = cli({})
-    provider.delete("dev-w1", dict(PROPS))
-    assert fake.calls == [["kind", "delete", "cluster", "--name", "dev-w1"]]
 
 
 def test_token_is_awaited_until_the_worker_fills_it_in() -> None:
@@ -287,8 +212,10 @@ def test_fetch_uses_the_cache_and_explains_network_errors(
     from components import upstream
 
     monkeypatch.setenv("MKF_UPSTREAM_CACHE", str(tmp_path))
-    (tmp_path / upstream.cache_key("https://example.com/a.yaml")).write_text("cached: true\n")
-    assert upstream.fetch("https://example.com/a.yaml") == "cached: true\n"
+    cached = tmp_path / upstream.cache_key("https://example.com/a.yaml")
+    cached.write_text("kind: Cached\n")
+    cached.with_suffix(".sha256").write_text(upstream.hashlib.sha256(b"kind: Cached\n").hexdigest())
+    assert upstream.fetch("https://example.com/a.yaml") == "kind: Cached\n"
 
     def offline(*_: Any, **__: Any) -> Any:
         raise OSError("network unreachable")

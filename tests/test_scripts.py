@@ -3,12 +3,16 @@ how they are called (the real ones are exercised by the opt-in e2e tests)."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -27,16 +31,28 @@ def project(tmp_path: Path) -> Path:
         shutil.copytree(ROOT / name, copy / name, ignore=shutil.ignore_patterns("__pycache__"))
     for name in ("requirements.txt", "requirements-cloud.txt", "Pulumi.yaml", "__main__.py"):
         shutil.copy(ROOT / name, copy / name)
-    (copy / ".venv").symlink_to(ROOT / ".venv")
+    # The environment running these tests has every pin: no pip download.
+    (copy / ".venv").symlink_to(Path(sys.prefix))
     return copy
 
+
+OUTPUTS = json.dumps(
+    {
+        "fleet": "dev",
+        "clusters": [{"name": "manager", "role": "manager", "provider": "kind"}],
+        "kubeconfigs": {"manager": "apiVersion: v1\nkind: Config\n"},
+        "checks": [],
+    }
+)
 
 # Records each call with the backend and passphrase it saw; answers what up/down read.
 FAKE_PULUMI = r"""echo "pulumi $* | $PULUMI_BACKEND_URL | ${PULUMI_CONFIG_PASSPHRASE:-}" >> LOG
 case "$1 $2" in
   "version "*) echo v3.272.0 ;;
-  "stack output") echo '["kubectl --context kind-dev-manager get clusterqueues"]' ;;
-  "stack ls") echo "${FAKE_STACKS:-[]}" ;;
+  "stack output")
+    if [ "$3" = checks ]; then echo '["kubectl --context kind-dev-manager get clusterqueues"]'
+    else echo "$FAKE_OUTPUTS"
+    fi ;;
 esac
 exit 0
 """
@@ -62,6 +78,7 @@ def run_up(
         "PATH": f"{bin_dir}:{os.environ['PATH']}",
         "HOME": str(tmp_path),
         "MKF_TOOLS_DIR": str(tools),
+        "FAKE_OUTPUTS": OUTPUTS,
         **(env or {}),
     }
     return subprocess.run(
@@ -94,18 +111,32 @@ def test_dev_is_validated_rendered_and_brought_up(project: Path, tmp_path: Path)
     assert "docker info" in calls
     assert (project / ".render" / "dev" / "manager" / "objects.yaml").exists()
     assert "The fleet is up. Check it with:" in result.stdout
+    # What `status --dir .fleet` reads, written from the stack's outputs.
+    summary = json.loads((project / ".fleet" / "summary.json").read_text())
+    assert summary["clusters"][0]["kubeconfig"] == "kubeconfigs/manager.yaml"
+    assert (project / ".fleet" / "kubeconfigs" / "manager.yaml").stat().st_mode & 0o777 == 0o600
     assert "  kubectl --context kind-dev-manager get clusterqueues" in result.stdout
 
 
 def test_down_is_safe_when_there_is_nothing(project: Path, tmp_path: Path) -> None:
+    # No network: curl is not even reachable, and no tool is installed or called.
+    (tmp_path / "bin").mkdir()
+    _fake(
+        tmp_path / "bin" / "curl",
+        'echo "curl $*" >> LOG\nexit 7\n'.replace("LOG", str(tmp_path / "calls.log")),
+    )
+    (tmp_path / "tools").mkdir()
     result = run_up(project, tmp_path, script="down.sh")
     assert result.returncode == 0, result.stderr
     assert "nothing to tear down" in result.stdout
-    assert not any(c.startswith("pulumi destroy") for c in calls_of(tmp_path))
+    assert calls_of(tmp_path) == []
 
 
 def test_down_destroys_and_forgets_the_stack(project: Path, tmp_path: Path) -> None:
-    result = run_up(project, tmp_path, script="down.sh", env={"FAKE_STACKS": '[{"name": "dev"}]'})
+    state = project / ".pulumi-state" / ".pulumi" / "stacks" / "multikueue-fleet" / "dev.json"
+    state.parent.mkdir(parents=True)
+    state.write_text("{}")
+    result = run_up(project, tmp_path, script="down.sh")
     assert result.returncode == 0, result.stderr
     calls = [c.split(" | ")[0] for c in calls_of(tmp_path)]
     assert "pulumi destroy --yes --stack dev --non-interactive" in calls
@@ -145,3 +176,56 @@ def test_unknown_stack_lists_the_stacks(project: Path, tmp_path: Path) -> None:
     assert result.returncode == 1
     assert "no stack file stacks/Pulumi.nope.yaml" in result.stderr
     assert "dev" in result.stderr and "tas" in result.stderr
+
+
+def test_a_flow_style_cloud_stack_is_read_through_the_model(project: Path, tmp_path: Path) -> None:
+    """`{name: w, provider: gke}` is a gke cluster, not kind: with an image given, nothing
+    is built, so Docker is not asked for (it is not running here)."""
+    stack = yaml.safe_load((project / "stacks" / "Pulumi.gke.yaml").read_text())
+    stack["config"]["multikueue-fleet:dispatcher"] = {"image": "ghcr.io/example/dispatcher:v1"}
+    flow = project / "stacks" / "Pulumi.flow.yaml"
+    flow.write_text(yaml.safe_dump(stack, default_flow_style=True))
+    assert not re.search(r"^\s*provider:", flow.read_text(), re.M)  # what grep looked for
+    result = run_up(
+        project, tmp_path, "flow", docker_ok=False, env={"PULUMI_CONFIG_PASSPHRASE": "s3cret"}
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    calls = [c.split(" | ")[0] for c in calls_of(tmp_path)]
+    assert not any(c.startswith("docker") for c in calls)
+    assert "pulumi up --yes --stack flow --non-interactive" in calls
+
+
+def test_docker_is_checked_when_a_cloud_stack_builds_the_image(
+    project: Path, tmp_path: Path
+) -> None:
+    result = run_up(
+        project, tmp_path, "gke", docker_ok=False, env={"PULUMI_CONFIG_PASSPHRASE": "s3cret"}
+    )
+    assert result.returncode == 1
+    assert "Docker is installed but not running" in result.stderr
+    assert not any(c.startswith("pulumi") for c in calls_of(tmp_path))
+
+
+def test_an_old_python_is_named_with_what_to_install(project: Path, tmp_path: Path) -> None:
+    old = tmp_path / "old" / "python3"
+    _fake(old, '[ "$1" = -V ] && echo "Python 3.10.12"\nexit 1\n')
+    result = run_up(project, tmp_path, env={"PYTHON": str(old)})
+    assert result.returncode == 1
+    assert "Python 3.11 or newer is needed; " in result.stderr
+    assert "Python 3.10.12" in result.stderr
+
+
+def test_a_broken_venv_is_rebuilt(project: Path, tmp_path: Path) -> None:
+    (project / ".venv").unlink()
+    _fake(project / ".venv" / "bin" / "python", "exit 1\n")  # a half-made environment
+    # `-m venv .venv` links the test's environment (every pin installed: no download).
+    python = tmp_path / "py" / "python3"
+    _fake(
+        python,
+        f'if [ "$1 $2" = "-m venv" ]; then ln -s {sys.prefix} "$3"; exit 0; fi\n'
+        f'exec {sys.executable} "$@"\n',
+    )
+    result = run_up(project, tmp_path, env={"PYTHON": str(python)})
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert ".venv is incomplete or too old: rebuilding it" in result.stdout
+    assert (project / ".venv").resolve() == Path(sys.prefix).resolve()
