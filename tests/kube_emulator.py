@@ -1,10 +1,28 @@
 """A small stateful Kubernetes API server on loopback, for controller tests.
 
-It speaks the REST subset the controller uses, for any group and kind: list and watch
-(resourceVersion, bookmarks, 410 Gone after compaction), get, create, replace with
-optimistic concurrency, JSON merge patch on objects and on the status subresource, delete,
-and /version. Tests can inject failures (throttling, conflicts, outages) and read every
-request made. One emulator is one cluster.
+It speaks the REST subset the controller uses, for any group and kind: list and watch,
+get, create, replace, JSON merge patch on objects and on the status subresource, delete,
+/version and /readyz. Where the dispatcher depends on it, it behaves as a real
+kube-apiserver does (each rule names the upstream file it follows, kubernetes v1.32):
+- a watch with nothing to report sends nothing; bookmarks only to a client that asked
+  (allowWatchBookmarks), roughly once a minute and 2 s before the watch's timeout, and
+  never for a resource that has had no event since the server started
+  (staging/src/k8s.io/apiserver/pkg/storage/cacher/cache_watcher.go nextBookmarkTime,
+  cacher.go dispatchEvents);
+- a watch from a resourceVersion older than the kept history gets an ERROR event with a
+  410 Expired Status; without a resourceVersion (or "0") it starts with a synthetic ADDED
+  per existing object;
+- a write carrying a stale metadata.resourceVersion (a replace, or a merge patch naming
+  one) and a delete with stale preconditions get 409 Conflict
+  (staging/src/k8s.io/apiserver/pkg/registry/generic/registry/store.go);
+- kinds with a status subresource: a create drops status, a write to the object keeps
+  the old status, a write to /status keeps everything but status; generation moves only
+  when something besides metadata and status changed; a write that changes nothing is
+  not stored and sends no event
+  (staging/src/k8s.io/apiextensions-apiserver/pkg/registry/customresource/strategy.go and
+  status_strategy.go).
+Tests can inject failures (throttling, conflicts, outages, a server that stops answering)
+and read every request made. One emulator is one cluster.
 """
 
 from __future__ import annotations
@@ -21,6 +39,32 @@ from typing import Any
 from aiohttp import web
 
 WRITES = ("POST", "PUT", "PATCH", "DELETE")
+# API groups served by kube-apiserver itself; any other group is a CustomResourceDefinition,
+# and every CRD the tests serve (Kueue's, the ClusterProfile, the DispatchPolicy) declares a
+# status subresource.
+BUILTIN_GROUPS = {
+    "",
+    "apps",
+    "batch",
+    "coordination.k8s.io",
+    "events.k8s.io",
+    "rbac.authorization.k8s.io",
+    "apiextensions.k8s.io",
+}
+# The built-in kinds with a status subresource among those tests write.
+BUILTIN_WITH_STATUS = {
+    ("", "namespaces"),
+    ("", "pods"),
+    ("", "nodes"),
+    ("", "services"),
+    ("apps", "deployments"),
+    ("apps", "statefulsets"),
+    ("batch", "jobs"),
+    ("apiextensions.k8s.io", "customresourcedefinitions"),
+}
+CONFLICT = (
+    "the object has been modified; please apply your changes to the latest version and try again"
+)
 CLUSTER_SCOPED = {
     "admissionchecks",
     "multikueueconfigs",
@@ -30,6 +74,25 @@ CLUSTER_SCOPED = {
     "dispatchpolicies",
     "namespaces",
 }
+
+
+def has_status_subresource(group: str, plural: str) -> bool:
+    return group not in BUILTIN_GROUPS or (group, plural) in BUILTIN_WITH_STATUS
+
+
+def _content(obj: dict[str, Any]) -> dict[str, Any]:
+    """What a write changes, for telling a no-op write apart: all but the server's fields."""
+    meta = {
+        k: v
+        for k, v in (obj.get("metadata") or {}).items()
+        if k not in ("resourceVersion", "managedFields")
+    }
+    return {**obj, "metadata": meta}
+
+
+def _spec_part(obj: dict[str, Any]) -> dict[str, Any]:
+    """What moves metadata.generation: everything but metadata and status."""
+    return {k: v for k, v in obj.items() if k not in ("metadata", "status")}
 
 
 def merge_patch(target: Any, patch: Any) -> Any:
@@ -67,7 +130,8 @@ class Request:
 class Emulator:
     name: str = "cluster"
     version: str = "v1.36.4"
-    bookmark_interval: float = 0.5
+    # A real API server bookmarks a watch about once a minute (cacher bookmarkFrequency).
+    bookmark_interval: float = 60.0
     objects: dict[tuple[str, str], dict[tuple[str, str], dict]] = field(default_factory=dict)
     log: list[tuple[int, str, str, str, dict]] = field(default_factory=list)
     requests: list[Request] = field(default_factory=list)
@@ -77,9 +141,14 @@ class Emulator:
     revision: int = 1
     compacted: int = 0
     down: bool = False
+    # When set, requests are received but not answered until it is cleared (or the
+    # emulator stops): a server that hangs, as behind a lost network path.
+    stalled: bool = False
     # When set, requests must carry this bearer token (as a real server would refuse them).
     required_token: str | None = None
     _watchers: list[asyncio.Queue] = field(default_factory=list)
+    # group/plural -> revision of its last event since the start (what a bookmark carries).
+    _last_event: dict[str, int] = field(default_factory=dict)
     _write_log: list[Request] = field(default_factory=list)
     _runner: web.AppRunner | None = None
     port: int = 0
@@ -97,6 +166,7 @@ class Emulator:
         return self.url
 
     async def stop(self) -> None:
+        self.stalled = False
         for queue in self._watchers:
             queue.put_nowait(None)
         if self._runner is not None:
@@ -140,6 +210,8 @@ class Emulator:
 
     def remove(self, group_plural: str, name: str, namespace: str = "") -> None:
         obj = self.objects.get(self._split(group_plural), {}).pop((namespace, name))
+        self.revision += 1
+        obj["metadata"]["resourceVersion"] = str(self.revision)
         self._record(group_plural, "DELETED", obj)
 
     def fail(self, method: str, path_part: str, status: int, times: int = 1) -> None:
@@ -174,6 +246,7 @@ class Emulator:
         return copy.deepcopy(obj)
 
     def _record(self, group_plural: str, event: str, obj: dict) -> None:
+        self._last_event[group_plural] = self.revision
         entry = (self.revision, group_plural, event, "", copy.deepcopy(obj))
         self.log.append(entry)
         for queue in self._watchers:
@@ -245,6 +318,8 @@ class Emulator:
             return web.json_response(
                 [{"method": r.method, "path": r.path, "at": r.at} for r in self._write_log[after:]]
             )
+        while self.stalled:
+            await asyncio.sleep(0.02)
         if self.down:
             raise web.HTTPServiceUnavailable()
         if (
@@ -262,12 +337,17 @@ class Emulator:
                 return self._status(fault.status, "injected failure")
         if request.path == "/version":
             return web.json_response({"gitVersion": self.version})
+        if request.path in ("/readyz", "/livez", "/healthz"):
+            return web.Response(text="ok")
         parsed = self._parse(request.path)
         if parsed is None:
             return self._status(404, f"no route {request.path}")
         group, plural, namespace, name, sub = parsed
         gp = f"{group}/{plural}" if group else plural
         store = self.objects.setdefault((group, plural), {})
+        with_status = has_status_subresource(group, plural)
+        if sub and (sub != "status" or not with_status):
+            return self._status(404, f"the server could not find {plural}/{sub}")
         if request.method == "GET" and not name:
             if request.query.get("watch") in ("true", "1"):
                 return await self._watch(request, gp, namespace)
@@ -288,6 +368,8 @@ class Emulator:
                 else self._status(404, f"{plural} {name} not found")
             )
         if request.method == "POST":
+            if name:
+                return self._status(405, "method not allowed")
             meta = body.setdefault("metadata", {})
             if namespace:
                 meta["namespace"] = namespace
@@ -296,45 +378,81 @@ class Emulator:
             key = (meta.get("namespace", ""), meta["name"])
             if key in store:
                 return self._status(409, f"{plural} {meta['name']} already exists")
+            for server_field in ("resourceVersion", "uid", "generation", "creationTimestamp"):
+                meta.pop(server_field, None)
+            if with_status:
+                body.pop("status", None)  # only /status writes it
+            rule = self.rules.get((gp, ""))
+            error = rule(None, body) if rule is not None else None
+            if error:
+                return self._status(422, error)
             return web.json_response(self._commit(gp, key, body, "ADDED"), status=201)
         if key not in store:
             return self._status(404, f"{plural} {name} not found")
         old = store[key]
         if request.method == "DELETE":
+            wanted = (body or {}).get("preconditions") or {}
+            for precondition in ("resourceVersion", "uid"):
+                if wanted.get(precondition) and wanted[precondition] != old["metadata"].get(
+                    precondition
+                ):
+                    return self._status(409, f"Precondition failed: {precondition} differs")
             self.remove(gp, name, namespace)
             return web.json_response(old)
         if request.method == "PUT":
-            sent = (body.get("metadata") or {}).get("resourceVersion")
-            if sent and sent != old["metadata"]["resourceVersion"]:
-                return self._status(
-                    409,
-                    "the object has been modified; please apply your "
-                    "changes to the latest version and try again",
-                )
-            new = body
+            sent = copy.deepcopy(body or {})
         elif request.method == "PATCH":
             if request.content_type != "application/merge-patch+json":
                 return self._status(415, f"unsupported patch type {request.content_type}")
-            if sub == "status":
-                new = merge_patch(old, {"status": (body or {}).get("status")})
-            else:
-                # With a status subresource, writes to the object leave status alone.
-                new = merge_patch(old, {k: v for k, v in (body or {}).items() if k != "status"})
+            sent = merge_patch(old, body or {})
         else:
             return self._status(405, "method not allowed")
+        # A resourceVersion in what was sent is a precondition (for a patch too: the patched
+        # object carries it); none means an unconditional write, which CRDs allow.
+        given = (sent.get("metadata") or {}).get("resourceVersion")
+        if given and given != old["metadata"]["resourceVersion"]:
+            return self._status(
+                409, f"Operation cannot be fulfilled on {plural} {name}: {CONFLICT}"
+            )
+        new = self._prepare_update(old, sent, sub, with_status)
         rule = self.rules.get((gp, sub))
         if rule is not None:
             error = rule(old, new)
             if error:
                 return self._status(422, error)
-        new.setdefault("metadata", {})
-        new["metadata"]["uid"] = old["metadata"]["uid"]
-        new["metadata"]["creationTimestamp"] = old["metadata"]["creationTimestamp"]
+        if _content(new) == _content(old):
+            return web.json_response(copy.deepcopy(old))  # nothing changed: nothing stored
         return web.json_response(self._commit(gp, key, new, "MODIFIED"))
 
+    @staticmethod
+    def _prepare_update(old: dict, sent: dict, sub: str, with_status: bool) -> dict:
+        """The object an update stores, as the registry's strategies make it."""
+        if sub == "status":
+            new = copy.deepcopy(old)
+            if "status" in sent:
+                new["status"] = sent["status"]
+            else:
+                new.pop("status", None)
+            return new
+        new = sent
+        meta = new.setdefault("metadata", {})
+        for server_field in ("uid", "creationTimestamp", "generation", "resourceVersion"):
+            if server_field in old["metadata"]:
+                meta[server_field] = old["metadata"][server_field]
+        if with_status:
+            if "status" in old:
+                new["status"] = copy.deepcopy(old["status"])
+            else:
+                new.pop("status", None)
+        if _spec_part(new) != _spec_part(old):
+            meta["generation"] = int(old["metadata"].get("generation") or 1) + 1
+        return new
+
     async def _watch(self, request: web.Request, gp: str, namespace: str) -> web.StreamResponse:
-        since = int(request.query.get("resourceVersion") or 0)
-        timeout = float(request.query.get("timeoutSeconds") or 300)
+        raw_since = request.query.get("resourceVersion") or ""
+        since = int(raw_since) if raw_since not in ("", "0") else 0
+        # With no timeoutSeconds a real server picks one of 30-60 minutes.
+        timeout = float(request.query.get("timeoutSeconds") or 1800)
         bookmarks = request.query.get("allowWatchBookmarks") in ("true", "1")
         response = web.StreamResponse()
         response.content_type = "application/json"
@@ -343,18 +461,21 @@ class Emulator:
         async def send(event: dict) -> None:
             await response.write((json.dumps(event) + "\n").encode())
 
+        def gone(message: str) -> dict:
+            return {
+                "type": "ERROR",
+                "object": {
+                    "kind": "Status",
+                    "apiVersion": "v1",
+                    "status": "Failure",
+                    "code": 410,
+                    "reason": "Expired",
+                    "message": message,
+                },
+            }
+
         if since and since < self.compacted:
-            await send(
-                {
-                    "type": "ERROR",
-                    "object": {
-                        "kind": "Status",
-                        "code": 410,
-                        "reason": "Expired",
-                        "message": "too old",
-                    },
-                }
-            )
+            await send(gone(f"too old resource version: {since} ({self.compacted})"))
             return response
         queue: asyncio.Queue = asyncio.Queue()
         self._watchers.append(queue)
@@ -367,39 +488,51 @@ class Emulator:
                 and (not namespace or obj["metadata"].get("namespace") == namespace)
             )
 
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        # Bookmarks: roughly every bookmark_interval, and 2 s before the deadline, so that a
+        # client's next watch starts close to now.
+        next_bookmark = min(loop.time() + self.bookmark_interval, deadline - 2)
         try:
-            for entry in [e for e in self.log if wanted(e)]:
-                await send({"type": entry[2], "object": entry[4]})
-            deadline = asyncio.get_running_loop().time() + timeout
+            if since:
+                backlog = [{"type": e[2], "object": e[4]} for e in self.log if wanted(e)]
+            else:
+                group, _, plural = gp.rpartition("/")
+                since = self.revision
+                backlog = [
+                    {"type": "ADDED", "object": copy.deepcopy(o)}
+                    for (ns, _), o in sorted(self.objects.get((group, plural), {}).items())
+                    if not namespace or ns == namespace
+                ]
+            for event in backlog:
+                await send(event)
             while True:
-                left = deadline - asyncio.get_running_loop().time()
-                if left <= 0:
+                now = loop.time()
+                if now >= deadline:
                     break
+                wake = min(deadline, next_bookmark) if bookmarks else deadline
                 try:
-                    entry = await asyncio.wait_for(queue.get(), min(left, self.bookmark_interval))
+                    entry = await asyncio.wait_for(queue.get(), max(wake - now, 0))
                 except TimeoutError:
-                    if bookmarks:
-                        await send(
-                            {
-                                "type": "BOOKMARK",
-                                "object": {"metadata": {"resourceVersion": str(self.revision)}},
-                            }
+                    if bookmarks and loop.time() >= next_bookmark:
+                        next_bookmark = (
+                            loop.time() + self.bookmark_interval
+                            if loop.time() < deadline - 2
+                            else deadline + 1
                         )
+                        last = self._last_event.get(gp)
+                        if last is not None:  # the cacher bookmarks only after an event
+                            await send(
+                                {
+                                    "type": "BOOKMARK",
+                                    "object": {"metadata": {"resourceVersion": str(last)}},
+                                }
+                            )
                     continue
                 if entry is None:
                     break
                 if entry == "GONE":
-                    await send(
-                        {
-                            "type": "ERROR",
-                            "object": {
-                                "kind": "Status",
-                                "code": 410,
-                                "reason": "Expired",
-                                "message": "compacted",
-                            },
-                        }
-                    )
+                    await send(gone("the watch's history was compacted"))
                     break
                 if wanted(entry):
                     await send({"type": entry[2], "object": entry[4]})
