@@ -10,7 +10,10 @@ import contextlib
 import os
 import shutil
 import socket
+import ssl
 import subprocess
+import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -40,6 +43,44 @@ CRD_API = Kind("apiextensions.k8s.io", "v1", "customresourcedefinitions", False)
 NAMESPACES = Kind("", "v1", "namespaces", False)
 
 
+def stop(process: subprocess.Popen, grace: float = 30.0) -> None:
+    """SIGTERM, then up to `grace` seconds to finish, then SIGKILL: kube-apiserver drains
+    its requests and watches on the way out and often takes longer than 10 s."""
+    if process.poll() is not None:
+        return
+    process.terminate()
+    try:
+        process.wait(grace)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+def _wait_serving(api: subprocess.Popen, port: int, log: Path, timeout: float = 90.0) -> None:
+    """Until /readyz answers ok; says why (the end of the server's log) when the process
+    exits or the time is up, instead of letting a test fail later on a refused call."""
+    context = ssl.create_default_context()
+    context.check_hostname, context.verify_mode = False, ssl.CERT_NONE  # self-made cert
+    request = urllib.request.Request(
+        f"https://127.0.0.1:{port}/readyz", headers={"Authorization": f"Bearer {TOKEN}"}
+    )
+    deadline = time.monotonic() + timeout
+    while True:
+        if api.poll() is not None:
+            tail = log.read_text(errors="replace")[-2000:]
+            raise RuntimeError(f"kube-apiserver exited with {api.returncode}:\n{tail}")
+        try:
+            with urllib.request.urlopen(request, timeout=5, context=context) as answer:
+                if answer.status == 200:
+                    return
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            tail = log.read_text(errors="replace")[-2000:]
+            raise RuntimeError(f"kube-apiserver not ready after {timeout:.0f}s:\n{tail}")
+        time.sleep(0.5)
+
+
 def _port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -49,7 +90,8 @@ def _port() -> int:
 @contextlib.contextmanager
 def running_apiserver(work: Path) -> Iterator[dict[str, Any]]:
     """etcd and kube-apiserver from KUBEBUILDER_ASSETS, state under `work`; yields an admin
-    kubeconfig (a static token) and stops both on the way out. Shared by the tests and the
+    kubeconfig (a static token) once the server is ready, and stops both on the way out (a
+    grace period, then a kill); their logs are in `work`. Shared by the tests and the
     controller benchmark."""
     etcd_port, peer_port, api_port = _port(), _port(), _port()
     key = work / "sa.key"
@@ -68,8 +110,9 @@ def running_apiserver(work: Path) -> Iterator[dict[str, Any]]:
             f"http://127.0.0.1:{peer_port}",
         ],
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stderr=(work / "etcd.log").open("w"),
     )
+    api_log = work / "kube-apiserver.log"
     api = subprocess.Popen(
         [
             str(Path(ASSETS) / "kube-apiserver"),
@@ -97,7 +140,7 @@ def running_apiserver(work: Path) -> Iterator[dict[str, Any]]:
             "ServiceAccount",
         ],
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stderr=api_log.open("w"),
     )
     kubeconfig = {
         "apiVersion": "v1",
@@ -117,11 +160,11 @@ def running_apiserver(work: Path) -> Iterator[dict[str, Any]]:
         "contexts": [{"name": "envtest", "context": {"cluster": "envtest", "user": "admin"}}],
     }
     try:
+        _wait_serving(api, api_port, api_log)
         yield kubeconfig
     finally:
         for process in (api, etcd):
-            process.terminate()
-            process.wait(10)
+            stop(process)
 
 
 def open_crd(group: str, kind: str, plural: str, scope: str) -> dict[str, Any]:

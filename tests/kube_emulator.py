@@ -316,7 +316,18 @@ class Emulator:
             # from the `after`-th on, so polling a long run stays cheap for both sides.
             after = int(request.query.get("after", "0"))
             return web.json_response(
-                [{"method": r.method, "path": r.path, "at": r.at} for r in self._write_log[after:]]
+                [
+                    {
+                        "method": r.method,
+                        "path": r.path,
+                        "at": r.at,
+                        # Whether it wrote a nomination (the controller's writes).
+                        "nominates": bool(
+                            ((r.body or {}).get("status") or {}).get("nominatedClusterNames")
+                        ),
+                    }
+                    for r in self._write_log[after:]
+                ]
             )
         while self.stalled:
             await asyncio.sleep(0.02)
