@@ -7,11 +7,13 @@ from typing import Any
 
 import pytest
 
+from components.crd_schema import CrdSchemas
 from components.fleet_objects import ClusterObjects, build_fleet
 from components.problems import Problem
 from components.spec import FleetSpec, load_spec
 from components.validate import validate
 from tests.envtest import apiserver  # noqa: F401 (the real-API-server fixture, for all tests)
+from tests.upstream_data import find_upstream_crds
 
 BASE: dict[str, Any] = {
     "manager": {"name": "manager", "provider": "kind"},
@@ -82,3 +84,12 @@ def find(cluster: ClusterObjects, kind: str, name: str | None = None) -> list[di
 @pytest.fixture
 def config() -> dict[str, Any]:
     return base()
+
+
+@pytest.fixture(scope="session")
+def upstream_crds() -> CrdSchemas:
+    """Kueue's (and ClusterProfile's) real CRDs; the test skips, saying why, without them."""
+    schemas, where = find_upstream_crds()
+    if schemas is None:
+        pytest.skip(where)
+    return schemas

@@ -1,0 +1,58 @@
+"""Where tests find Kueue's real CRDs: the project's download cache first (where a deploy
+puts the pinned release manifest), then `../shared/upstream` beside the checkout. A test
+that needs them skips, saying so, when neither has them."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import yaml
+
+from components.crd_schema import CrdSchemas, load_upstream_crds
+from components.upstream import DEFAULT_CACHE, cache_key
+from components.versions import KUEUE_VERSION, clusterprofile_crd_bundle, kueue_bundle
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED_UPSTREAM = ROOT.parent / "shared" / "upstream"
+SHARED_KUEUE_MANIFEST = SHARED_UPSTREAM / f"kueue-{KUEUE_VERSION}" / "manifests.yaml"
+
+
+def _cached(url: str) -> list[dict] | None:
+    cache = Path(os.environ.get("MKF_UPSTREAM_CACHE") or DEFAULT_CACHE)
+    path = cache / cache_key(url)
+    if not path.is_file():
+        return None
+    return [d for d in yaml.safe_load_all(path.read_text()) if isinstance(d, dict)]
+
+
+def find_upstream_crds() -> tuple[CrdSchemas | None, str]:
+    """The CRDs and where they came from; (None, why) when there are none."""
+    kueue = _cached(kueue_bundle(KUEUE_VERSION).url)
+    if kueue:
+        schemas = CrdSchemas.from_documents(kueue)
+        profiles = _cached(clusterprofile_crd_bundle().url)
+        shared = load_upstream_crds(SHARED_UPSTREAM / "cluster-inventory-api")
+        if profiles:
+            schemas = schemas.merged(CrdSchemas.from_documents(profiles))
+        elif shared:
+            schemas = schemas.merged(shared)
+        if schemas.kinds():
+            return schemas, "the download cache"
+    shared_all = load_upstream_crds(SHARED_UPSTREAM)
+    if shared_all:
+        return shared_all, str(SHARED_UPSTREAM)
+    return None, (
+        f"Kueue {KUEUE_VERSION}'s CRDs are neither in the download cache nor in {SHARED_UPSTREAM}"
+    )
+
+
+def real_kueue_manifest() -> str | None:
+    """Kueue's whole pinned install manifest text, or None."""
+    docs_url = kueue_bundle(KUEUE_VERSION).url
+    cache = Path(os.environ.get("MKF_UPSTREAM_CACHE") or DEFAULT_CACHE)
+    cached = cache / cache_key(docs_url)
+    for path in (cached, SHARED_KUEUE_MANIFEST):
+        if path.is_file():
+            return path.read_text()
+    return None
