@@ -240,6 +240,16 @@ def _format_problem(value: Any, fmt: str | None) -> str | None:
     return None
 
 
+@lru_cache(maxsize=512)
+def _pattern(pattern: str) -> re.Pattern[str]:
+    """A schema pattern (Go RE2 syntax) compiled for Python: RE2 accepts flags such as
+    `(?i)` after `^` (Kueue's CRDs have `^(?i)[a-z]...`), Python only at the start."""
+    flags = re.match(r"^\^(\(\?[a-z]+\))", pattern)
+    if flags:
+        pattern = flags.group(1) + "^" + pattern[flags.end() :]
+    return re.compile(pattern)
+
+
 def _scalar_problems(value: Any, schema: Schema) -> list[str]:
     out: list[str] = []
     if "enum" in schema and value not in schema["enum"]:
@@ -250,7 +260,7 @@ def _scalar_problems(value: Any, schema: Schema) -> list[str]:
             out.append(f"Too long: may not be more than {schema['maxLength']} characters")
         if "minLength" in schema and len(value) < schema["minLength"]:
             out.append(f"Invalid value: {value!r}: at least {schema['minLength']} characters")
-        if "pattern" in schema and not re.search(schema["pattern"], value):
+        if "pattern" in schema and not _pattern(schema["pattern"]).search(value):
             out.append(f"Invalid value: {value!r}: should match '{schema['pattern']}'")
     if isinstance(value, int | float) and not isinstance(value, bool):
         if "minimum" in schema:

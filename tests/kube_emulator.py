@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import functools
 import json
 import time
 import uuid
@@ -37,6 +38,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from aiohttp import web
+
+from components.crd_schema import CrdSchemas
+from controller.policy_api import crd as dispatch_policy_crd
+from tests.upstream_data import find_upstream_crds
 
 WRITES = ("POST", "PUT", "PATCH", "DELETE")
 # API groups served by kube-apiserver itself; any other group is a CustomResourceDefinition,
@@ -74,6 +79,23 @@ CLUSTER_SCOPED = {
     "dispatchpolicies",
     "namespaces",
 }
+
+
+@functools.cache
+def served_crds() -> CrdSchemas | None:
+    """What an emulator serves by default: Kueue's and the ClusterProfile's real CRDs
+    (tests/upstream_data.py) and the project's DispatchPolicy CRD; None (every kind kept as
+    sent) when the upstream CRDs are not on this machine: tests that depend on the real
+    schema then skip, saying so (`real_crds_missing`)."""
+    upstream, _ = find_upstream_crds()
+    if upstream is None:
+        return None
+    return upstream.merged(CrdSchemas.from_documents([dispatch_policy_crd()]))
+
+
+def real_crds_missing() -> str:
+    """Why the emulators serve permissive CRDs ("" when they serve the real ones)."""
+    return "" if served_crds() is not None else find_upstream_crds()[1]
 
 
 def has_status_subresource(group: str, plural: str) -> bool:
@@ -144,6 +166,9 @@ class Emulator:
     # When set, requests are received but not answered until it is cleared (or the
     # emulator stops): a server that hangs, as behind a lost network path.
     stalled: bool = False
+    # The CRDs served: custom resources of these kinds are pruned, defaulted and validated
+    # on every write; None serves every kind permissively (what is sent is kept).
+    crds: CrdSchemas | None = field(default_factory=served_crds)
     # When set, requests must carry this bearer token (as a real server would refuse them).
     required_token: str | None = None
     _watchers: list[asyncio.Queue] = field(default_factory=list)
@@ -190,11 +215,20 @@ class Emulator:
     # --- direct access for tests --------------------------------------------------------
 
     def put(self, group_plural: str, obj: dict[str, Any]) -> dict[str, Any]:
-        """Create or replace an object as a controller on the cluster would (no faults)."""
+        """Create or replace an object, status included, as a controller on the cluster
+        would (no faults, no preconditions); a custom resource is pruned, defaulted and
+        checked against its CRD, and one the server would refuse is a ValueError (the
+        test's object is wrong)."""
         meta = obj.setdefault("metadata", {})
         key = (meta.get("namespace", ""), meta["name"])
-        store = self.objects.setdefault(self._split(group_plural), {})
+        group, plural = self._split(group_plural)
+        store = self.objects.setdefault((group, plural), {})
         old = store.get(key)
+        api_version = obj.get("apiVersion") or self._served_version(group, plural)
+        obj, error = self._admit(api_version, plural, obj, old)
+        if error:
+            raise ValueError(error)
+        meta = obj["metadata"]
         event = "MODIFIED" if old else "ADDED"
         if old:
             meta.setdefault("uid", old["metadata"]["uid"])
@@ -228,6 +262,48 @@ class Emulator:
         return [r for r in self._write_log if path_part in r.path]
 
     # --- internals ----------------------------------------------------------------------
+
+    def _kind(self, api_version: str, plural: str) -> str | None:
+        """The kind a CRD serves as `plural` in `api_version`, when the CRD is known."""
+        if self.crds is None:
+            return None
+        for version, kind in self.crds.kinds():
+            lower = kind.lower()
+            if version == api_version and plural in (
+                lower + "s",
+                lower[:-1] + "ies" if lower.endswith("y") else "",
+            ):
+                return kind
+        return None
+
+    def _served_version(self, group: str, plural: str) -> str:
+        """The newest version of `group` a known CRD serves `plural` in ("" when none)."""
+        versions = sorted(
+            v
+            for v, _ in (self.crds.kinds() if self.crds is not None else [])
+            if v.startswith(group + "/")
+        )
+        return next((v for v in reversed(versions) if self._kind(v, plural)), "")
+
+    def _admit(
+        self, api_version: str, plural: str, obj: dict, old: dict | None
+    ) -> tuple[dict, str | None]:
+        """What a server stores for a write of a custom resource whose CRD it knows:
+        pruned to the schema, defaulted, then validated (OpenAPI rules and CEL, with
+        oldSelf on update); or the 422 message. Rules the CEL engine cannot evaluate are
+        not enforced. Unknown kinds are kept as sent."""
+        kind = self._kind(api_version, plural) if api_version else None
+        if kind is None or self.crds is None:
+            return obj, None
+        stored = self.crds.with_defaults({**obj, "apiVersion": api_version, "kind": kind})
+        problems = [
+            p for p in self.crds.problems(stored, old) if not p.startswith("unchecked rule")
+        ]
+        if problems:
+            name = (obj.get("metadata") or {}).get("name", "")
+            group = api_version.rpartition("/")[0]
+            return obj, f'{kind}.{group} "{name}" is invalid: ' + "; ".join(problems)
+        return stored, None
 
     @staticmethod
     def _split(group_plural: str) -> tuple[str, str]:
@@ -355,6 +431,8 @@ class Emulator:
             return self._status(404, f"no route {request.path}")
         group, plural, namespace, name, sub = parsed
         gp = f"{group}/{plural}" if group else plural
+        segments = request.path.split("/")
+        api_version = f"{group}/{segments[3]}" if group else "v1"
         store = self.objects.setdefault((group, plural), {})
         with_status = has_status_subresource(group, plural)
         if sub and (sub != "status" or not with_status):
@@ -393,8 +471,9 @@ class Emulator:
                 meta.pop(server_field, None)
             if with_status:
                 body.pop("status", None)  # only /status writes it
+            body, error = self._admit(api_version, plural, body, None)
             rule = self.rules.get((gp, ""))
-            error = rule(None, body) if rule is not None else None
+            error = error or (rule(None, body) if rule is not None else None)
             if error:
                 return self._status(422, error)
             return web.json_response(self._commit(gp, key, body, "ADDED"), status=201)
@@ -425,12 +504,13 @@ class Emulator:
             return self._status(
                 409, f"Operation cannot be fulfilled on {plural} {name}: {CONFLICT}"
             )
-        new = self._prepare_update(old, sent, sub, with_status)
+        new, error = self._admit(
+            api_version, plural, self._prepare_update(old, sent, sub, with_status), old
+        )
         rule = self.rules.get((gp, sub))
-        if rule is not None:
-            error = rule(old, new)
-            if error:
-                return self._status(422, error)
+        error = error or (rule(old, new) if rule is not None else None)
+        if error:
+            return self._status(422, error)
         if _content(new) == _content(old):
             return web.json_response(copy.deepcopy(old))  # nothing changed: nothing stored
         return web.json_response(self._commit(gp, key, new, "MODIFIED"))

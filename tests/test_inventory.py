@@ -60,8 +60,12 @@ def profile(
             "labels": {"env": env, "zone": zone},
             "creationTimestamp": f"2026-11-0{len(name) % 9 + 1}T00:00:00Z",
         },
+        # The ClusterProfile CRD requires spec.clusterManager and each provider's server.
+        "spec": {"clusterManager": {"name": "test-inventory"}},
         "status": {
-            "accessProviders": [{"name": provider, "cluster": {}}],
+            "accessProviders": [
+                {"name": provider, "cluster": {"server": f"https://{name}.invalid:6443"}}
+            ],
             "properties": [{"name": p, "value": "x"} for p in properties],
         },
     }
@@ -208,6 +212,12 @@ PROFILES = "multicluster.x-k8s.io/clusterprofiles"
 POLICIES = "dispatch.multikueue-fleet.io/dispatchpolicies"
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 14 item 4: the DispatchPolicy CRD (controller/policy_api.py crd()) declares "
+    "no status.inventory, so the API server (the emulator serving that CRD) prunes the "
+    "joined list and the drain start",
+)
 def test_profiles_join_drain_and_leave_through_the_controller() -> None:
     async def main() -> None:
         fleet = Fleet({"w1": {"cpu": "8"}})  # a stack-managed worker, left alone

@@ -38,6 +38,7 @@ def active(kind_name: str, ok: bool, reason: str = "Active", message: str = "") 
                     "status": "True" if ok else "False",
                     "reason": reason,
                     "message": message,
+                    "lastTransitionTime": "2026-11-22T00:00:00Z",
                 }
             ]
         },
@@ -242,7 +243,15 @@ def test_status_against_a_real_api_server(apiserver: dict[str, Any]) -> None:
             await manager.merge_patch(
                 deployments,
                 "kueue-controller-manager",
-                {"status": {"replicas": 1, "availableReplicas": 1}},
+                # Valid for apps/v1 status validation: available <= ready <= replicas.
+                {
+                    "status": {
+                        "replicas": 1,
+                        "updatedReplicas": 1,
+                        "readyReplicas": 1,
+                        "availableReplicas": 1,
+                    }
+                },
                 "kueue-system",
                 status=True,
             )
