@@ -1,6 +1,7 @@
 """A real kube-apiserver (the envtest convention): KUBEBUILDER_ASSETS names a directory
 holding `kube-apiserver` and `etcd`. `missing()` says why one cannot run here;
-`running_apiserver` starts one with etcd; `install` gives it the CRDs the controller reads.
+`running_apiserver` starts one with etcd; `install` gives it the CRDs the controller reads
+(Kueue's real ones from ../shared/upstream when that folder has them).
 No pytest here: the controller benchmark uses it too (tests/envtest.py has the fixture)."""
 
 from __future__ import annotations
@@ -18,9 +19,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import yaml
+
+from components.versions import KUEUE_VERSION
 from controller.kube import ApiError, Kind, Kube
 from controller.policy_api import crd as dispatch_policy_crd
 from tests.fleet_harness import NS, K
+from tests.upstream_data import SHARED_UPSTREAM
 
 ASSETS = os.environ.get("KUBEBUILDER_ASSETS", "")
 
@@ -168,8 +173,8 @@ def running_apiserver(work: Path) -> Iterator[dict[str, Any]]:
 
 
 def open_crd(group: str, kind: str, plural: str, scope: str) -> dict[str, Any]:
-    """A CRD that keeps every field: Kueue's own CRDs are fetched at deploy time and are
-    not available offline, and the dispatcher only needs their shape."""
+    """A CRD that keeps every field: the fallback where Kueue's real CRDs are not on this
+    machine (tests that depend on the real schema skip there)."""
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
@@ -196,6 +201,33 @@ def open_crd(group: str, kind: str, plural: str, scope: str) -> dict[str, Any]:
     }
 
 
+def real_crds() -> list[dict[str, Any]] | None:
+    """Kueue's CRDs (tag v0.19.2, config/components/crd/bases) and the ClusterProfile CRD
+    from ../shared/upstream, as files; None when that folder does not have them."""
+    files = sorted((SHARED_UPSTREAM / f"kueue-{KUEUE_VERSION}" / "crds").glob("*.yaml"))
+    profiles = SHARED_UPSTREAM / "cluster-inventory-api" / "clusterprofiles.yaml"
+    if not files or not profiles.is_file():
+        return None
+    docs = [d for f in [*files, profiles] for d in yaml.safe_load_all(f.read_text())]
+    return [d for d in docs if isinstance(d, dict) and d.get("kind") == "CustomResourceDefinition"]
+
+
+def crds() -> list[dict[str, Any]]:
+    """What `install` applies: the real CRDs when they are here, else open ones; and ours."""
+    found = real_crds()
+    if found is None:
+        found = [
+            open_crd(K, "Workload", "workloads", "Namespaced"),
+            open_crd(K, "AdmissionCheck", "admissionchecks", "Cluster"),
+            open_crd(K, "MultiKueueConfig", "multikueueconfigs", "Cluster"),
+            open_crd(K, "MultiKueueCluster", "multikueueclusters", "Cluster"),
+            open_crd(K, "ClusterQueue", "clusterqueues", "Cluster"),
+            open_crd(K, "LocalQueue", "localqueues", "Namespaced"),
+            open_crd("multicluster.x-k8s.io", "ClusterProfile", "clusterprofiles", "Namespaced"),
+        ]
+    return [*found, dispatch_policy_crd()]
+
+
 async def wait_ready(kube: Kube, timeout: float = 60) -> None:
     deadline = asyncio.get_running_loop().time() + timeout
     while True:
@@ -209,25 +241,28 @@ async def wait_ready(kube: Kube, timeout: float = 60) -> None:
 
 
 async def install(kube: Kube) -> None:
-    crds = [
-        open_crd(K, "Workload", "workloads", "Namespaced"),
-        open_crd(K, "AdmissionCheck", "admissionchecks", "Cluster"),
-        open_crd(K, "MultiKueueConfig", "multikueueconfigs", "Cluster"),
-        open_crd(K, "MultiKueueCluster", "multikueueclusters", "Cluster"),
-        open_crd(K, "ClusterQueue", "clusterqueues", "Cluster"),
-        open_crd(K, "LocalQueue", "localqueues", "Namespaced"),
-        open_crd("multicluster.x-k8s.io", "ClusterProfile", "clusterprofiles", "Namespaced"),
-        dispatch_policy_crd(),
-    ]
     namespaces = [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
         for ns in (NS, "multikueue-fleet-system", "kueue-system")
     ]
     # The server lives for a whole test module: a second test finds these already there.
-    for kind, body in [(CRD_API, c) for c in crds] + [(NAMESPACES, n) for n in namespaces]:
+    wanted = crds()
+    for kind, body in [(CRD_API, c) for c in wanted] + [(NAMESPACES, n) for n in namespaces]:
         try:
             await kube.create(kind, body)
         except ApiError as exc:
             if exc.status != 409:
                 raise
-    await asyncio.sleep(2)  # CRDs become served
+    # A CRD is served once its Established condition is True.
+    deadline = asyncio.get_running_loop().time() + 60
+    for crd in wanted:
+        while True:
+            got = await kube.get(CRD_API, crd["metadata"]["name"])
+            conditions = (got.get("status") or {}).get("conditions") or []
+            if any(
+                c.get("type") == "Established" and c.get("status") == "True" for c in conditions
+            ):
+                break
+            if asyncio.get_running_loop().time() > deadline:
+                raise RuntimeError(f"CRD {crd['metadata']['name']} not established after 60s")
+            await asyncio.sleep(0.2)

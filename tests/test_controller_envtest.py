@@ -97,6 +97,11 @@ async def eventually(check: Any, what: str, timeout: float = 30) -> Any:
         await asyncio.sleep(0.2)
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 14 item 4: the DispatchPolicy CRD declares no status.inventory, so a real "
+    "API server prunes the joined list",
+)
 def test_inventory_against_a_real_api_server(apiserver: dict[str, Any]) -> None:
     """Profiles join in order through the real server's subresources, the joined cluster is
     reached with a token Secret and gets work, a profile that goes leaves, and the
@@ -124,7 +129,9 @@ def test_inventory_against_a_real_api_server(apiserver: dict[str, Any]) -> None:
             await manager.create(Kind(K, "v1beta2", "admissionchecks", False), check)
             stack_cluster = multikueue_cluster("stack-w", {"app.kubernetes.io/managed-by": "x"})
             await manager.create(MULTIKUEUE_CLUSTERS, stack_cluster)
-            for name, zone, server in (("inv-a", "b", worker.url), ("inv-b", "a", "")):
+            # inv-b names a server nothing answers on (the CRD requires one).
+            unreachable = "https://inv-b.invalid:6443"
+            for name, zone, server in (("inv-a", "b", worker.url), ("inv-b", "a", unreachable)):
                 await manager.create(
                     CLUSTER_PROFILES,
                     {
@@ -135,11 +142,11 @@ def test_inventory_against_a_real_api_server(apiserver: dict[str, Any]) -> None:
                     },
                     "kueue-system",
                 )
-                cluster = {"server": server} if server else {}
+                provider = {"name": "secretreader", "cluster": {"server": server}}
                 await manager.merge_patch(
                     CLUSTER_PROFILES,
                     name,
-                    {"status": {"accessProviders": [{"name": "secretreader", "cluster": cluster}]}},
+                    {"status": {"accessProviders": [provider]}},
                     "kueue-system",
                     status=True,
                 )
