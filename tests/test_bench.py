@@ -63,7 +63,8 @@ def test_controller_benchmark_against_a_given_server(tmp_path: Path) -> None:
 
     urls = tmp_path / "urls.json"
     server = subprocess.Popen(
-        [sys.executable, "-m", "tests.kube_emulator", str(urls), "manager"], cwd=ROOT
+        [sys.executable, "-m", "tests.kube_emulator", "--no-schemas", str(urls), "manager"],
+        cwd=ROOT,
     )
     try:
         deadline = time.monotonic() + 30
