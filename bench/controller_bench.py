@@ -9,8 +9,8 @@ watch, conflict and status-subresource rules but not the CRD schemas, whose CEL 
 KUBEBUILDER_ASSETS (`--server real`, with Kueue's real CRDs when ../shared/upstream has
 them), or a throwaway API server you already run (`--kubeconfig`, e.g. a fresh kind
 cluster without Kueue: the benchmark installs the CRDs and leaves its objects behind).
-Workers are always emulated, in a process of their own; the controller runs in this one, so its memory is
-measured alone. Phases:
+Workers are always emulated, in a process of their own; the controller runs in this one,
+so its memory is measured alone. Phases:
 1. backlog: M eligible Workloads exist before the controller starts; measured from the
    controller's start to the last nomination written (nominations/s, and the time to the
    first one, which includes listing everything);
