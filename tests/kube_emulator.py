@@ -20,7 +20,11 @@ kube-apiserver does (each rule names the upstream file it follows, kubernetes v1
   when something besides metadata and status changed; a write that changes nothing is
   not stored and sends no event
   (staging/src/k8s.io/apiextensions-apiserver/pkg/registry/customresource/strategy.go and
-  status_strategy.go).
+  status_strategy.go);
+- custom resources of the CRDs it serves (Kueue's real ones from ../shared/upstream, the
+  ClusterProfile's, the DispatchPolicy's; `served_crds`) are pruned to their structural
+  schema, defaulted, and checked against the OpenAPI rules and the CEL rules, with oldSelf
+  on update (components/crd_schema.py); without those files it keeps what is sent.
 Tests can inject failures (throttling, conflicts, outages, a server that stops answering)
 and read every request made. One emulator is one cluster.
 """
