@@ -43,9 +43,9 @@ from typing import Any
 
 from aiohttp import web
 
-from components.crd_schema import CrdSchemas
+from components.crd_schema import CrdSchemas, load_upstream_crds
 from controller.policy_api import crd as dispatch_policy_crd
-from tests.upstream_data import find_upstream_crds
+from tests.upstream_data import SHARED_UPSTREAM
 
 WRITES = ("POST", "PUT", "PATCH", "DELETE")
 # API groups served by kube-apiserver itself; any other group is a CustomResourceDefinition,
@@ -88,10 +88,12 @@ CLUSTER_SCOPED = {
 @functools.cache
 def served_crds() -> CrdSchemas | None:
     """What an emulator serves by default: Kueue's and the ClusterProfile's real CRDs
-    (tests/upstream_data.py) and the project's DispatchPolicy CRD; None (every kind kept as
+    from ../shared/upstream and the project's DispatchPolicy CRD; None (every kind kept as
     sent) when the upstream CRDs are not on this machine: tests that depend on the real
     schema then skip, saying so (`real_crds_missing`)."""
-    upstream, _ = find_upstream_crds()
+    # ../shared/upstream only, not the download cache: tests point that cache at synthetic
+    # releases (tests/pulumi_harness.py), and the emulator must not serve those.
+    upstream = load_upstream_crds(SHARED_UPSTREAM)
     if upstream is None:
         return None
     return upstream.merged(CrdSchemas.from_documents([dispatch_policy_crd()]))
@@ -99,7 +101,7 @@ def served_crds() -> CrdSchemas | None:
 
 def real_crds_missing() -> str:
     """Why the emulators serve permissive CRDs ("" when they serve the real ones)."""
-    return "" if served_crds() is not None else find_upstream_crds()[1]
+    return "" if served_crds() is not None else f"no Kueue CRDs in {SHARED_UPSTREAM}"
 
 
 def has_status_subresource(group: str, plural: str) -> bool:
