@@ -9,8 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from components.config_source import load_stack, stack_path
-from components.problems import FleetConfigError, format_report
+from components.immutable import change_problems
+from components.problems import FleetConfigError, errors, format_report
 from components.render import diff_fleets, write_render
+from components.upstream import cached_crds, schema_problems
 
 
 def _shown(path: Path) -> str:
@@ -30,10 +32,17 @@ def _locations(args: argparse.Namespace) -> list[str]:
 def _load_or_report(location: str) -> tuple[Any, list[Any]] | None:
     """The stack's spec and problems, or None after printing why it cannot be read."""
     try:
-        return load_stack(location)
+        spec, problems = load_stack(location)
     except FleetConfigError as exc:
         print(exc, file=sys.stderr)
         return None
+    # Offline, and only once a deploy has cached the pinned Kueue release: every object
+    # checked against the real CRDs before `pulumi up` would meet them.
+    problems = problems + schema_problems(spec, cached_crds(spec))
+    if errors(problems):
+        print(format_report(problems, location), file=sys.stderr)
+        return None
+    return spec, problems
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -92,9 +101,11 @@ def _render_diff(args: argparse.Namespace) -> int:
     except (FleetConfigError, FileNotFoundError) as exc:
         print(exc, file=sys.stderr)
         return 1
-    lines = diff_fleets(old_spec, new_spec, old, new)
+    # Immutable fields: what is replaced, and what cannot change (components/immutable.py).
+    changes = change_problems(old_spec, new_spec)
+    lines = diff_fleets(old_spec, new_spec, old, new) + [str(p) for p in changes]
     print("\n".join(lines) if lines else f"no changes between {old} and {new}")
-    return 1 if lines and args.exit_code else 0
+    return 1 if errors(changes) or (lines and args.exit_code) else 0
 
 
 def _driver(args: argparse.Namespace) -> Any:

@@ -15,6 +15,7 @@ import pulumi_kubernetes as k8s
 import yaml
 
 from components.kind_config import kind_config
+from components.kubeconfig import reduce_to_context
 from components.providers import KindCluster
 from components.spec import ClusterSpec, FleetSpec
 
@@ -27,6 +28,9 @@ class ClusterHandle:
     kubeconfig: pulumi.Output[str]  # secret
     context: pulumi.Output[str]
     server: pulumi.Output[str]  # as the manager reaches it
+    # What stays the same across in-place updates of a long-lived cluster (its provider's
+    # clusterIdentifier); None on kind, where each new cluster has a new CA.
+    identity: str | None = None
 
 
 def _provider(
@@ -35,11 +39,17 @@ def _provider(
     context: pulumi.Input[str] | None,
     parent: pulumi.Resource,
     ephemeral: bool,
+    identity: str | None = None,
 ) -> k8s.Provider:
     return k8s.Provider(
         f"{name}-k8s",
         kubeconfig=kubeconfig,
         context=context,
+        # With an identity, only its change replaces the provider (and so every object on
+        # the cluster); a new endpoint, CA or credential after an in-place cluster update is
+        # an update (pulumi/pulumi-kubernetes v4.32.0 provider/pkg/provider/provider.go,
+        # DiffConfig on clusterIdentifier).
+        cluster_identifier=identity,
         # A kind cluster is gone when its container is: let destroy finish without it.
         # Never on long-lived clusters, where an outage must not drop state.
         delete_unreachable=ephemeral or None,
@@ -115,17 +125,25 @@ class ExistingClusterComponent(pulumi.ComponentResource):
                 f"cluster '{cluster.name}': kubeconfig {path} not found; set "
                 f"{cluster.path}.existing.kubeconfigPath or KUBECONFIG"
             )
-        text = path.read_text()
         context = cluster.existing.context
+        try:
+            # Only the chosen context: other edits of the user's file change nothing here.
+            text = reduce_to_context(path.read_text(), context)
+        except ValueError as exc:
+            raise pulumi.RunError(
+                f"cluster '{cluster.name}': kubeconfig {path}: {exc}; set "
+                f"{cluster.path}.existing.context to one of its contexts"
+            ) from exc
         server = cluster.existing.server or context_server(text, context)
         kubeconfig = pulumi.Output.secret(text)
         self.handle = ClusterHandle(
             cluster,
             self,
-            _provider(name, kubeconfig, context, self, False),
+            _provider(name, kubeconfig, context, self, False, f"existing/{server}"),
             kubeconfig,
             pulumi.Output.from_input(context),
             pulumi.Output.from_input(server),
+            f"existing/{server}",
         )
         self.register_outputs({"context": context})
 
@@ -204,6 +222,7 @@ class GkeClusterComponent(pulumi.ComponentResource):
             opts=child,
         )
         server = gke.endpoint.apply(lambda e: f"https://{e}")
+        identity = f"gke/{g.project}/{g.location}/{physical}"
         kubeconfig = pulumi.Output.secret(
             pulumi.Output.all(server, gke.master_auth.cluster_ca_certificate).apply(
                 lambda a: _exec_kubeconfig(physical, a[0], a[1], "gke-gcloud-auth-plugin", [])
@@ -212,10 +231,11 @@ class GkeClusterComponent(pulumi.ComponentResource):
         self.handle = ClusterHandle(
             cluster,
             self,
-            _provider(name, kubeconfig, None, self, False),
+            _provider(name, kubeconfig, None, self, False, identity),
             kubeconfig,
             pulumi.Output.from_input(physical),
             server,
+            identity,
         )
         self.register_outputs({"endpoint": server})
 
@@ -259,10 +279,11 @@ class EksClusterComponent(pulumi.ComponentResource):
         self.handle = ClusterHandle(
             cluster,
             self,
-            _provider(name, kubeconfig, None, self, False),
+            _provider(name, kubeconfig, None, self, False, f"eks/{e.region}/{physical}"),
             kubeconfig,
             pulumi.Output.from_input(physical),
             server,
+            f"eks/{e.region}/{physical}",
         )
         self.register_outputs({"endpoint": server})
 

@@ -35,6 +35,8 @@ Schema = Mapping[str, Any]
 # The ObjectMeta fields a custom resource keeps; the server owns their validation, so the
 # CRD schema never describes them (apiextensions-apiserver pruning treats metadata apart).
 _ROOT_KEPT = ("apiVersion", "kind", "metadata")
+# libyaml's loader when PyYAML has it: CRD files are large and the pure loader is slow.
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _INT32 = (-(2**31), 2**31 - 1)
 _INT64 = (-(2**63), 2**63 - 1)
 _UNKNOWN_FUNCTION = re.compile(r"undeclared reference to '([^']+)'")
@@ -146,7 +148,8 @@ def load_upstream_crds(root: Path | str) -> CrdSchemas | None:
         return None
     docs: list[Mapping[str, Any]] = []
     for path in sorted(base.rglob("*.yaml")):
-        docs.extend(d for d in yaml.safe_load_all(path.read_text()) if isinstance(d, Mapping))
+        text = path.read_text()
+        docs.extend(d for d in yaml.load_all(text, Loader=_LOADER) if isinstance(d, Mapping))
     schemas = CrdSchemas.from_documents(docs)
     return schemas if schemas.kinds() else None
 
@@ -240,14 +243,11 @@ def _format_problem(value: Any, fmt: str | None) -> str | None:
     return None
 
 
-@lru_cache(maxsize=512)
-def _pattern(pattern: str) -> re.Pattern[str]:
-    """A schema pattern (Go RE2 syntax) compiled for Python: RE2 accepts flags such as
-    `(?i)` after `^` (Kueue's CRDs have `^(?i)[a-z]...`), Python only at the start."""
-    flags = re.match(r"^\^(\(\?[a-z]+\))", pattern)
-    if flags:
-        pattern = flags.group(1) + "^" + pattern[flags.end() :]
-    return re.compile(pattern)
+def _python_pattern(pattern: str) -> str:
+    """Go's RE2 takes inline flags after `^` (Kueue's AdmissionCheck parameters use
+    `^(?i)...`); Python wants them first."""
+    match = re.match(r"\^\(\?([a-z]+)\)", pattern)
+    return f"(?{match.group(1)})^{pattern[match.end() :]}" if match else pattern
 
 
 def _scalar_problems(value: Any, schema: Schema) -> list[str]:
@@ -260,7 +260,7 @@ def _scalar_problems(value: Any, schema: Schema) -> list[str]:
             out.append(f"Too long: may not be more than {schema['maxLength']} characters")
         if "minLength" in schema and len(value) < schema["minLength"]:
             out.append(f"Invalid value: {value!r}: at least {schema['minLength']} characters")
-        if "pattern" in schema and not _pattern(schema["pattern"]).search(value):
+        if "pattern" in schema and not re.search(_python_pattern(schema["pattern"]), value):
             out.append(f"Invalid value: {value!r}: should match '{schema['pattern']}'")
     if isinstance(value, int | float) and not isinstance(value, bool):
         if "minimum" in schema:

@@ -9,7 +9,7 @@ from typing import Any
 
 from components.dispatcher_objects import BUILT_IMAGE, dispatcher_objects
 from components.frameworks import FRAMEWORKS
-from components.kueue_config import config_map
+from components.kueue_config import config_map, kueue_pod_annotations
 from components.multikueue import manager_multikueue_objects
 from components.queues import queue_objects
 from components.spec import ClusterSpec, FleetSpec
@@ -54,14 +54,10 @@ def _ordered(objects: list[dict[str, Any]]) -> tuple[dict[str, Any], ...]:
 
 
 def bundles(spec: FleetSpec, cluster: ClusterSpec) -> tuple[Bundle, ...]:
-    found = [kueue_bundle(spec.kueue.version)]
+    found = [kueue_bundle(spec.kueue.version, kueue_pod_annotations(spec, cluster))]
     if cluster.role == "manager" and spec.credentials.mode == "clusterProfile":
         found.append(clusterprofile_crd_bundle())
     keys = [key for key in cluster.frameworks if key in FRAMEWORKS]
-    if "trainer" in keys:
-        # Trainer v2's manager overlay installs JobSet itself (a remote kustomization cannot
-        # leave it out): a second, standalone JobSet would be the same objects owned twice.
-        keys = [key for key in keys if key != "jobset"]
     found += [b for key in keys for b in FRAMEWORKS[key].bundles]
     return tuple(found)
 

@@ -73,6 +73,12 @@ FRAMEWORKS: dict[str, Framework] = {
                 "https://github.com/kubeflow/trainer.git/manifests/overlays/manager?ref=v2.2.1",
                 "kustomize",
                 "kubeflow-system",
+                # The overlay bundles JobSet v0.11.0 (manifests/third-party/jobset at v2.2.1);
+                # Kueue v0.19.2 is tested with the JobSet of its go.mod, v0.12.0, which the
+                # `jobset` framework installs. Kueue's e2e drops the bundled one the same way
+                # (hack/testing/e2e-common.sh, install_kubeflow_trainer). JobSet's release
+                # prefixes every object `jobset-` but its CRD.
+                without=(r"jobset-.*", r"jobsets\.jobset\.x-k8s\.io"),
             ),
             # TrainJobs need their (Cluster)TrainingRuntimes on every cluster that runs them.
             Bundle(
@@ -153,25 +159,18 @@ FRAMEWORKS: dict[str, Framework] = {
             ),
         ),
     ),
-    # Tekton has no built-in Kueue integration: PipelineRuns reach MultiKueue as an
-    # external framework (multiKueue.externalFrameworks), added by the spec when enabled.
-    "tekton": Framework(
-        "tekton",
-        (),
-        (ApiResource("tekton.dev", "pipelineruns"),),
-        (
-            Bundle(
-                "tekton-pipelines",
-                "v1.9.0",
-                "https://storage.googleapis.com/tekton-releases/pipeline/previous/v1.9.0/release.yaml",
-                "manifests",
-                "tekton-pipelines",
-            ),
-        ),
-    ),
 }
 
-TEKTON_EXTERNAL_FRAMEWORK = "PipelineRun.v1.tekton.dev"
+# Presets that are gone, and why: listing one is refused with this text.
+REMOVED_FRAMEWORKS: dict[str, str] = {
+    "tekton": (
+        "the tekton preset was removed: MultiKueue runs a PipelineRun only through a manager "
+        "Workload that something creates for it (with spec.managedBy set), and nothing in the "
+        "fleet does (https://kueue.sigs.k8s.io/docs/tasks/run/multikueue/external-frameworks/); "
+        "install Tekton and such an integration yourself and list the kind under "
+        "kueue.externalFrameworks"
+    ),
+}
 
 # Integrations Kueue knows that need no operator of ours (core kinds), or whose operator
 # this project does not install (Spark). Listing them is allowed in kueue.integrations.
@@ -185,6 +184,48 @@ OTHER_KNOWN_INTEGRATIONS: dict[str, ApiResource] = {
         "sparkoperator.k8s.io", "sparkapplications"
     ),
 }
+
+
+# Integrations whose MultiKueue adapter copies no status from the worker's object back to the
+# manager's: in kueue v0.19.2 pkg/controller/jobs/leaderworkerset/
+# leaderworkerset_multikueue_adapter.go and statefulset/statefulset_multikueue_adapter.go,
+# SyncJob only creates the remote object. Their Workloads on the manager are pod groups whose
+# pods stay gated there, so the manager never sees PodsReady for them. Every other adapter at
+# that tag copies the remote status (job, jobset, kubeflow, mpijob, ray*, trainjob,
+# appwrapper), and the pod adapter copies each remote Pod's status onto the gated local Pod
+# (pod_multikueue_adapter.go, syncLocalPodWithRemote), so plain pods and pod groups get ready.
+STATUS_NOT_MIRRORED = ("leaderworkerset.x-k8s.io/leaderworkerset", "statefulset")
+
+
+# Integrations with a built-in MultiKueue adapter at kueue v0.19.2 (the
+# pkg/controller/jobs/**/*_multikueue_adapter.go files). Others (deployment, Spark) are never
+# sent to a worker, so the worker identity needs no rights on them.
+MULTIKUEUE_ADAPTERS = frozenset(
+    {
+        "batch/job",
+        "jobset.x-k8s.io/jobset",
+        "kubeflow.org/jaxjob",
+        "kubeflow.org/paddlejob",
+        "kubeflow.org/pytorchjob",
+        "kubeflow.org/tfjob",
+        "kubeflow.org/xgboostjob",
+        "kubeflow.org/mpijob",
+        "leaderworkerset.x-k8s.io/leaderworkerset",
+        "pod",
+        "ray.io/raycluster",
+        "ray.io/rayjob",
+        "ray.io/rayservice",
+        "statefulset",
+        "trainer.kubeflow.org/trainjob",
+        "workload.codeflare.dev/appwrapper",
+    }
+)
+# Adapters that also patch the worker's object after creating it: the Job adapter
+# (job_multikueue_adapter.go, syncElasticJob) and the Ray adapter shared by RayJob,
+# RayCluster and RayService (ray/ray_multikueue_adapter.go, syncElastic, syncRemoteSpec).
+PATCHING_ADAPTERS = frozenset(
+    {"batch/job", "ray.io/raycluster", "ray.io/rayjob", "ray.io/rayservice"}
+)
 
 
 def framework_of_integration(name: str) -> Framework | None:

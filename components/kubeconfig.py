@@ -30,6 +30,34 @@ def worker_kubeconfig(cluster: str, server: str, ca_data: str, token: str) -> di
     }
 
 
+def reduce_to_context(text: str, context: str) -> str:
+    """The user's kubeconfig cut down to one context, its cluster and its user, with
+    current-context set to it: what the stack keeps and exports for an existing cluster,
+    so that another context, a login elsewhere or a `use-context` in the user's file
+    changes nothing in the stack. ValueError (one line) when the context is missing."""
+    config = yaml.safe_load(text) or {}
+    if not isinstance(config, dict):
+        raise ValueError("it is not a kubeconfig (expected a mapping with contexts)")
+    entry = next((c for c in config.get("contexts") or [] if c.get("name") == context), None)
+    if entry is None:
+        names = ", ".join(str(c.get("name")) for c in config.get("contexts") or []) or "none"
+        raise ValueError(f"it has no context {context!r} (it has: {names})")
+    ctx = entry.get("context") or {}
+
+    def named(section: str, name: Any) -> list[dict[str, Any]]:
+        return [e for e in config.get(section) or [] if e.get("name") == name][:1]
+
+    reduced = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": named("clusters", ctx.get("cluster")),
+        "users": named("users", ctx.get("user")),
+        "contexts": [entry],
+        "current-context": context,
+    }
+    return yaml.safe_dump(reduced, sort_keys=False)
+
+
 def _host_ok(server: str) -> bool:
     host = (urlsplit(server).hostname or "").lower()
     if _IPV4.match(host) or ":" in host:

@@ -6,16 +6,27 @@ v1beta2 Configuration are written (research/kueue-api.md §2).
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 import yaml
 
-from components.frameworks import FRAMEWORKS, TEKTON_EXTERNAL_FRAMEWORK
+from components.frameworks import FRAMEWORKS, STATUS_NOT_MIRRORED
 from components.labels import KUEUE_NAMESPACE, metadata
+from components.problems import Problem
 from components.spec import ClusterSpec, FleetSpec
+from components.versions import (
+    INIT_CONTAINER_PLUGIN_IMAGE,
+    SECRETREADER_PLUGIN_IMAGE,
+    SHELL_LESS_PLUGIN_IMAGES,
+)
 
 CONFIG_MAP = "kueue-manager-config"
 CONFIG_KEY = "controller_manager_config.yaml"
+# On the kueue-controller-manager pod template: Kueue reads its Configuration (mounted with
+# subPath, which a ConfigMap update never reaches) and its gate flags only at start, so a
+# change of either must change the template, which rolls the Deployment.
+RESTART_ANNOTATION = "multikueue-fleet/kueue-config-hash"
 
 
 def integrations(spec: FleetSpec, cluster: ClusterSpec) -> list[str]:
@@ -27,16 +38,40 @@ def integrations(spec: FleetSpec, cluster: ClusterSpec) -> list[str]:
 
 
 def external_frameworks(spec: FleetSpec, cluster: ClusterSpec) -> list[str]:
-    names = [e.name for e in spec.kueue.external_frameworks]
-    if "tekton" in cluster.frameworks:
-        names.append(TEKTON_EXTERNAL_FRAMEWORK)
-    return list(dict.fromkeys(names))
+    return list(dict.fromkeys(e.name for e in spec.kueue.external_frameworks))
+
+
+def status_not_mirrored(spec: FleetSpec, cluster: ClusterSpec) -> list[str]:
+    """Integrations on a manager whose Workloads there can never get PodsReady."""
+    if cluster.role != "manager":
+        return []
+    return [i for i in integrations(spec, cluster) if i in STATUS_NOT_MIRRORED]
+
+
+def waits_for_pods_ready(spec: FleetSpec, cluster: ClusterSpec) -> bool:
+    """Whether this cluster's Kueue evicts admitted work that does not get PodsReady in time.
+
+    Kueue's workload controller does so with no MultiKueue exemption (v0.19.2
+    pkg/controller/core/workload_controller.go, admittedNotReadyWorkload), and evicting the
+    manager's Workload withdraws the copy running on the worker. So a manager that runs
+    frameworks whose status is not mirrored does not wait, unless asked (and validation
+    refuses that ask)."""
+    w = spec.kueue.wait_for_pods_ready
+    if not w.enabled:
+        return False
+    if cluster.role == "manager" and w.on_manager is not None:
+        return w.on_manager
+    return not status_not_mirrored(spec, cluster)
 
 
 def derived_gates(spec: FleetSpec, cluster: ClusterSpec) -> dict[str, bool]:
     """Gates the fleet's own choices require, on top of what the user set."""
     gates: dict[str, bool] = {}
-    if not spec.kueue.wait_for_pods_ready.enabled:
+    if not waits_for_pods_ready(spec, cluster):
+        # v1beta2 defaults waitForPodsReady whether or not it is written
+        # (apis/config/v1beta2/defaults.go, SetDefaults_Configuration); only this Alpha gate
+        # turns it off (pkg/util/waitforpodsready, Enabled). Upstream plans to drop the gate
+        # in 0.21, together with the option of running without waitForPodsReady.
         gates["DisableWaitForPodsReady"] = True
     if cluster.role == "manager":
         if spec.credentials.mode == "clusterProfile":
@@ -138,9 +173,9 @@ def configuration(spec: FleetSpec, cluster: ClusterSpec) -> dict[str, Any]:
     externals = external_frameworks(spec, cluster)
     if externals:
         config["integrations"]["externalFrameworks"] = externals
-    # Since 0.19 waitForPodsReady is on unless the block is absent *and* the opt-out gate
-    # is set, so it is always written out explicitly when on.
-    if spec.kueue.wait_for_pods_ready.enabled:
+    # Since 0.19 waitForPodsReady is on unless the opt-out gate is set, so it is written out
+    # explicitly when on and left out (with the gate) when off.
+    if waits_for_pods_ready(spec, cluster):
         config["waitForPodsReady"] = _wait_for_pods_ready(spec)
     if cluster.role == "manager":
         config["multiKueue"] = _multikueue(spec, cluster)
@@ -148,6 +183,18 @@ def configuration(spec: FleetSpec, cluster: ClusterSpec) -> dict[str, Any]:
     if gates and not as_flags:
         config["featureGates"] = dict(sorted(gates.items()))
     return config
+
+
+def startup_hash(spec: FleetSpec, cluster: ClusterSpec) -> str:
+    """A digest of everything Kueue reads only at start: its Configuration and gate flags."""
+    text = "\n".join(
+        [config_map(spec, cluster)["data"][CONFIG_KEY], *feature_gate_args(spec, cluster)]
+    )
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def kueue_pod_annotations(spec: FleetSpec, cluster: ClusterSpec) -> dict[str, str]:
+    return {RESTART_ANNOTATION: startup_hash(spec, cluster)}
 
 
 def config_map(spec: FleetSpec, cluster: ClusterSpec) -> dict[str, Any]:
@@ -159,3 +206,73 @@ def config_map(spec: FleetSpec, cluster: ClusterSpec) -> dict[str, Any]:
         "metadata": metadata(spec, CONFIG_MAP, KUEUE_NAMESPACE),
         "data": {CONFIG_KEY: text},
     }
+
+
+def pods_ready_problems(spec: FleetSpec) -> list[Problem]:
+    """waitForPodsReady on a manager whose Workloads of some frameworks never get PodsReady:
+    refused when asked for, explained when turned off for that reason."""
+    w = spec.kueue.wait_for_pods_ready
+    kinds = status_not_mirrored(spec, spec.manager)
+    if not w.enabled or not kinds:
+        return []
+    why = (
+        f"MultiKueue mirrors no status of {', '.join(kinds)} back to the manager, so their "
+        "Workloads there never get PodsReady, and Kueue would evict them after "
+        f"{w.timeout}, which withdraws the copy running on the worker"
+    )
+    gates = {**spec.kueue.feature_gates, **spec.kueue.feature_gate_flags}
+    gate_path = (
+        "kueue.featureGateFlags" if spec.kueue.feature_gate_flags else "kueue.featureGates"
+    ) + ".DisableWaitForPodsReady"
+    if w.on_manager:
+        return [
+            Problem(
+                "kueue.waitForPodsReady.onManager",
+                f"the manager cannot wait for PodsReady: {why}",
+                "remove onManager (workers still wait for PodsReady), or take these "
+                "frameworks off the manager",
+            )
+        ]
+    if gates.get("DisableWaitForPodsReady") is False:
+        return [
+            Problem(
+                gate_path,
+                f"DisableWaitForPodsReady false turns waitForPodsReady on for the manager: {why}",
+                "remove the entry (the stack sets the gate where waitForPodsReady is off)",
+            )
+        ]
+    if w.on_manager is None:
+        return [
+            Problem(
+                "kueue.waitForPodsReady",
+                f"waitForPodsReady is off on the manager and on for the workers: {why}",
+                "nothing to do; set kueue.waitForPodsReady.onManager to false to acknowledge",
+                "warning",
+            )
+        ]
+    return []
+
+
+def init_container_plugin_image(spec: FleetSpec) -> str:
+    """The image the init container copies the access-provider plugin out of: it runs
+    `sh -c "mkdir && cp"`, so the default (shell-less) official image is swapped for a build
+    that has a shell."""
+    image = spec.credentials.cluster_profile.plugin_image
+    return INIT_CONTAINER_PLUGIN_IMAGE if image == SECRETREADER_PLUGIN_IMAGE else image
+
+
+def plugin_image_problems(spec: FleetSpec, mount: str | None) -> list[Problem]:
+    """A plugin image an init container cannot copy from, refused with the fix."""
+    image = init_container_plugin_image(spec)
+    if mount != "initContainer" or not image.startswith(SHELL_LESS_PLUGIN_IMAGES):
+        return []
+    return [
+        Problem(
+            "credentials.clusterProfile.pluginImage",
+            f"'{image}' has no shell or cp (it is built FROM scratch, for image volumes), so "
+            "the init container cannot copy the plugin out of it",
+            "remove pluginImage (the stack then uses an alpine build of the plugin), use an "
+            "image with sh and cp, or run the manager on Kubernetes 1.35+ with pluginMount "
+            "imageVolume",
+        )
+    ]

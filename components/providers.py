@@ -172,8 +172,11 @@ class ServiceAccountTokenProvider(ResourceProvider):
         )
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        # A new cluster (new kubeconfig) or another Secret means another token.
-        replaces = [k for k in ("kubeconfig", "namespace", "secret") if olds.get(k) != news.get(k)]
+        # A new cluster or another Secret means another token. The cluster is known by its
+        # identity when both sides have one (new credentials or endpoint of the same cluster
+        # after an in-place update are not a new token), else by its kubeconfig.
+        cluster = "cluster" if olds.get("cluster") and news.get("cluster") else "kubeconfig"
+        replaces = [k for k in (cluster, "namespace", "secret") if olds.get(k) != news.get(k)]
         return DiffResult(changes=bool(replaces), replaces=replaces)
 
     def delete(self, _id: str, _props: dict[str, Any]) -> None:
@@ -192,6 +195,7 @@ class ServiceAccountToken(pulumi.dynamic.Resource, module="multikueue-fleet", na
         namespace: str,
         secret: str,
         opts: pulumi.ResourceOptions | None = None,
+        cluster: pulumi.Input[str] | None = None,
     ) -> None:
         super().__init__(
             ServiceAccountTokenProvider(),
@@ -199,6 +203,7 @@ class ServiceAccountToken(pulumi.dynamic.Resource, module="multikueue-fleet", na
             {
                 "kubeconfig": kubeconfig,
                 "context": context,
+                "cluster": cluster,
                 "namespace": namespace,
                 "secret": secret,
                 "token": None,
@@ -211,6 +216,10 @@ class ServiceAccountToken(pulumi.dynamic.Resource, module="multikueue-fleet", na
 
 
 # --- the dispatcher image --------------------------------------------------------------------
+
+# Cluster nodes are amd64 unless a stack says otherwise; a laptop builds for its own
+# architecture when not told, and an arm64 image does not start on amd64 nodes.
+IMAGE_PLATFORM = "linux/amd64"
 
 
 def source_hash(root: Path, folder: str = "controller") -> str:
@@ -229,7 +238,9 @@ class ControllerImageProvider(ResourceProvider):
 
     def _build(self, props: dict[str, Any]) -> dict[str, Any]:
         local = f"{props['repository']}:{props['tag']}"
-        run(["docker", "build", "-f", props["dockerfile"], "-t", local, props["context"]])
+        platform = props.get("platform") or IMAGE_PLATFORM
+        args = ["docker", "build", "--platform", platform, "-f", props["dockerfile"]]
+        run([*args, "-t", local, props["context"]])
         if props.get("registry"):
             remote = f"{props['registry'].rstrip('/')}/{props['repository']}:{props['tag']}"
             run(["docker", "tag", local, remote])
@@ -246,9 +257,14 @@ class ControllerImageProvider(ResourceProvider):
         outs = self._build(props)
         return CreateResult(id_=outs["image"], outs=outs)
 
+    # The identity of each kind cluster is among them: a replaced cluster (same name, new
+    # cluster) starts without the image, so it is loaded again.
+    KEYS = ("tag", "registry", "kind_clusters", "kind_cluster_ids", "repository", "platform")
+
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        keys = ("tag", "registry", "kind_clusters", "repository")
-        return DiffResult(changes=any(olds.get(k) != news.get(k) for k in keys))
+        # An input unknown in a preview (a cluster being replaced) differs from any old value.
+        changed = [k for k in self.KEYS if olds.get(k) != news.get(k)]
+        return DiffResult(changes=bool(changed))
 
     def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         return UpdateResult(outs=self._build(news))

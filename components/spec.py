@@ -119,6 +119,9 @@ class WaitForPodsReady:
     backoff_limit_count: int | None = None
     backoff_base_seconds: int = 60
     backoff_max_seconds: int = 3600
+    # None: on for the manager unless it runs frameworks whose status MultiKueue does not
+    # mirror (kueue_config.waits_for_pods_ready); workers always follow `enabled`.
+    on_manager: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -586,7 +589,14 @@ def _read_kueue(r: _Reader, raw: Any, fleet_name: str) -> KueueSpec:
     w = r.mapping(
         m.get("waitForPodsReady"),
         w_path,
-        ("enabled", "timeout", "blockAdmission", "recoveryTimeout", "requeuingStrategy"),
+        (
+            "enabled",
+            "onManager",
+            "timeout",
+            "blockAdmission",
+            "recoveryTimeout",
+            "requeuingStrategy",
+        ),
     )
     rq_path = key_path(w_path, "requeuingStrategy")
     rq = r.mapping(
@@ -606,6 +616,7 @@ def _read_kueue(r: _Reader, raw: Any, fleet_name: str) -> KueueSpec:
         backoff_limit_count=r.integer(rq, "backoffLimitCount", rq_path, None, minimum=0),
         backoff_base_seconds=r.integer(rq, "backoffBaseSeconds", rq_path, 60, minimum=1) or 60,
         backoff_max_seconds=r.integer(rq, "backoffMaxSeconds", rq_path, 3600, minimum=1) or 3600,
+        on_manager=r.boolean(w, "onManager", w_path, False) if "onManager" in w else None,
     )
     mk_path = key_path(path, "multiKueue")
     mk = r.mapping(m.get("multiKueue"), mk_path, ("origin", "gcInterval", "workerLostTimeout"))

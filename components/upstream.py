@@ -15,9 +15,24 @@ from typing import Any
 
 import yaml
 
-from components.kueue_config import CONFIG_KEY, CONFIG_MAP, config_map, feature_gate_args
+from components.crd_schema import CrdSchemas
+from components.fleet_objects import build_fleet, object_key
+from components.kueue_config import (
+    CONFIG_KEY,
+    CONFIG_MAP,
+    config_map,
+    feature_gate_args,
+    init_container_plugin_image,
+    kueue_pod_annotations,
+)
+from components.problems import Problem
 from components.spec import ClusterSpec, FleetSpec
-from components.versions import IMAGE_VOLUME_MIN_KUBERNETES
+from components.versions import (
+    IMAGE_VOLUME_MIN_KUBERNETES,
+    Bundle,
+    clusterprofile_crd_bundle,
+    kueue_bundle,
+)
 
 DEFAULT_CACHE = Path(__file__).resolve().parent.parent / ".cache" / "upstream"
 KUEUE_DEPLOYMENT = "kueue-controller-manager"
@@ -32,10 +47,20 @@ def cache_key(url: str) -> str:
     return hashlib.sha256(url.encode()).hexdigest()
 
 
+def _cache_dir() -> Path:
+    return Path(os.environ.get("MKF_UPSTREAM_CACHE") or DEFAULT_CACHE)
+
+
+def cached(url: str) -> str | None:
+    """The document at `url` if a deploy (or `fetch`) already put it in the cache."""
+    path = _cache_dir() / cache_key(url)
+    return path.read_text() if path.is_file() else None
+
+
 def fetch(url: str, timeout: float = 60) -> str:
     """The document at `url`, from the local cache when it was fetched before (a pinned
     release never changes)."""
-    cache = Path(os.environ.get("MKF_UPSTREAM_CACHE") or DEFAULT_CACHE)
+    cache = _cache_dir()
     cache.mkdir(parents=True, exist_ok=True)
     cached = cache / cache_key(url)
     if cached.exists():
@@ -52,8 +77,50 @@ def fetch(url: str, timeout: float = 60) -> str:
     return text
 
 
+# libyaml's loader when PyYAML was built with it: Kueue's manifest (its CRDs) takes the pure
+# Python loader about ten times as long.
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def kustomization_without(bundle: Bundle) -> dict[str, Any]:
+    """A kustomization of the bundle's remote one that deletes the objects named by
+    `bundle.without` (a strategic-merge `$patch: delete` per name pattern)."""
+    patches = [
+        {
+            "target": {"name": pattern},
+            "patch": yaml.safe_dump(
+                {
+                    "$patch": "delete",
+                    "apiVersion": "v1",
+                    "kind": "Left-out",
+                    "metadata": {"name": "left-out"},
+                }
+            ),
+        }
+        for pattern in bundle.without
+    ]
+    return {
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        "resources": [bundle.url],
+        "patches": patches,
+    }
+
+
+def kustomize_directory(bundle: Bundle) -> str:
+    """Where to point a kustomize install: the remote URL itself, or (with `without`) a
+    local kustomization in the cache that wraps it."""
+    if not bundle.without:
+        return bundle.url
+    text = yaml.safe_dump(kustomization_without(bundle), sort_keys=False)
+    folder = _cache_dir() / "kustomize" / hashlib.sha256(text.encode()).hexdigest()[:16]
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "kustomization.yaml").write_text(text)
+    return str(folder)
+
+
 def documents(text: str) -> list[dict[str, Any]]:
-    return [d for d in yaml.safe_load_all(text) if isinstance(d, dict) and d.get("kind")]
+    return [d for d in yaml.load_all(text, Loader=_LOADER) if isinstance(d, dict) and d.get("kind")]
 
 
 def plugin_mount(spec: FleetSpec, cluster: ClusterSpec) -> str | None:
@@ -72,7 +139,10 @@ def plugin_mount(spec: FleetSpec, cluster: ClusterSpec) -> str | None:
 
 
 def _edit_manager(deployment: dict[str, Any], spec: FleetSpec, cluster: ClusterSpec) -> None:
-    pod = deployment["spec"]["template"]["spec"]
+    template = deployment["spec"]["template"]
+    annotations = template.setdefault("metadata", {}).setdefault("annotations", {})
+    annotations.update(kueue_pod_annotations(spec, cluster))
+    pod = template["spec"]
     container = next(c for c in pod["containers"] if c["name"] == KUEUE_CONTAINER)
     args = [a for a in container.get("args") or [] if not a.startswith("--feature-gates=")]
     container["args"] = args + feature_gate_args(spec, cluster)
@@ -95,14 +165,15 @@ def _edit_manager(deployment: dict[str, Any], spec: FleetSpec, cluster: ClusterS
         )
         return
     # initContainer: copy the plugin out of its image into a shared emptyDir. The image must
-    # have `cp`; the binary sits at plugin_path with the /plugins prefix removed.
+    # have `sh` and `cp` (kueue_config.plugin_image_problems); the binary sits at plugin_path
+    # with the /plugins prefix removed.
     source = cp.plugin_path.removeprefix(PLUGIN_ROOT) or cp.plugin_path
     target = str(Path(cp.plugin_path).parent)
     volumes.append({"name": PLUGIN_VOLUME, "emptyDir": {}})
     pod.setdefault("initContainers", []).append(
         {
             "name": "access-provider-plugin",
-            "image": cp.plugin_image,
+            "image": init_container_plugin_image(spec),
             "command": ["sh", "-c", f"mkdir -p {target} && cp {source} {target}/"],
             "volumeMounts": [{"name": PLUGIN_VOLUME, "mountPath": PLUGIN_ROOT}],
             "securityContext": {
@@ -135,3 +206,56 @@ def kueue_objects(text: str, spec: FleetSpec, cluster: ClusterSpec) -> list[dict
             "is not one this version of multikueue-fleet knows"
         )
     return objects
+
+
+def cached_crds(spec: FleetSpec) -> CrdSchemas | None:
+    """The pinned Kueue release's CRDs (and the ClusterProfile CRD) from the download cache,
+    or None when no deploy has cached the Kueue release yet: offline, nothing is fetched."""
+    text = cached(kueue_bundle(spec.kueue.version).url)
+    if text is None:
+        return None
+    docs = documents(text)
+    profiles = cached(clusterprofile_crd_bundle().url)
+    if profiles is not None:
+        docs += documents(profiles)
+    return CrdSchemas.from_documents(docs)
+
+
+def schema_problems(spec: FleetSpec, schemas: CrdSchemas | None) -> list[Problem]:
+    """Every object the fleet writes for a kind `schemas` (or the fleet's own CRDs) knows,
+    checked as the API server would: OpenAPI v3 value rules, CEL rules, and fields the
+    server would silently drop. A CEL rule the checker cannot evaluate is a warning."""
+    if schemas is None:
+        return []
+    problems = []
+    for cluster in build_fleet(spec):
+        own = CrdSchemas.from_documents(
+            o for o in cluster.objects if o["kind"] == "CustomResourceDefinition"
+        )
+        known = schemas.merged(own)
+        for obj in cluster.objects:
+            if not known.knows(obj["apiVersion"], obj["kind"]):
+                continue
+            where = f"{cluster.directory}: {object_key(obj)}"
+            for text in known.problems(obj):
+                unchecked = text.startswith("unchecked rule")
+                problems.append(
+                    Problem(
+                        where,
+                        text,
+                        ""
+                        if unchecked
+                        else "the API server would refuse this object: "
+                        "report it as a multikueue-fleet bug",
+                        "warning" if unchecked else "error",
+                    )
+                )
+            for path in known.pruned_paths(obj):
+                problems.append(
+                    Problem(
+                        where,
+                        f"{path}: not in the {obj['kind']} schema, the server would drop it",
+                        "report it as a multikueue-fleet bug",
+                    )
+                )
+    return problems

@@ -14,13 +14,15 @@ from collections.abc import Iterable
 from components import kueue_gates, quantity
 from components.frameworks import (
     FRAMEWORKS,
-    TEKTON_EXTERNAL_FRAMEWORK,
+    REMOVED_FRAMEWORKS,
     framework_of_integration,
     known_integrations,
 )
 from components.kubeconfig import KUBECONFIG_FIX, kueue_rejections
+from components.kueue_config import plugin_image_problems, pods_ready_problems
 from components.problems import Problem, did_you_mean
 from components.spec import ClusterSpec, FleetSpec, key_path
+from components.upstream import plugin_mount
 from components.versions import IMAGE_VOLUME_MIN_KUBERNETES, KUEUE_SUPPORTED_MINOR
 
 MAX_WORKERS = 20  # MultiKueueConfig.spec.clusters holds at most 20 names
@@ -161,6 +163,13 @@ class _Checks:
         for c in spec.clusters:
             fpath = key_path(c.path, "frameworks")
             for i, name in enumerate(c.frameworks):
+                if name in REMOVED_FRAMEWORKS:
+                    self.error(
+                        key_path(fpath, i),
+                        REMOVED_FRAMEWORKS[name],
+                        f"remove '{name}' from {fpath}",
+                    )
+                    continue
                 if name not in FRAMEWORKS:
                     self.error(
                         key_path(fpath, i),
@@ -221,27 +230,19 @@ class _Checks:
                 self.error(
                     path,
                     f"'{ext.name}' is not Kind.version.group",
-                    f"write it like {TEKTON_EXTERNAL_FRAMEWORK} (Kind is case-sensitive)",
+                    "write it like PipelineRun.v1.tekton.dev (Kind is case-sensitive)",
                 )
                 continue
-            kind, _, group = ext.parts
+            kind = ext.parts[0]
             if ext.name in seen:
                 self.error(path, f"'{ext.name}' is listed twice", "list each kind once")
             seen.add(ext.name)
-            if kind.lower() in builtin_kinds and not group.endswith("tekton.dev"):
+            if kind.lower() in builtin_kinds:
                 self.error(
                     path,
                     f"'{ext.name}' has a built-in Kueue integration",
                     "enable it under kueue.integrations or a cluster's frameworks instead",
                 )
-            if ext.name == TEKTON_EXTERNAL_FRAMEWORK:
-                for c in spec.clusters:
-                    if "tekton" not in c.frameworks:
-                        self.error(
-                            path,
-                            f"PipelineRuns need Tekton on cluster '{c.name}'",
-                            f"add 'tekton' to {key_path(c.path, 'frameworks')}",
-                        )
 
     # --- Kueue ---------------------------------------------------------------------------
 
@@ -265,25 +266,17 @@ class _Checks:
             for name, value in gates.items():
                 self.gate(name, value, key_path(key_path("kueue", key), name))
         gates = {**k.feature_gates, **k.feature_gate_flags}
-        if not kueue_gates.effective(gates, "TopologyAwareScheduling"):
-            stuck = sorted(
-                n
-                for n in kueue_gates.GATES
-                if kueue_gates.depends_on_tas(n) and kueue_gates.effective(gates, n)
+        prefix = "kueue.featureGateFlags" if k.feature_gate_flags else "kueue.featureGates"
+        self.problems.extend(kueue_gates.gate_problems(gates, prefix))
+        self.problems.extend(pods_ready_problems(self.spec))
+        if not kueue_gates.effective(gates, "TopologyAwareScheduling") and any(
+            f.topology for f in self.spec.queues.flavors
+        ):
+            self.error(
+                "kueue.featureGates.TopologyAwareScheduling",
+                "TopologyAwareScheduling is off but a flavor uses a topology",
+                "turn the gate on or remove `topology` from the flavors",
             )
-            if stuck:
-                self.error(
-                    "kueue.featureGates.TopologyAwareScheduling",
-                    "TopologyAwareScheduling is off while gates that need it are on: "
-                    + ", ".join(stuck),
-                    "set each of them to false too, or leave TopologyAwareScheduling on",
-                )
-            if any(f.topology for f in self.spec.queues.flavors):
-                self.error(
-                    "kueue.featureGates.TopologyAwareScheduling",
-                    "TopologyAwareScheduling is off but a flavor uses a topology",
-                    "turn the gate on or remove `topology` from the flavors",
-                )
         mk = k.multikueue
         if len(mk.origin) > 63 or not LABEL_VALUE.match(mk.origin) or not mk.origin:
             self.error(
@@ -366,6 +359,7 @@ class _Checks:
                     f"{spec.manager.kubernetes_version}",
                     "use pluginMount: initContainer (or auto, which picks it)",
                 )
+            self.problems.extend(plugin_image_problems(spec, plugin_mount(spec, spec.manager)))
             if cp.plugin_mount == "customImage" and not cp.kueue_image:
                 self.error(
                     "credentials.clusterProfile.kueueImage",

@@ -6,7 +6,9 @@ upstream is copied into this repository. `render` shows them as version + URL.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 KUEUE_VERSION = "v0.19.2"
 # Kueue decodes its configuration strictly and knows only the gates of its own minor, so
@@ -32,6 +34,16 @@ SECRETREADER_PLUGIN_IMAGE = (
     f"registry.k8s.io/cluster-inventory-api/secretreader:{CLUSTER_INVENTORY_API_VERSION}"
 )
 SECRETREADER_PLUGIN_PATH = "/plugins/bin/secretreader-plugin"
+# The official plugin images are built FROM scratch (cluster-inventory-api
+# hack/Dockerfile.plugin): made for image volumes, with no shell or `cp` for an init
+# container to copy the plugin out. Below Kubernetes 1.35 Kueue's own e2e (v0.19.2
+# hack/testing/e2e-common.sh, Makefile secretreader-plugin-image-build) uses its alpine-based
+# build of the same plugin (hack/testing/secretreader/Dockerfile), which has both, with the
+# binary at the same /bin/secretreader-plugin.
+SHELL_LESS_PLUGIN_IMAGES = ("registry.k8s.io/cluster-inventory-api/",)
+INIT_CONTAINER_PLUGIN_IMAGE = (
+    "us-central1-docker.pkg.dev/k8s-staging-images/kueue/secretreader-plugin:0.0.1"
+)
 # Image volumes (mounting an OCI image as a volume) are usable from Kubernetes 1.35.
 IMAGE_VOLUME_MIN_KUBERNETES = (1, 35)
 
@@ -46,21 +58,37 @@ class Bundle:
     # "manifests": a YAML file applied server-side; "kustomize": a remote kustomization.
     method: str
     namespace: str | None = None
+    # Set on the install's main pod template as it is applied (Kueue: the hash of what it
+    # reads at start); shown by `render`, so `render --diff` shows when the pods restart.
+    pod_annotations: tuple[tuple[str, str], ...] = ()
+    # kustomize: objects of the kustomization left out, by name (regular expressions), when
+    # another bundle installs them (components/upstream.py, local_kustomization).
+    without: tuple[str, ...] = ()
 
-    def as_dict(self) -> dict[str, str]:
-        out = {"name": self.name, "version": self.version, "url": self.url, "method": self.method}
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "name": self.name,
+            "version": self.version,
+            "url": self.url,
+            "method": self.method,
+        }
         if self.namespace:
             out["namespace"] = self.namespace
+        if self.pod_annotations:
+            out["podTemplateAnnotations"] = dict(self.pod_annotations)
+        if self.without:
+            out["without"] = list(self.without)
         return out
 
 
-def kueue_bundle(version: str) -> Bundle:
+def kueue_bundle(version: str, pod_annotations: Mapping[str, str] | None = None) -> Bundle:
     return Bundle(
         "kueue",
         version,
         f"https://github.com/kubernetes-sigs/kueue/releases/download/{version}/manifests.yaml",
         "manifests",
         "kueue-system",
+        tuple(sorted((pod_annotations or {}).items())),
     )
 
 

@@ -11,7 +11,13 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from components.frameworks import ApiResource, resource_of_integration
+from components import kueue_gates
+from components.frameworks import (
+    MULTIKUEUE_ADAPTERS,
+    PATCHING_ADAPTERS,
+    ApiResource,
+    resource_of_integration,
+)
 from components.kueue_config import integrations
 from components.labels import (
     FLEET_NAMESPACE,
@@ -29,7 +35,9 @@ READER_TOKEN = "dispatcher-reader-token"
 READER_ROLE = "multikueue-fleet:dispatcher-reader"
 EXTERNAL_ROLE = "multikueue-fleet:kueue-external-frameworks"
 
-ALL_VERBS = ["create", "delete", "get", "list", "patch", "update", "watch"]
+# On Workloads, MultiKueue uses every verb but patch (status patches go to workloads/status).
+ALL_VERBS = ["create", "delete", "get", "list", "update", "watch"]
+ADAPTER_VERBS = ["create", "delete", "get", "watch"]
 READ_VERBS = ["get", "list", "watch"]
 
 
@@ -46,36 +54,52 @@ def _rules(resources: list[ApiResource], verbs: list[str]) -> list[dict[str, Any
 
 
 def external_resources(spec: FleetSpec) -> list[ApiResource]:
-    """Kinds reaching MultiKueue as external frameworks (Tekton's PipelineRun included)."""
+    """Kinds reaching MultiKueue as external frameworks."""
     found = [ApiResource(e.parts[2], e.resource) for e in spec.kueue.external_frameworks]
-    if "tekton" in spec.manager.frameworks:
-        found.append(ApiResource("tekton.dev", "pipelineruns"))
     return list(dict.fromkeys(found))
 
 
 def multikueue_rules(spec: FleetSpec) -> list[dict[str, Any]]:
-    kinds = [
-        r
-        for name in integrations(spec, spec.manager)
-        if (r := resource_of_integration(name)) is not None
-    ]
-    externals = external_resources(spec)
+    """What Kueue v0.19.2's MultiKueue calls on a worker, and nothing more
+    (pkg/controller/admissionchecks/multikueue and the job adapters at that tag):
+    - Workloads: created, read, updated (spec sync), deleted, watched, and listed by origin
+      for garbage collection (workload.go, multikueuecluster.go); their status patched on
+      admission (pkg/workload/patching, PatchAdmissionStatus), and updated only to open
+      preemption gates under MultiKueueOrchestratedPreemption.
+    - each kind with an adapter: get, create, delete, and a watch (establishWatch issues a
+      watch, not a list); patch only for the adapters that patch (PATCHING_ADAPTERS). No
+      status of theirs is read or written on the worker.
+    - ClusterQueues and LocalQueues: read through an informer only under
+      MultiKueueManagerQuotaAutomation (multikueuecluster.go, cachedKinds).
+    """
+    gates = {**spec.kueue.feature_gates, **spec.kueue.feature_gate_flags}
+    names = [i for i in integrations(spec, spec.manager) if i in MULTIKUEUE_ADAPTERS]
+    kinds = [r for n in names if n not in PATCHING_ADAPTERS and (r := resource_of_integration(n))]
+    patched = [r for n in names if n in PATCHING_ADAPTERS and (r := resource_of_integration(n))]
+    status_verbs = ["patch"]
+    if kueue_gates.effective(gates, "MultiKueueOrchestratedPreemption"):
+        status_verbs.append("update")
     rules = [
         {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads"], "verbs": list(ALL_VERBS)},
         {
             "apiGroups": ["kueue.x-k8s.io"],
             "resources": ["workloads/status"],
-            "verbs": ["get", "patch", "update"],
-        },
-        {
-            "apiGroups": ["kueue.x-k8s.io"],
-            "resources": ["clusterqueues", "localqueues"],
-            "verbs": list(READ_VERBS),
+            "verbs": status_verbs,
         },
     ]
-    rules += _rules(kinds, ALL_VERBS)
-    rules += _rules([ApiResource(r.group, f"{r.plural}/status") for r in kinds], ["get"])
-    rules += _rules(externals, ["create", "delete", "get", "list", "watch"])
+    if kueue_gates.effective(gates, "MultiKueueManagerQuotaAutomation"):
+        rules.append(
+            {
+                "apiGroups": ["kueue.x-k8s.io"],
+                "resources": ["clusterqueues", "localqueues"],
+                "verbs": ["list", "watch"],
+            }
+        )
+    rules += _rules(patched, sorted([*ADAPTER_VERBS, "patch"]))
+    rules += _rules(kinds, ADAPTER_VERBS)
+    # The external-framework adapter gets, creates, deletes and watches
+    # (externalframeworks/adapter.go).
+    rules += _rules(external_resources(spec), ADAPTER_VERBS)
     return rules
 
 

@@ -138,12 +138,10 @@ def _table(dispatcher: Dispatcher, key: str) -> str:
     if decision is None:
         lines.append(f"Not dispatched now: {found.reason}.")
         return "\n".join(lines)
-    from controller.workloads import requests_of
-
     policy = dispatcher.state.policy_set().for_queue(
         (status.get("admission") or {}).get("clusterQueue", ""), dispatcher.settings.default_policy
     )
-    lines.append(f"Demand: {_amounts(requests_of(wl))}")
+    lines.append(f"Demand: {_amounts(dispatcher.view(wl).requests)}")
     lines.append(
         f"Policy: {policy_name} ({policy.strategy}, nominate "
         f"{policy.clusters_to_nominate}, widen after {policy.widen_after_seconds:g}s, "

@@ -9,7 +9,6 @@ workload saying where and why, and the DispatchPolicies' Ready conditions.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import math
 import time
@@ -21,13 +20,16 @@ from typing import Any
 from controller.fleet_state import DISPATCH_POLICIES, FleetState
 from controller.kube import EVENTS, WORKLOADS, ApiError, Kube
 from controller.metrics import Metrics
-from controller.model import Decision, InFlight
-from controller.policy import InFlightIndex, decide
+from controller.model import Decision, InFlight, WorkloadView
+from controller.policy import FitMemo, InFlightIndex, decide
 from controller.settings import Settings
 from controller.workloads import (
+    COMPONENT_INDEX,
     Eligibility,
     MalformedWorkload,
     eligibility,
+    group_of,
+    group_requests,
     key_of,
     parse_time,
     view_of,
@@ -41,6 +43,37 @@ EVENT_BACKLOG = 10000  # Events waiting to be sent; beyond that they are dropped
 # Events yield to nominations: while nominations are being written, an Event waits for a
 # pause, but never longer than this after it was made.
 EVENT_MAX_DELAY_SECONDS = 30.0
+
+
+# The Events all workloads together may cost the API server: a burst of EVENT_BURST, then
+# EVENTS_PER_SECOND (client-go's recorder also rate-limits, per object; this bounds the sum).
+EVENTS_PER_SECOND = 10.0
+EVENT_BURST = 100
+
+
+class Pace:
+    """A rate with a burst (the generic cell rate algorithm): `delay(now)` is how long the
+    next send must wait so that no more than `burst` plus `rate` per second go out."""
+
+    def __init__(self, rate: float, burst: int) -> None:
+        self.interval = 1.0 / rate
+        self.tolerance = (burst - 1) * self.interval
+        self._due = -math.inf  # when the next send would be due at the steady pace
+
+    def delay(self, now: float) -> float:
+        due = max(self._due, now)
+        self._due = due + self.interval
+        return max(0.0, due - now - self.tolerance)
+
+
+def signature(decision: Decision) -> tuple[Any, ...]:
+    """What makes two decisions the same for the people reading Events: the clusters chosen,
+    the outcome, and each cluster's standing and category, but not the numbers."""
+    return (
+        decision.outcome,
+        decision.nominate,
+        tuple((v.cluster, v.status, v.category) for v in decision.verdicts),
+    )
 
 
 def _now() -> datetime:
@@ -93,13 +126,17 @@ class Dispatcher:
             asyncio.Queue(maxsize=EVENT_BACKLOG)
         )
         self.in_flight = InFlightIndex()
-        self.first_nominated: dict[str, datetime] = {}
+        self.memo = FitMemo()  # work saved across decisions; never changes one
         # Clusters leaving the inventory: no new nominations while they drain.
         self.excluded: set[str] = set()
         # What was last said on each workload, as a hash: only equality matters, and
         # 10,000 pending workloads' full messages would be megabytes.
         self.last_event: dict[str, int] = {}
         self.policy_conditions: dict[str, tuple[str, str]] = {}
+        self._event_pace = Pace(EVENTS_PER_SECOND, EVENT_BURST)
+        # Workloads whose nomination the API server refused (conflict, invalid): key -> the
+        # resourceVersion it was decided on. Decided again only on a newer version.
+        self._refused: dict[str, str | None] = {}
         self.heartbeat = time.monotonic()
         self._policies_changed = asyncio.Event()
         self._write_slots = asyncio.Semaphore(settings.concurrent_writes)
@@ -124,12 +161,27 @@ class Dispatcher:
                 self._forget(key)
             elif not self._is_echo(key, obj):
                 self.enqueue(key)
+            self._enqueue_primary(obj)
         else:
             # Coalesced: worker queues change on every admission; looking at every pending
             # workload once per change would be a storm. The resync loop does it soon.
             self._fleet_changed = True
             if source == "policies":
                 self._policies_changed.set()
+
+    def _enqueue_primary(self, obj: dict[str, Any]) -> None:
+        """A LeaderWorkerSet's group came or went: its primary's demand changed, so the
+        primary is decided again (while it waits for a cluster)."""
+        index = ((obj.get("metadata") or {}).get("annotations") or {}).get(COMPONENT_INDEX)
+        group = group_of(obj) if index not in (None, "0") else None
+        if group is None:
+            return
+        for key, member in self.state.workloads.store.items():
+            annotations = (member.get("metadata") or {}).get("annotations") or {}
+            if annotations.get(COMPONENT_INDEX) == "0" and group_of(member) == group:
+                if not (member.get("status") or {}).get("clusterName"):
+                    self.enqueue(key)
+                return
 
     def enqueue(self, key: str) -> None:
         self.later.pop(key, None)
@@ -175,7 +227,7 @@ class Dispatcher:
         """Remember that `wl` is nominated where it fits, until widening is due."""
         queue = ((wl.get("status") or {}).get("admission") or {}).get("clusterQueue", "")
         widen = self.state.policy_set().for_queue(queue, self.settings.default_policy)
-        since = self.first_nominated.get(key) or quota_reserved_at(wl)
+        since = quota_reserved_at(wl)
         due = math.inf
         if widen.widen_after_seconds > 0 and since is not None:
             waited = (_now() - since).total_seconds()
@@ -198,9 +250,9 @@ class Dispatcher:
 
     def _forget(self, key: str) -> None:
         self._echo.pop(key, None)
+        self._refused.pop(key, None)
         self._settled.pop(key, None)
         self.in_flight.remove(key)
-        self.first_nominated.pop(key, None)
         self.last_event.pop(key, None)
 
     # --- running ------------------------------------------------------------------------------
@@ -255,9 +307,13 @@ class Dispatcher:
             if key is None:
                 self._wake.clear()
                 # Wake up now and then even with nothing to do: the heartbeat is what the
-                # liveness probe reads.
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), self.settings.resync_seconds)
+                # liveness probe reads. asyncio.wait, not wait_for: on Python 3.11 wait_for
+                # loses a cancellation that arrives as the wake-up does, and stop() hangs.
+                waiter = asyncio.ensure_future(self._wake.wait())
+                try:
+                    await asyncio.wait((waiter,), timeout=self.settings.resync_seconds)
+                finally:
+                    waiter.cancel()
                 continue
             try:
                 await self.reconcile(key)
@@ -267,6 +323,21 @@ class Dispatcher:
                 log.exception("reconciling %s failed; it will be retried on the next change", key)
 
     # --- deciding -----------------------------------------------------------------------------
+
+    def view(self, wl: dict[str, Any]) -> WorkloadView:
+        """The workload as the policy reads it. A LeaderWorkerSet's primary (the only one
+        of its group workloads we nominate) asks for the whole set: every workload of the
+        same owner that exists now. Groups added later go where the primary went."""
+        view = view_of(wl)
+        group = group_of(wl)
+        if group is None:
+            return view
+        members = [
+            member
+            for member in self.state.workloads.store.values()
+            if member is wl or group_of(member) == group
+        ]
+        return replace(view, requests=group_requests(members)) if len(members) > 1 else view
 
     def evaluate(self, key: str) -> tuple[Eligibility, Decision | None, str]:
         """What the policy would do for one workload now, without writing anything.
@@ -278,10 +349,13 @@ class Dispatcher:
         found = eligibility(wl, set(checks))
         if not found.eligible:
             return found, None, ""
-        view = view_of(wl)
-        since = self.first_nominated.get(key) or quota_reserved_at(wl)
+        view = self.view(wl)
         if view.nominated:
-            view = replace(view, nominated_at=since)
+            # Widening counts from when the workload began to wait for a cluster: Kueue's
+            # QuotaReserved transition on the manager (renewed when an eviction requeues
+            # it). It is on the object, so a restart or a new leader widens on the same
+            # schedule; a clock kept in memory would start again at every restart.
+            view = replace(view, nominated_at=quota_reserved_at(wl))
         queue = ((wl.get("status") or {}).get("admission") or {}).get("clusterQueue", "")
         policy = self.state.policy_set().for_queue(queue, self.settings.default_policy)
         clusters = [
@@ -301,7 +375,9 @@ class Dispatcher:
                 "",
             )
         started = time.perf_counter()
-        decision = decide(view, clusters, self.state.worker_views(), policy, self.in_flight, _now())
+        decision = decide(
+            view, clusters, self.state.worker_views(), policy, self.in_flight, _now(), self.memo
+        )
         self.metrics.decision_seconds.observe(time.perf_counter() - started)
         return found, decision, policy.name
 
@@ -311,6 +387,12 @@ class Dispatcher:
             self._forget(key)
             return
         self._settled.pop(key, None)
+        refused = self._refused.pop(key, None)
+        if refused is not None and refused == (wl.get("metadata") or {}).get("resourceVersion"):
+            # A write decided on this version was refused; its successor, when the watch
+            # brings it, is looked at (its change enqueues it).
+            self._refused[key] = refused
+            return
         fleet = self._fleet_key()  # what this decision is made on (nothing awaits before it)
         try:
             found, decision, _ = self.evaluate(key)
@@ -326,12 +408,11 @@ class Dispatcher:
         current = list((wl.get("status") or {}).get("nominatedClusterNames") or [])
         if not decision.nominate:
             self.metrics.no_feasible.labels(decision.blocker()).inc()
-            await self.event(wl, "Warning", "NoFeasibleCluster", decision.summary)
+            await self.event(wl, "Warning", "NoFeasibleCluster", decision.summary, decision)
             return
         if list(decision.nominate) == current:
             # Already in place (a restart, or our own write coming back): keep counting it.
-            self.first_nominated.setdefault(key, _now())
-            self._record_in_flight(key, decision, view_of(wl).requests)
+            self._record_in_flight(key, decision, self.view(wl).requests)
             if decision.outcome == "nominated":
                 self._settle(key, wl, fleet)
             return
@@ -340,7 +421,7 @@ class Dispatcher:
         # Decisions stay one at a time (the in-flight demand is what keeps two of them
         # from taking the same last slot), so it is recorded now; the writes run
         # concurrently, a bounded number at once, at most one per workload.
-        self._record_in_flight(key, decision, view_of(wl).requests)
+        self._record_in_flight(key, decision, self.view(wl).requests)
         self._writing.add(key)
         await self._write_slots.acquire()
         settles = fleet if decision.outcome == "nominated" else None
@@ -367,7 +448,6 @@ class Dispatcher:
             self.in_flight.remove(key)
             return
         self._echo[key] = (wl, tuple(decision.nominate), fleet)
-        self.first_nominated.setdefault(key, _now())
         for cluster in decision.nominate:
             if cluster not in current:
                 self.metrics.nominations.labels(cluster).inc()
@@ -385,7 +465,7 @@ class Dispatcher:
             message += "; not chosen: " + "; ".join(shown)
             if more:
                 message += f"; and {more} more (python -m controller explain {key})"
-        await self.event(wl, "Normal", verb, message)
+        await self.event(wl, "Normal", verb, message, decision)
 
     def _record_in_flight(self, key: str, decision: Decision, requests: Any) -> None:
         """Count the demand against each nominated worker's ClusterQueue until admission."""
@@ -410,31 +490,52 @@ class Dispatcher:
     # --- writing (leader only) ----------------------------------------------------------------
 
     async def _nominate(self, wl: dict[str, Any], key: str, clusters: list[str]) -> bool:
+        """The write, on the condition that the workload is still the one decided on: the
+        patch carries its resourceVersion, which the API server checks (409 Conflict when
+        it moved on). An eviction clears clusterName and the nominations, and on the external
+        dispatcher path Kueue v0.19.2 uses the list as soon as the check is Pending again
+        (nominateAndSynchronizeWorkers in
+        pkg/controller/admissionchecks/multikueue/workload.go): a list decided before it
+        must never land after it."""
         namespace, name = key.split("/", 1)
+        version = (wl.get("metadata") or {}).get("resourceVersion")
+        patch: dict[str, Any] = {"status": {"nominatedClusterNames": clusters}}
+        if version:
+            patch["metadata"] = {"resourceVersion": version}
         try:
-            await self.manager.merge_patch(
-                WORKLOADS,
-                name,
-                {"status": {"nominatedClusterNames": clusters}},
-                namespace,
-                status=True,
-            )
+            await self.manager.merge_patch(WORKLOADS, name, patch, namespace, status=True)
             return True
         except ApiError as exc:
             if exc.status in (404, 409, 422):
-                # Gone, or changed under us (admitted meanwhile): the watch brings the
-                # new state and the workload is looked at again then.
-                log.info("nominating %s: %s", key, exc)
+                # Gone, or changed under us (evicted, admitted meanwhile): look again, on
+                # the state the watch brings, never retry the old list. Until the watch
+                # has a newer version, deciding would only repeat the refused write.
+                log.info("nominating %s: %s; deciding again on its next version", key, exc)
+                if exc.status != 404:
+                    self._refused[key] = version
+                    self.enqueue(key)
             else:
                 self.metrics.write_errors.labels("workload").inc()
                 log.warning("nominating %s failed after retries: %s", key, exc)
                 self.enqueue(key)
             return False
 
-    async def event(self, obj: dict[str, Any], kind: str, reason: str, message: str) -> None:
-        """One Event per distinct message, so resyncs do not flood the workload."""
+    async def event(
+        self,
+        obj: dict[str, Any],
+        kind: str,
+        reason: str,
+        message: str,
+        decision: Decision | None = None,
+    ) -> None:
+        """One Event per distinct decision on an object (or, without one, per distinct
+        message), so resyncs do not flood it. A decision is the same while it nominates
+        the same clusters and judges each the same way: the numbers in its message (free
+        quota, headroom, how long a worker has been silent) change at every resync and
+        would make every message new."""
         key = key_of(obj)
-        if not self.is_leader() or self.last_event.get(key) == hash((reason, message)):
+        said = hash((reason, signature(decision) if decision is not None else message))
+        if not self.is_leader() or self.last_event.get(key) == said:
             return
         # Sent in the background, after the nomination itself: like client-go's recorder,
         # Events are best effort and must not slow down or block the writes that matter.
@@ -456,7 +557,7 @@ class Dispatcher:
         except asyncio.QueueFull:
             self.metrics.write_errors.labels("event-dropped").inc()
             return
-        self.last_event[key] = hash((reason, message))
+        self.last_event[key] = said
 
     def _event_body(
         self, about: tuple[Any, ...], kind: str, reason: str, message: str, made: str
@@ -491,6 +592,10 @@ class Dispatcher:
     async def _send_events(self) -> None:
         while True:
             about, kind, reason, message, made, queued = await self._events.get()
+            # A bounded rate overall, whatever the backlog: a burst, then a steady pace.
+            wait = self._event_pace.delay(time.monotonic())
+            if wait > 0:
+                await asyncio.sleep(wait)
             # The API server's capacity goes to the writes that matter first: each Event
             # costs it as much as a nomination. A backlog delays Events by at most
             # EVENT_MAX_DELAY_SECONDS; with no backlog they go at once.

@@ -154,7 +154,8 @@ class WorkerConnection:
             if not r.healthy:
                 return False, f"watch of {r.kind.plural}: {r.last_error}", silence
         if silence > stale_after:
-            return False, f"GET /version has not answered for {silence:.0f}s", silence
+            # The threshold, not the age: the reason ends up in Events and must not tick.
+            return False, f"GET /version has not answered for more than {stale_after:.0f}s", silence
         return True, "", silence
 
 

@@ -322,7 +322,8 @@ class Prober:
             self.version = await self.kube.probe(self.timeout)
         except ApiError as exc:
             self.failures += 1
-            self.reason = f"GET /version failed {self.failures} time(s) in a row, last: {exc}"
+            # No count or time in it: the reason ends up in Events and must not tick.
+            self.reason = f"GET /version failed: {exc}"
             if self.failures > self.failures_allowed or not self.answered_at:
                 self.ok = False
         else:

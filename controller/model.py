@@ -98,6 +98,8 @@ class WorkloadView:
     queue_name: str
     requests: Resources
     nominated: tuple[str, ...] = ()
+    # Since when it waits for a cluster (widening counts from it): the manager's
+    # QuotaReserved transition, which survives a restart.
     nominated_at: datetime | None = None
     priority: int = 0
 

@@ -6,13 +6,23 @@ nominate. Fit is judged against each worker's Kueue quota (nominal minus reserve
 what is already in flight to it), the way Kueue on that worker will judge it: resource
 group by resource group, the first flavor in order that holds every requested resource
 of the group. Borrowing from a cohort is not counted: the estimate stays on the safe side.
+
+A cluster the workload is already nominated to stays nominated while the MultiKueue check
+is Pending unless admission there became impossible or unwanted (it left the config, it is
+unreachable or disconnected, the policy's selector excludes it, its queue is gone or can
+never hold the workload). Being full is no such reason: the worker may be admitting this
+very workload, and Kueue v0.19.2 accepts `status.clusterName` only when it is in the *old*
+`nominatedClusterNames` (validateClusterNameUpdate in pkg/webhooks/workload_webhook.go),
+so dropping it throws that admission away.
 """
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from functools import partial
+from typing import NamedTuple
 
 from controller.model import (
     MAX_NOMINATIONS,
@@ -30,6 +40,7 @@ from controller.model import (
 
 _ZERO = 0
 _EMPTY: Resources = {}
+CHANGES_KEPT = 100_000  # in-flight changes remembered for memos to catch up from
 
 
 def show(resource: str, amount: int) -> str:
@@ -49,6 +60,10 @@ class InFlightIndex:
     def __init__(self) -> None:
         self._by_workload: dict[str, list[InFlight]] = {}
         self._totals: dict[tuple[str, str], dict[str, Resources]] = {}
+        # The clusters whose demand in flight changed, in order: a memo catches up from
+        # where it was. `_dropped` entries were forgotten to keep the log bounded.
+        self._changes: list[str] = []
+        self._dropped = 0
 
     @classmethod
     def of(cls, items: Iterable[InFlight]) -> InFlightIndex:
@@ -58,6 +73,11 @@ class InFlightIndex:
         return index
 
     def _apply(self, item: InFlight, sign: int) -> None:
+        self._changes.append(item.cluster)
+        if len(self._changes) > CHANGES_KEPT:
+            half = len(self._changes) // 2
+            del self._changes[:half]
+            self._dropped += half
         bucket = self._totals.setdefault((item.cluster, item.cluster_queue), {})
         for resource, amount in item.requests.items():
             flavor = item.flavors.get(resource)
@@ -77,6 +97,22 @@ class InFlightIndex:
         self.remove(workload)
         for item in items:
             self.add(item)
+
+    @property
+    def position(self) -> int:
+        """How many changes there have been."""
+        return self._dropped + len(self._changes)
+
+    def knows(self, position: int) -> bool:
+        """Whether the changes since `position` are still known."""
+        return position >= self._dropped
+
+    def changed_since(self, position: int) -> set[str]:
+        return set(self._changes[position - self._dropped :])
+
+    def clusters_of(self, workload: str) -> set[str]:
+        """The clusters where `workload`'s own demand is in flight."""
+        return {i.cluster for i in self._by_workload.get(workload, ())}
 
     def __len__(self) -> int:
         return len(self._by_workload)
@@ -100,20 +136,32 @@ class InFlightIndex:
         return adjusted
 
 
-def _free(flavor: FlavorCapacity, in_flight: Resources, resource: str) -> int:
+def _free(nominal: Resources, reserved: Resources, in_flight: Resources, resource: str) -> int:
     return (
-        flavor.nominal.get(resource, _ZERO)
-        - flavor.reserved.get(resource, _ZERO)
+        nominal.get(resource, _ZERO)
+        - reserved.get(resource, _ZERO)
         - in_flight.get(resource, _ZERO)
     )
 
 
+def _less(reserved: Resources, own: Resources) -> Resources:
+    """A reservation without what may be the workload's own share of it."""
+    return {r: max(a - own.get(r, _ZERO), 0) for r, a in reserved.items()}
+
+
 class _Fit:
-    """How a workload's requests land on one ClusterQueue."""
+    """How a workload's requests land on one ClusterQueue. `own`: demand of the workload
+    that the queue's reservation may already include (it is admitting there), counted as
+    the workload's own rather than as competition."""
 
     def __init__(
-        self, queue: QueueCapacity, requests: Resources, in_flight: dict[str, Resources]
+        self,
+        queue: QueueCapacity,
+        requests: Resources,
+        in_flight: dict[str, Resources],
+        own: Resources = _EMPTY,
     ) -> None:
+        self.own = own
         self.flavors: dict[str, str] = {}
         self.fits = True
         self.possible = True
@@ -132,8 +180,10 @@ class _Fit:
         # flavor's quota the workload is short of. <= 0 means it fits, and then its
         # negation is the smallest share left free after placement.
         best: tuple[float, FlavorCapacity, str] | None = None
+        own = self.own
         for flavor in group:
-            nominal, reserved = flavor.nominal, flavor.reserved
+            nominal = flavor.nominal
+            reserved = _less(flavor.reserved, own) if own else flavor.reserved
             used = in_flight.get(flavor.name) or _EMPTY
             short, tightest = -1.0, ""
             for r, amount in wanted.items():
@@ -163,7 +213,8 @@ class _Fit:
             return
         short, flavor, r = best
         self.deficit = max(self.deficit, short)
-        free = max(_free(flavor, in_flight.get(flavor.name) or _EMPTY, r), 0)
+        reserved = _less(flavor.reserved, own) if own else flavor.reserved
+        free = max(_free(flavor.nominal, reserved, in_flight.get(flavor.name) or _EMPTY, r), 0)
         # The numbers now, the words only if someone reads them.
         self.blocker = partial(_full_now, r, wanted[r], free, flavor.name)
         for res in wanted:
@@ -238,6 +289,161 @@ def widened_count(policy: Policy, workload: WorkloadView, now: datetime) -> int:
     return min(count, MAX_NOMINATIONS)
 
 
+_FITS, _WAITS, _OUT = 0, 1, 2
+
+
+class _Judged(NamedTuple):
+    """One cluster's verdict on one workload."""
+
+    verdict: Verdict
+    standing: int  # _FITS, _WAITS or _OUT
+    key: float  # rank among the clusters of the same standing (lower first)
+
+
+def _judge(
+    name: str,
+    worker: WorkerView | None,
+    local_queue: str,
+    workload: WorkloadView,
+    policy: Policy,
+    in_flight: InFlightIndex,
+) -> _Judged:
+    category, reason, queue = _filter(worker, local_queue, workload, policy)
+    if queue is None:
+        return _Judged(Verdict(name, "filtered", reason, category=category), _OUT, 0.0)
+    used = in_flight.usage(name, queue.name, workload.key)
+    # Nominated there and nothing waits in the ClusterQueue: the worker's Kueue has taken
+    # the workload's copy, so its reservation may already hold this workload's own demand
+    # (the manager learns of the admission only later, through clusterName).
+    own = workload.requests if queue.pending == 0 and name in workload.nominated else _EMPTY
+    fit = _Fit(queue, workload.requests, used, own)
+    if fit.fits:
+        verdict = Verdict(
+            name,
+            "fits",
+            partial(_fits, fit.flavors, fit.headroom),
+            float(fit.headroom),
+            fit.flavors,
+        )
+        strategy = policy.strategy
+        key = (
+            -fit.headroom
+            if strategy == "MostFreeQuota"
+            else (fit.headroom if strategy == "BestFit" else 0.0)
+        )
+        return _Judged(verdict, _FITS, key)
+    if fit.possible:
+        verdict = Verdict(name, "waits", fit.blocker, float(-fit.deficit), fit.flavors)
+        key = fit.deficit if policy.when_nothing_fits == "WaitOnBest" else _load(queue, used)
+        return _Judged(verdict, _WAITS, key)
+    return _Judged(Verdict(name, "filtered", fit.blocker, category="too-large"), _OUT, 0.0)
+
+
+class _Shape:
+    """Every cluster's verdict on one shape of workload, kept in step with the fleet: the
+    clusters in config order, and the ones that fit or wait keyed for ranking."""
+
+    def __init__(
+        self,
+        policy: Policy,
+        clusters: list[str],
+        workers: dict[str, WorkerView],
+        seen: int,
+    ) -> None:
+        self.policy = policy
+        self.clusters = clusters
+        self.workers = workers
+        self.seen = seen  # InFlightIndex.position when last brought up to date
+        # A cluster listed twice (no valid config does) is judged at its first place.
+        self.position = {name: order for order, name in reversed(list(enumerate(clusters)))}
+        self.verdicts: list[Verdict] = []
+        self.standing: list[int] = []
+        self.fitting: dict[int, tuple[float, int, Verdict]] = {}
+        self.waiting: dict[int, tuple[float, int, Verdict]] = {}
+        self.dirty: set[str] = set()  # judged with a workload's own share: judge again
+
+    def set(self, order: int, standing: int, key: float, verdict: Verdict) -> None:
+        if order == len(self.verdicts):
+            self.verdicts.append(verdict)
+            self.standing.append(standing)
+        else:
+            self.verdicts[order] = verdict
+            self.standing[order] = standing
+            self.fitting.pop(order, None)
+            self.waiting.pop(order, None)
+        if standing == _FITS:
+            self.fitting[order] = (key, order, verdict)
+        elif standing == _WAITS:
+            self.waiting[order] = (key, order, verdict)
+
+
+class FitMemo:
+    """Verdicts already reached, brought up to date instead of reached again: a backlog is
+    mostly workloads of a few shapes (the same queue and requests), and between two
+    decisions the demand in flight changes on one or two clusters only, so most of a
+    decision's per-cluster work would find again what the last one of that shape found.
+
+    Per shape (local queue and requests), the verdicts hold while the policy, the config's
+    clusters and the worker views are the same (views are rebuilt on every change to a
+    worker); the clusters whose demand in flight changed since are judged again, and so
+    are those where the workload itself is nominated or in flight (its own share changes
+    the answer). `decide` gives the same decision with or without a memo."""
+
+    # Beyond it, start again: a bounded cache (a few MB at 100 clusters), whatever the
+    # workloads.
+    MAX_SHAPES = 256
+
+    def __init__(self) -> None:
+        self._shapes: dict[tuple[str, tuple[tuple[str, int], ...]], _Shape] = {}
+
+    def get(self, local_queue: str, requests: Resources) -> _Shape | None:
+        return self._shapes.get((local_queue, tuple(sorted(requests.items()))))
+
+    def put(self, local_queue: str, requests: Resources, shape: _Shape) -> None:
+        if len(self._shapes) >= self.MAX_SHAPES:
+            self._shapes.clear()
+        self._shapes[(local_queue, tuple(sorted(requests.items())))] = shape
+
+
+def _up_to_date(
+    memo: FitMemo | None,
+    workload: WorkloadView,
+    local_queue: str,
+    clusters: Sequence[str],
+    workers: dict[str, WorkerView],
+    policy: Policy,
+    in_flight: InFlightIndex,
+) -> _Shape:
+    """Every cluster's verdict on this workload now: from the memo where it still holds."""
+    shape = memo.get(local_queue, workload.requests) if memo is not None else None
+    names = clusters if isinstance(clusters, list) else list(clusters)
+    own = set(workload.nominated) | in_flight.clusters_of(workload.key)
+    if (
+        shape is None
+        or shape.workers is not workers
+        or shape.clusters != names
+        or not (shape.policy is policy or shape.policy == policy)
+        or not in_flight.knows(shape.seen)
+    ):
+        shape = _Shape(policy, list(names), workers, in_flight.position)
+        for order, name in enumerate(names):
+            judged = _judge(name, workers.get(name), local_queue, workload, policy, in_flight)
+            shape.set(order, judged.standing, judged.key, judged.verdict)
+        if memo is not None:
+            memo.put(local_queue, workload.requests, shape)
+    else:
+        again = in_flight.changed_since(shape.seen) | shape.dirty | own
+        shape.seen = in_flight.position
+        for name in again:
+            order = shape.position.get(name)
+            if order is not None:
+                judged = _judge(name, workers.get(name), local_queue, workload, policy, in_flight)
+                shape.set(order, judged.standing, judged.key, judged.verdict)
+    # Verdicts reached with this workload's own share are not another workload's.
+    shape.dirty = {c for c in own if c in shape.position}
+    return shape
+
+
 def decide(
     workload: WorkloadView,
     clusters: Sequence[str],
@@ -245,69 +451,57 @@ def decide(
     policy: Policy,
     in_flight: InFlightIndex,
     now: datetime,
+    memo: FitMemo | None = None,
 ) -> Decision:
-    """Nominations for `workload` among `clusters` (its MultiKueueConfig, in order)."""
+    """Nominations for `workload` among `clusters` (its MultiKueueConfig, in order).
+    `memo` saves work across decisions and never changes the result."""
     local_queue = f"{workload.namespace}/{workload.queue_name}"
-    verdicts: list[Verdict] = []
-    fitting: list[tuple[float, int, Verdict]] = []
-    waiting: list[tuple[float, int, Verdict]] = []
-    for order, name in enumerate(clusters):
-        category, reason, queue = _filter(workers.get(name), local_queue, workload, policy)
-        if queue is None:
-            verdicts.append(Verdict(name, "filtered", reason, category=category))
-            continue
-        used = in_flight.usage(name, queue.name, workload.key)
-        fit = _Fit(queue, workload.requests, used)
-        if fit.fits:
-            verdict = Verdict(
-                name,
-                "fits",
-                partial(_fits, fit.flavors, fit.headroom),
-                float(fit.headroom),
-                fit.flavors,
-            )
-            key = {
-                "MostFreeQuota": -fit.headroom,
-                "BestFit": fit.headroom,
-                "OrderedSpillover": 0.0,
-            }[policy.strategy]
-            fitting.append((key, order, verdict))
-        elif fit.possible:
-            verdict = Verdict(name, "waits", fit.blocker, float(-fit.deficit), fit.flavors)
-            key = fit.deficit if policy.when_nothing_fits == "WaitOnBest" else _load(queue, used)
-            waiting.append((key, order, verdict))
-        else:
-            verdict = Verdict(name, "filtered", fit.blocker, category="too-large")
-        verdicts.append(verdict)
-    ranked = [v for _, _, v in sorted(fitting, key=lambda t: (t[0], t[1]))]
-    ranked += [v for _, _, v in sorted(waiting, key=lambda t: (t[0], t[1]))]
-    if not ranked:
+    shape = _up_to_date(memo, workload, local_queue, clusters, workers, policy, in_flight)
+    verdicts = tuple(shape.verdicts)
+    if not shape.fitting and not shape.waiting:
         # "Ever" only when every cluster is too small: the other reasons (unreachable,
         # not connected, a missing queue) can pass.
         never = all(v.category == "too-large" for v in verdicts)
         lead = "no cluster can ever run it" if never else "no cluster can take it now"
         return Decision(
             (),
-            tuple(verdicts),
+            verdicts,
             "none",
             f"{lead}: " + "; ".join(f"{v.cluster}: {v.reason}" for v in verdicts)
             if verdicts
             else "no clusters",
         )
-    best = {v.cluster: v for v in ranked}
     count = widened_count(policy, workload, now)
-    # Keep nominations that still fit (or still are the best wait when nothing fits), so
-    # a changing snapshot does not make the workload hop; add the best of the rest when
-    # widening.
-    anything_fits = bool(fitting)
-    kept = [
-        c
-        for c in workload.nominated
-        if c in best and (best[c].status == "fits" or not anything_fits)
-    ]
-    # `count` is how many to reach, never a reason to drop a cluster that still fits.
-    more = [v.cluster for v in ranked if v.cluster not in kept][: max(0, count - len(kept))]
+    # A nominated cluster that can still admit the workload stays, fitting or not: it may be
+    # admitting it right now (see the module docstring). Filtered clusters leave: admission
+    # there is impossible or unwanted.
+    standing = {
+        c: shape.standing[shape.position[c]] for c in workload.nominated if c in shape.position
+    }
+    kept = [c for c, s in standing.items() if s != _OUT]
+    anything_fits = bool(shape.fitting)
+    # `count` is how many clusters where the workload fits to reach (or, when nothing fits,
+    # how many to wait on); a kept cluster that only waits does not count toward it when
+    # another fits, so a full nominated cluster gains a companion rather than losing its
+    # place. Never a reason to drop a kept cluster.
+    counted = [c for c in kept if standing[c] == _FITS] if anything_fits else kept
+    wanted = max(0, count - len(counted))
+    more: list[str] = []
+    if wanted:
+        # The best `wanted` of the rest: those that fit first, then those that wait, each
+        # by (key, config order). A kept cluster may rank among them, so look that much
+        # further.
+        reach = wanted + len(kept)
+        best = (
+            [min(shape.fitting.values())]
+            if reach == 1 and shape.fitting
+            else heapq.nsmallest(reach, shape.fitting.values())
+        )
+        if len(best) < reach:
+            best += heapq.nsmallest(reach - len(best), shape.waiting.values())
+        more = [t[2].cluster for t in best if t[2].cluster not in kept][:wanted]
     chosen = (kept + more)[:MAX_NOMINATIONS]
-    outcome = "nominated" if any(best[c].status == "fits" for c in chosen) else "waiting"
-    summary = "; ".join(f"{c}: {best[c].reason}" for c in chosen)
-    return Decision(tuple(chosen), tuple(verdicts), outcome, summary)
+    by_name = {v.cluster: v for v in (verdicts[shape.position[c]] for c in chosen)}
+    outcome = "nominated" if any(by_name[c].status == "fits" for c in chosen) else "waiting"
+    summary = "; ".join(f"{c}: {by_name[c].reason}" for c in chosen)
+    return Decision(tuple(chosen), verdicts, outcome, summary)

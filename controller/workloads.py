@@ -8,7 +8,7 @@ check is Ready; for a LeaderWorkerSet only the component workload with index "0"
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -17,8 +17,7 @@ from controller.model import Resources, WorkloadView, milli
 
 MULTIKUEUE_CONTROLLER = "kueue.x-k8s.io/multikueue"
 COMPONENT_INDEX = "kueue.x-k8s.io/component-workload-index"
-# When we last changed a workload's nominations, so widening survives restarts.
-NOMINATED_AT = "multikueue-fleet/nominated-at"
+JOB_OWNER_GVK = "kueue.x-k8s.io/job-owner-gvk"
 
 
 class MalformedWorkload(ValueError):
@@ -125,6 +124,42 @@ def requests_of(workload: Mapping[str, Any]) -> Resources:
     return total
 
 
+def group_of(workload: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(namespace, owner uid) of a component workload (one LeaderWorkerSet group), None for
+    a workload that stands alone. The owner is found as Kueue v0.19.2 finds it
+    (listComponentWorkloads in pkg/controller/admissionchecks/multikueue/workload.go): the
+    owner reference whose kind is named by the job-owner-gvk annotation."""
+    meta = workload.get("metadata") or {}
+    annotations = meta.get("annotations") or {}
+    if COMPONENT_INDEX not in annotations:
+        return None
+    group_version_kind = annotations.get(JOB_OWNER_GVK, "")
+    for ref in meta.get("ownerReferences") or []:
+        if not isinstance(ref, Mapping):
+            continue
+        group, _, version = str(ref.get("apiVersion", "")).rpartition("/")
+        # Go's schema.GroupVersionKind String(): "group/version, Kind=kind" ("/v1" for core).
+        if f"{group}/{version}, Kind={ref.get('kind')}" == group_version_kind and ref.get("uid"):
+            return meta.get("namespace", ""), str(ref["uid"])
+    return None
+
+
+def group_requests(members: Iterable[Mapping[str, Any]]) -> Resources:
+    """The demand of a LeaderWorkerSet: every group's workload together. Kueue sends each
+    group to the cluster its primary (index 0) was admitted on (syncToSingleCluster in
+    pkg/controller/admissionchecks/multikueue/workload.go, v0.19.2), so that cluster must
+    hold them all."""
+    total: Resources = {}
+    for member in members:
+        try:
+            requests = requests_of(member)
+        except MalformedWorkload as exc:
+            raise MalformedWorkload(f"its group's workload {key_of(member)}: {exc}") from exc
+        for r, a in requests.items():
+            total[r] = total.get(r, 0) + a
+    return total
+
+
 def parse_time(text: str | None) -> datetime | None:
     if not text:
         return None
@@ -140,13 +175,11 @@ def view_of(workload: Mapping[str, Any]) -> WorkloadView:
     queue = spec.get("queueName")
     if not isinstance(queue, str) or not queue:
         raise MalformedWorkload("spec.queueName is missing")
-    annotations = (workload.get("metadata") or {}).get("annotations") or {}
     return WorkloadView(
         key=key_of(workload),
         queue_name=queue,
         requests=requests_of(workload),
         nominated=tuple(status.get("nominatedClusterNames") or ()),
-        nominated_at=parse_time(annotations.get(NOMINATED_AT)),
         priority=int(spec.get("priority") or 0),
     )
 
@@ -198,14 +231,24 @@ def trim(workload: Mapping[str, Any]) -> dict[str, Any]:
         {k: c.get(k) for k in ("type", "status", "lastTransitionTime")}
         for c in status.get("conditions") or []
     ]
+    kept_meta = {
+        k: meta[k] if k in _UNIQUE else _shared(meta[k])
+        for k in ("name", "namespace", "uid", "annotations", "resourceVersion")
+        if k in meta
+    }
+    if meta.get("ownerReferences"):
+        # What finds a LeaderWorkerSet's groups (group_of).
+        kept_meta["ownerReferences"] = _shared(
+            [
+                {k: ref.get(k) for k in ("apiVersion", "kind", "uid")}
+                for ref in meta["ownerReferences"]
+                if isinstance(ref, Mapping)
+            ]
+        )
     return {
         "apiVersion": _shared(workload.get("apiVersion")),
         "kind": _shared(workload.get("kind")),
-        "metadata": {
-            k: meta[k] if k in _UNIQUE else _shared(meta[k])
-            for k in ("name", "namespace", "uid", "annotations", "resourceVersion")
-            if k in meta
-        },
+        "metadata": kept_meta,
         "spec": _shared(kept_spec),
         "status": _shared(kept_status),
     }

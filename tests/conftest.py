@@ -22,6 +22,10 @@ BASE: dict[str, Any] = {
         {"name": "worker2", "labels": {"region": "b"}},
     ],
     "frameworks": ["batch", "jobset", "leaderworkerset"],
+    # Acknowledges that the manager does not wait for PodsReady with LeaderWorkerSets on it,
+    # so that a test sees only the problems it provokes (tests/test_kueue_config.py has the
+    # warning this silences).
+    "kueue": {"waitForPodsReady": {"onManager": False}},
     "queues": {
         "flavors": [{"name": "default-flavor"}],
         "clusterQueues": [

@@ -1,7 +1,13 @@
 """Running `__main__.py` under Pulumi's mock engine: per-type fake outputs for what a
 provider would return (kind kubeconfigs, tokens, the built image, cloud endpoints), a
 synthetic Kueue release in place of the download, and a monitor that records every
-registration with its parent, provider, dependencies and inputs."""
+registration with its parent, provider, dependencies, options and inputs.
+
+In preview mode (a dry run, `set_mocks(..., preview=True)`), a resource being created gets
+back only its inputs, as the real engine gives a preview: what a provider computes (a kind
+cluster's kubeconfig, a token, an image digest, a cloud endpoint) stays unknown, as on a
+new stack (pulumi/pulumi v3.272.0, sdk/python/lib/pulumi/runtime/rpc.py resolve_properties:
+in a dry run a missing or null output is unknown)."""
 
 from __future__ import annotations
 
@@ -146,6 +152,11 @@ def fake_outputs(typ: str, inputs: dict[str, Any]) -> dict[str, Any]:
     return {}
 
 
+# How the engine passes an unknown value (pulumi/pulumi v3.272.0,
+# sdk/python/lib/pulumi/runtime/rpc.py, UNKNOWN).
+UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
+
+
 @dataclass
 class Registration:
     typ: str
@@ -157,12 +168,20 @@ class Registration:
     dependencies: list[str]
     inputs: dict[str, Any]
     custom: bool
+    deleted_with: str
+    transforms: int
+    aliases: list[dict[str, Any]]
+    replace_on_changes: list[str]
+    delete_before_replace: bool
 
 
 class Mocks(pulumi.runtime.Mocks):
+    def __init__(self, preview: bool = False) -> None:
+        self.preview = preview
+
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
-        outputs = {**args.inputs, **fake_outputs(args.typ, args.inputs)}
-        return (f"{args.name}_id" if args.custom else ""), outputs
+        computed = {} if self.preview else fake_outputs(args.typ, args.inputs)
+        return (f"{args.name}_id" if args.custom else ""), {**args.inputs, **computed}
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
         return {}
@@ -186,6 +205,11 @@ class Monitor(MockMonitor):
             list(request.dependencies),
             json_format.MessageToDict(request.object),
             request.custom,
+            request.deletedWith,
+            len(request.transforms),
+            [json_format.MessageToDict(a) for a in request.aliases],
+            list(request.replaceOnChanges),
+            request.deleteBeforeReplace,
         )
         return response
 
@@ -239,15 +263,19 @@ def prepare_environment(tmp: Path) -> None:
     os.environ["KUBECONFIG"] = str(kubeconfig)
 
 
-def run_program(stack: str, config: dict[str, str], secret: list[str]) -> Run:
-    mocks = Mocks()
+def run_program(
+    stack: str, config: dict[str, str], secret: list[str], preview: bool = False
+) -> Run:
+    mocks = Mocks(preview)
     monitor = Monitor(mocks)
     # Pulumi's test decorator runs on the current event loop; asyncio.run() in other tests
     # leaves none behind, so each program gets a fresh one.
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     pulumi.runtime.set_all_config(config, secret)
-    pulumi.runtime.set_mocks(mocks, project="multikueue-fleet", stack=stack, monitor=monitor)
+    pulumi.runtime.set_mocks(
+        mocks, project="multikueue-fleet", stack=stack, preview=preview, monitor=monitor
+    )
     result = Run(monitor, loop=loop)
 
     @pulumi.runtime.test
@@ -257,3 +285,37 @@ def run_program(stack: str, config: dict[str, str], secret: list[str]) -> Run:
 
     program()
     return result
+
+
+def kube_objects(monitor: Monitor) -> list[Registration]:
+    """The Kubernetes objects registered one resource each (not the upstream groups)."""
+    return [r for r in monitor.registered.values() if r.custom and r.typ.startswith("kubernetes:")]
+
+
+def before(monitor: Monitor, urn: str) -> set[str]:
+    """Every URN the engine creates before `urn` (and deletes after it): its dependencies,
+    theirs, and so on; depending on a component means depending on all it contains."""
+    children: dict[str, list[str]] = {}
+    for reg in monitor.registered.values():
+        children.setdefault(reg.parent, []).append(reg.urn)
+    seen: set[str] = set()
+    todo = list(monitor.registered[urn].dependencies)
+    while todo:
+        current = todo.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        todo += children.get(current, [])
+        todo += monitor.registered[current].dependencies
+    return seen
+
+
+def unknown_paths(value: Any, path: str = "") -> list[str]:
+    """Where an input holds a value unknown at preview."""
+    if value == UNKNOWN:
+        return [path]
+    if isinstance(value, dict):
+        return [p for k, v in value.items() for p in unknown_paths(v, f"{path}.{k}")]
+    if isinstance(value, list):
+        return [p for i, v in enumerate(value) for p in unknown_paths(v, f"{path}[{i}]")]
+    return []

@@ -207,11 +207,17 @@ def test_stack_worker_rbac_covers_every_manager_integration(
             for r in rule["resources"]
         }
         assert granted[("kueue.x-k8s.io", "workloads")] == set(ALL_VERBS)
+        assert granted[("kueue.x-k8s.io", "workloads/status")] == {"patch"}
         for integration in manager_frameworks:
             group, _, kind = integration.rpartition("/")
             plural = {"batch/job": "jobs"}.get(integration, kind + "s")
-            assert granted[(group, plural)] == set(ALL_VERBS), integration
-            assert granted[(group, f"{plural}/status")] == {"get"}
+            patches = integration == "batch/job" or group == "ray.io"
+            assert granted[(group, plural)] == {"create", "delete", "get", "watch"} | (
+                {"patch"} if patches else set()
+            ), integration
+        # must-nots: no status of a job kind, no queue reads without quota automation
+        assert [r for _, r in granted if r.endswith("/status")] == ["workloads/status"]
+        assert ("kueue.x-k8s.io", "clusterqueues") not in granted
         (binding,) = find(worker, "ClusterRoleBinding", "multikueue-fleet:multikueue")
         assert binding["subjects"] == [
             {"kind": "ServiceAccount", "name": "multikueue", "namespace": "kueue-system"}
@@ -245,7 +251,7 @@ def test_no_dispatcher_no_reader_and_kueue_keeps_its_own_dispatcher() -> None:
     assert not find(clusters["worker-worker1"], "ClusterRole", "multikueue-fleet:dispatcher-reader")
     mk = _kueue_config(clusters["manager"])
     assert "dispatcherName" not in mk["multiKueue"]
-    assert "featureGates" not in mk
+    assert mk["featureGates"] == {"DisableWaitForPodsReady": True}  # onManager: false in base()
 
 
 @pytest.mark.parametrize(
@@ -263,42 +269,75 @@ def test_rbac_follows_the_enabled_frameworks(framework: str, resources: set[str]
     config["frameworks"] = ["batch", "jobset", framework]
     clusters = fleet(config)
     (role,) = find(clusters["worker-worker1"], "ClusterRole", "multikueue-fleet:multikueue")
-    granted = {
-        r
-        for rule in role["rules"]
-        for r in rule["resources"]
-        if set(rule["verbs"]) == set(ALL_VERBS)
-    }
+    granted = {r for rule in role["rules"] for r in rule["resources"]}
     assert resources <= granted
     assert "leaderworkersets" not in granted  # not enabled here, so not granted
     bundles = {b.name for b in clusters["worker-worker1"].bundles}
-    # Trainer v2 brings its own JobSet: then no standalone one.
-    jobset = set() if framework == "trainer" else {"jobset"}
-    expected = {"kueue"} | jobset | {b.name for b in FRAMEWORKS[framework].bundles}
+    # Trainer's bundled JobSet is left out of its install (test_upstream.py): JobSet comes
+    # from the jobset framework, at the version Kueue is tested with.
+    expected = {"kueue", "jobset"} | {b.name for b in FRAMEWORKS[framework].bundles}
     assert bundles == expected
 
 
-def test_core_integrations_are_granted_when_listed() -> None:
+def test_core_integrations_are_granted_when_they_have_a_multikueue_adapter() -> None:
+    """kueue v0.19.2 has pod and statefulset MultiKueue adapters and none for deployment."""
     config = base()
-    config["kueue"] = {"integrations": ["pod", "deployment"]}
+    config["kueue"]["integrations"] = ["pod", "deployment", "statefulset"]
     role = find(fleet(config)["worker-worker1"], "ClusterRole", "multikueue-fleet:multikueue")[0]
     groups = {(rule["apiGroups"][0], r) for rule in role["rules"] for r in rule["resources"]}
-    assert {("", "pods"), ("apps", "deployments"), ("", "pods/status")} <= groups
+    assert {("", "pods"), ("apps", "statefulsets")} <= groups
+    assert ("apps", "deployments") not in groups
+    assert ("", "pods/status") not in groups
 
 
-def test_tekton_as_an_external_framework() -> None:
+def _worker_rights(config: dict[str, Any]) -> dict[tuple[str, str], set[str]]:
+    (role,) = find(fleet(config)["worker-worker1"], "ClusterRole", "multikueue-fleet:multikueue")
+    return {
+        (g, r): set(rule["verbs"])
+        for rule in role["rules"]
+        for g in rule["apiGroups"]
+        for r in rule["resources"]
+    }
+
+
+def test_worker_rights_must_and_must_not() -> None:
+    rights = _worker_rights(base())
+    assert rights == {
+        ("kueue.x-k8s.io", "workloads"): {"create", "delete", "get", "list", "update", "watch"},
+        ("kueue.x-k8s.io", "workloads/status"): {"patch"},
+        ("batch", "jobs"): {"create", "delete", "get", "patch", "watch"},
+        ("jobset.x-k8s.io", "jobsets"): {"create", "delete", "get", "watch"},
+        ("leaderworkerset.x-k8s.io", "leaderworkersets"): {"create", "delete", "get", "watch"},
+    }
+
+
+def test_queue_reads_only_with_manager_quota_automation() -> None:
+    """multikueuecluster.go (v0.19.2) caches ClusterQueues/LocalQueues only under the gate."""
     config = base()
-    config["frameworks"] = ["batch", "jobset", "leaderworkerset", "tekton"]
+    config["kueue"]["featureGates"] = {
+        "MultiKueueManagerQuotaAutomation": True,
+        "MultiKueueOrchestratedPreemption": True,
+    }
+    rights = _worker_rights(config)
+    assert rights[("kueue.x-k8s.io", "clusterqueues")] == {"list", "watch"}
+    assert rights[("kueue.x-k8s.io", "localqueues")] == {"list", "watch"}
+    # opening preemption gates updates the remote Workload's status
+    assert rights[("kueue.x-k8s.io", "workloads/status")] == {"patch", "update"}
+
+
+def test_other_external_framework_gets_manager_and_worker_rights() -> None:
+    config = base()
+    config["kueue"]["externalFrameworks"] = [{"name": "Workflow.v1alpha1.argoproj.io"}]
     clusters = fleet(config)
     manager = clusters["manager"]
     kueue = _kueue_config(manager)
-    assert kueue["integrations"]["externalFrameworks"] == ["PipelineRun.v1.tekton.dev"]
-    assert kueue["multiKueue"]["externalFrameworks"] == [{"name": "PipelineRun.v1.tekton.dev"}]
+    assert kueue["integrations"]["externalFrameworks"] == ["Workflow.v1alpha1.argoproj.io"]
+    assert kueue["multiKueue"]["externalFrameworks"] == [{"name": "Workflow.v1alpha1.argoproj.io"}]
     (role,) = find(manager, "ClusterRole", "multikueue-fleet:kueue-external-frameworks")
     assert role["rules"] == [
         {
-            "apiGroups": ["tekton.dev"],
-            "resources": ["pipelineruns", "pipelineruns/status"],
+            "apiGroups": ["argoproj.io"],
+            "resources": ["workflows", "workflows/status"],
             "verbs": ["get", "list", "patch", "update", "watch"],
         }
     ]
@@ -306,20 +345,10 @@ def test_tekton_as_an_external_framework() -> None:
     assert binding["subjects"][0]["name"] == "kueue-controller-manager"
     worker_role = find(clusters["worker-worker1"], "ClusterRole", "multikueue-fleet:multikueue")[0]
     assert {
-        "apiGroups": ["tekton.dev"],
-        "resources": ["pipelineruns"],
-        "verbs": ["create", "delete", "get", "list", "watch"],
+        "apiGroups": ["argoproj.io"],
+        "resources": ["workflows"],
+        "verbs": ["create", "delete", "get", "watch"],
     } in worker_role["rules"]
-    assert "tekton-pipelines" in {b.name for b in manager.bundles}
-
-
-def test_other_external_framework_gets_manager_and_worker_rights() -> None:
-    config = base()
-    config["kueue"] = {"externalFrameworks": [{"name": "Workflow.v1alpha1.argoproj.io"}]}
-    clusters = fleet(config)
-    (role,) = find(clusters["manager"], "ClusterRole", "multikueue-fleet:kueue-external-frameworks")
-    assert role["rules"][0]["resources"] == ["workflows", "workflows/status"]
-    assert role["rules"][0]["apiGroups"] == ["argoproj.io"]
 
 
 def test_worker_quota_overrides_and_manager_sum() -> None:
@@ -424,12 +453,13 @@ def test_cluster_profile_mode() -> None:
 
 def test_feature_gates_as_flags_move_derived_gates_along() -> None:
     config = base()
-    config["kueue"] = {"featureGateFlags": {"PartialAdmission": False}}
+    config["kueue"]["featureGateFlags"] = {"PartialAdmission": False}
     spec, _ = load(config)
     manager = configuration(spec, spec.manager)
     assert "featureGates" not in manager
     assert feature_gate_args(spec, spec.manager) == [
-        "--feature-gates=PartialAdmission=false,WorkloadRequestUseMergePatch=true"
+        "--feature-gates=DisableWaitForPodsReady=true,PartialAdmission=false,"
+        "WorkloadRequestUseMergePatch=true"
     ]
     assert feature_gate_args(spec, spec.workers[0]) == ["--feature-gates=PartialAdmission=false"]
 
@@ -484,7 +514,8 @@ def test_user_kubeconfig_replaces_the_placeholder() -> None:
 
 def test_default_fleet_when_keys_are_omitted() -> None:
     spec, problems = load({}, stack="dev")
-    assert problems == []
+    # the default frameworks include LeaderWorkerSet: the manager does not wait for PodsReady
+    assert [(p.path, p.severity) for p in problems] == [("kueue.waitForPodsReady", "warning")]
     assert [c.name for c in spec.clusters] == ["manager", "worker1", "worker2"]
     assert {c.provider for c in spec.clusters} == {"kind"}
     assert spec.manager.kind is not None and "@sha256:" in spec.manager.kind.node_image

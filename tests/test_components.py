@@ -1,7 +1,8 @@
-"""The Pulumi program for every stack under the mock engine: the resource tree, one provider
-per cluster with every resource on the right one, the dependency order the fleet needs,
-secrets kept secret, no duplicate URNs, and that what is registered equals what the
-builders produce."""
+"""The Pulumi program for every stack under the mock engine, read as the engine records it:
+the resource tree, one provider per cluster, what a preview lists (on a new stack, where
+every provider-computed value is unknown, and after a change to `controller/`), the
+dependency graph the engine creates in (and deletes in reverse), and the options that keep
+a kind teardown from walking into Kueue's finalizers."""
 
 from __future__ import annotations
 
@@ -11,28 +12,41 @@ from typing import Any
 import pytest
 import yaml
 
+import components.fleet as fleet_module
 from components.config_source import load_stack
+from components.dispatcher_objects import NAME as DISPATCHER
 from components.fleet_objects import build_fleet, object_key
 from tests.pulumi_harness import (
     FAKE_KUEUE,
     ROOT,
     STACKS,
+    Monitor,
     Registration,
     Run,
+    before,
     engine_config,
+    kube_objects,
     prepare_environment,
     run_program,
+    unknown_paths,
 )
+
+
+def _run(stack: str, preview: bool) -> Run:
+    config, secret = engine_config(ROOT / "stacks" / f"Pulumi.{stack}.yaml")
+    return run_program(stack, config, secret, preview=preview)
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Run]:
     prepare_environment(tmp_path_factory.mktemp("pulumi"))
-    out = {}
-    for stack in STACKS:
-        config, secret = engine_config(ROOT / "stacks" / f"Pulumi.{stack}.yaml")
-        out[stack] = run_program(stack, config, secret)
-    return out
+    return {stack: _run(stack, preview=False) for stack in STACKS}
+
+
+@pytest.fixture(scope="module")
+def previews(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Run]:
+    prepare_environment(tmp_path_factory.mktemp("preview"))
+    return {stack: _run(stack, preview=True) for stack in STACKS}
 
 
 SECRET_SIG = "4dabf18193072939515e22adb298388d"  # how a secret input reaches the engine
@@ -54,12 +68,36 @@ def _provider_of(reg: Registration) -> str:
 
 
 def _cluster_of(reg: Registration, spec: Any) -> str | None:
-    """Which cluster a registration belongs to, from its name: `<cluster>-...`, and
-    `manager-...` for what the manager gets about its workers."""
+    """Which cluster a registration belongs to, from its name: `<cluster>:<Kind>:...` for an
+    object, `<cluster>-...` for a group, `manager-...` for what the manager gets."""
+    if ":" in reg.name:
+        return reg.name.split(":")[0]
     for cluster in sorted(spec.clusters, key=lambda c: -len(c.name)):
         if reg.name == cluster.name or reg.name.startswith(f"{cluster.name}-"):
             return cluster.name
     return spec.manager.name if reg.name.startswith("manager-") else None
+
+
+def _object(reg: Registration) -> dict[str, Any]:
+    """An object as the engine received it, secret wrappers removed."""
+
+    def plain(value: Any) -> Any:
+        if isinstance(value, dict):
+            if SECRET_SIG in value:
+                return plain(value["value"])
+            return {k: plain(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [plain(v) for v in value]
+        return value
+
+    return plain(reg.inputs)
+
+
+def _objects_by_cluster(monitor: Monitor) -> dict[str, dict[str, Registration]]:
+    found: dict[str, dict[str, Registration]] = {}
+    for reg in kube_objects(monitor):
+        found.setdefault(reg.name.split(":")[0], {})[object_key(reg.inputs)] = reg
+    return found
 
 
 @pytest.mark.parametrize("stack", STACKS)
@@ -76,9 +114,9 @@ def test_resource_tree(runs: dict[str, Run], stack: str) -> None:
         assert (
             monitor.named(f"{cluster.name}-frameworks").typ == "multikueue-fleet:frameworks:Install"
         )
+        assert monitor.named(f"{cluster.name}-queues").typ == "multikueue-fleet:objects:Queues"
     for worker in spec.workers:
         assert monitor.named(f"{worker.name}-access").typ == "multikueue-fleet:access:Worker"
-    # Every resource hangs below the Fleet.
     by_urn = monitor.registered
     for reg in by_urn.values():
         if reg.typ in ("pulumi:pulumi:Stack", "multikueue-fleet:index:Fleet"):
@@ -104,85 +142,217 @@ def test_one_provider_per_cluster_and_everything_on_its_own(
             assert _provider_of(reg) == f"{cluster}-k8s", (reg.name, _provider_of(reg))
 
 
-def _deps(monitor: Any, name: str) -> set[str]:
-    return {d.split("::")[-1] for d in monitor.named(name).dependencies}
+# --- what a preview lists --------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("stack", STACKS)
-def test_dependency_order(runs: dict[str, Run], stack: str) -> None:
+def test_a_new_stack_preview_lists_every_object_with_its_fields(
+    previews: dict[str, Run], stack: str
+) -> None:
+    """On a new stack every kubeconfig, token and digest is unknown; still, each object the
+    fleet writes is a resource of its own kind and name on its cluster's provider, and only
+    the fields fed by such a value (credentials, a pushed image's digest, endpoints from a
+    token) are unknown."""
+    spec = _spec(stack)
+    registered = _objects_by_cluster(previews[stack].monitor)
+    upstream = {object_key(o) for o in FAKE_KUEUE} | {"ConfigMap kueue-system/kueue-manager-config"}
+    for built in build_fleet(spec):
+        name = built.cluster.name
+        expected = {object_key(o): o for o in built.objects if object_key(o) not in upstream}
+        assert set(registered.get(name, {})) == set(expected), name
+        for key, reg in registered[name].items():
+            unknown = unknown_paths(reg.inputs)
+            identity = {k: reg.inputs[k] for k in ("apiVersion", "kind", "metadata")}
+            assert not unknown_paths(identity), (name, key)
+            assert reg.typ.endswith(f":{reg.inputs['kind']}"), reg.typ
+            obj = expected[key]
+            if obj["kind"] == "Secret" and "stringData" in obj:
+                (field,) = obj["stringData"]
+                assert unknown == [f".stringData.{field}.value"], key
+            elif DISPATCHER in key and obj["kind"] in ("ConfigMap", "Deployment"):
+                continue  # the built image, the workers' endpoints: checked below
+            else:
+                assert not unknown, (key, unknown)
+                assert json.loads(json.dumps(_object(reg))) == json.loads(json.dumps(obj)), key
+
+
+@pytest.mark.parametrize("stack", ["dev", "ci", "tas"])
+def test_on_kind_the_preview_knows_the_dispatcher_image(
+    previews: dict[str, Run], stack: str
+) -> None:
+    # Loaded into kind under its source-hash tag: known before anything is built.
+    deployment = _objects_by_cluster(previews[stack].monitor)["manager"][
+        f"Deployment multikueue-fleet-system/{DISPATCHER}"
+    ]
+    assert not unknown_paths(deployment.inputs)
+    image = deployment.inputs["spec"]["template"]["spec"]["containers"][0]["image"]
+    assert image == f"{DISPATCHER}:{fleet_module.source_hash(ROOT)}"
+
+
+def test_a_preview_after_a_controller_change_changes_only_the_deployment(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new `controller/` is a new image tag: the image resource and the dispatcher
+    Deployment change; every other object's inputs stay as they were."""
+    prepare_environment(tmp_path)
+    for stack in ("dev", "gke"):
+        monkeypatch.setattr(fleet_module, "source_hash", lambda _root: "aaaa")
+        old = {r.name: r.inputs for r in kube_objects(_run(stack, preview=False).monitor)}
+        monkeypatch.setattr(fleet_module, "source_hash", lambda _root: "bbbb")
+        monitor = _run(stack, preview=True).monitor
+        new = {r.name: r.inputs for r in kube_objects(monitor)}
+        assert set(new) == set(old), stack
+        changed = {n for n in new if n in old and new[n] != old[n]}
+        # Secrets hold tokens the mock gives back unknown in a preview: not a change in the
+        # object list, and not what this test is about.
+        changed = {n for n in changed if ":Secret:" not in n}
+        assert changed == {f"manager:Deployment:multikueue-fleet-system/{DISPATCHER}"}, stack
+        assert monitor.named("dispatcher-image").inputs["tag"] == "bbbb"
+
+
+# --- the dependency graph --------------------------------------------------------------------
+
+
+def _urn(monitor: Monitor, name: str) -> str:
+    return monitor.named(name).urn
+
+
+def _inside(monitor: Monitor, name: str) -> set[str]:
+    """The resources a component holds (a dependency on it is one on each of them)."""
+    parent = _urn(monitor, name)
+    return {r.urn for r in monitor.registered.values() if r.parent == parent}
+
+
+def _object_urn(monitor: Monitor, cluster: str, key: str) -> str:
+    return _objects_by_cluster(monitor)[cluster][key].urn
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_creation_order(runs: dict[str, Run], stack: str) -> None:
+    """What the engine creates first (and so deletes last)."""
     monitor = runs[stack].monitor
     spec = _spec(stack)
     manager = spec.manager.name
+    objects = _objects_by_cluster(monitor)
     for cluster in spec.clusters:
-        kueue = f"{cluster.name}-kueue-manifests"
-        assert kueue in _deps(monitor, f"{cluster.name}-queues")
-        assert kueue in _deps(monitor, f"{cluster.name}-frameworks")
+        kueue = _urn(monitor, f"{cluster.name}-kueue-manifests")
+        for key, reg in objects[cluster.name].items():
+            if reg.inputs["kind"] not in ("Namespace", "CustomResourceDefinition"):
+                assert kueue in before(monitor, reg.urn), (cluster.name, key)
+        # A dependency of a component does not hold back its children: checked on each.
+        for install in _inside(monitor, f"{cluster.name}-frameworks"):
+            assert kueue in before(monitor, install), install
+        # A LocalQueue after its ClusterQueue (and deleted before it).
+        for lq in objects[cluster.name].values():
+            if lq.inputs["kind"] == "LocalQueue":
+                cq = objects[cluster.name][f"ClusterQueue {lq.inputs['spec']['clusterQueue']}"]
+                assert cq.urn in before(monitor, lq.urn), lq.name
     for worker in spec.workers:
-        assert f"{worker.name}-kueue-manifests" in _deps(monitor, f"{worker.name}-access")
-        token = f"{worker.name}-access-multikueue-token"
-        assert f"{worker.name}-access-identities" in _deps(monitor, token)
-        assert token in _deps(monitor, "manager-multikueue") or any(
-            token in _deps(monitor, s.name) for s in monitor.of_type("core/v1:Secret")
-        )
-    multikueue = _deps(monitor, "manager-multikueue")
-    assert f"{manager}-kueue-manifests" in multikueue
-    secrets = [
-        s.name
-        for s in monitor.of_type("core/v1:Secret")
-        if s.name
-        in {f"manager-{w.name}-kubeconfig" for w in spec.workers}
-        | {f"manager-{w.name}-token" for w in spec.workers}
-    ]
-    assert secrets and set(secrets) <= multikueue  # credentials before their clusters
+        # The token Secret after its ServiceAccount: the token controller deletes a Secret
+        # whose ServiceAccount it cannot find.
+        secret = _object_urn(monitor, worker.name, "Secret kueue-system/multikueue-token")
+        account = _object_urn(monitor, worker.name, "ServiceAccount kueue-system/multikueue")
+        assert account in before(monitor, secret)
+        token = _urn(monitor, f"{worker.name}-access-multikueue-token")
+        assert secret in before(monitor, token)
+    for key, reg in objects[manager].items():
+        if reg.inputs["kind"] in ("MultiKueueCluster", "MultiKueueConfig", "AdmissionCheck"):
+            after = before(monitor, reg.urn)
+            for worker in spec.workers:
+                assert _urn(monitor, f"{worker.name}-access-multikueue-token") in after, key
+                assert _inside(monitor, f"{worker.name}-frameworks") <= after, key
+    for worker in spec.workers:
+        # A MultiKueueCluster after what it points at: its kubeconfig Secret, or its
+        # ClusterProfile (whose token Secret the access plugin finds by label).
+        cluster_urn = _object_urn(monitor, manager, f"MultiKueueCluster {worker.name}")
+        pointed = "ClusterProfile" if spec.credentials.mode == "clusterProfile" else "Secret"
+        (target,) = [
+            r.urn
+            for r in objects[manager].values()
+            if r.inputs["kind"] == pointed
+            and r.inputs["metadata"]["name"] in (worker.name, f"{worker.name}-kubeconfig")
+        ]
+        assert target in before(monitor, cluster_urn)
     if spec.credentials.mode == "clusterProfile":
-        assert f"{manager}-clusterprofile-crd" in {
-            d.split("::")[-1] for d in monitor.named(f"{manager}-kueue").dependencies
-        }
-    dispatcher = _deps(monitor, "manager-dispatcher")
-    assert {f"manager-{w.name}-reader-kubeconfig" for w in spec.workers} <= dispatcher
+        crd = _urn(monitor, f"{manager}-clusterprofile-crd")
+        assert crd in before(monitor, _urn(monitor, f"{manager}-kueue-manifests"))
+    if spec.dispatcher.enabled:
+        deployment = _object_urn(
+            monitor, manager, f"Deployment multikueue-fleet-system/{DISPATCHER}"
+        )
+        after = before(monitor, deployment)
+        for key in ("ServiceAccount {}", "ConfigMap {}"):
+            named = key.format(f"multikueue-fleet-system/{DISPATCHER}")
+            assert _object_urn(monitor, manager, named) in after
+        policy = _object_urn(monitor, manager, "DispatchPolicy default")
+        crds = [
+            r for r in objects[manager].values() if r.inputs["kind"] == "CustomResourceDefinition"
+        ]
+        assert {r.urn for r in crds} <= before(monitor, policy)
+        if not spec.dispatcher.image:
+            assert _urn(monitor, "dispatcher-image") in after
 
 
-def _objs(reg: Registration) -> list[dict[str, Any]]:
-    return reg.inputs.get("objs") or []
+def test_trainer_runtimes_wait_for_the_trainer_manager(runs: dict[str, Run]) -> None:
+    # Trainer's ClusterTrainingRuntimes pass its validating webhook (failurePolicy: Fail).
+    monitor = runs["gke"].monitor
+    for cluster in _spec("gke").clusters:
+        if "trainer" not in cluster.frameworks:
+            continue
+        runtimes = _urn(monitor, f"{cluster.name}-frameworks-kubeflow-trainer-runtimes")
+        assert _urn(monitor, f"{cluster.name}-frameworks-kubeflow-trainer") in before(
+            monitor, runtimes
+        )
 
 
-def _registered_objects(monitor: Any, cluster: str) -> dict[str, dict[str, Any]]:
-    found: dict[str, dict[str, Any]] = {}
-    for reg in monitor.of_type("yaml/v2:ConfigGroup"):
-        if reg.name.startswith(f"{cluster}-") or (
-            cluster == "MANAGER" and reg.name.startswith("manager-")
-        ):
-            found.update({object_key(o): o for o in _objs(reg)})
-    for reg in monitor.of_type("core/v1:Secret"):
-        if cluster == "MANAGER":
-            obj = {"kind": "Secret", "metadata": reg.inputs["metadata"]}
-            found[object_key(obj)] = {**reg.inputs, "kind": "Secret"}
-    return found
+# --- teardown on kind ------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("stack", STACKS)
-def test_registered_objects_are_the_builders_objects(runs: dict[str, Run], stack: str) -> None:
+def test_kind_objects_go_with_their_cluster(runs: dict[str, Run], stack: str) -> None:
+    """Deleting (or replacing) a kind cluster takes everything on it: the engine never calls
+    Delete for a resource whose `deletedWith` resource is deleted in the same run
+    (pulumi/pulumi v3.259.0 pkg/resource/deploy/step.go, isDeletedWith), so no object waits
+    on a Kueue finalizer. Long-lived clusters keep per-object deletion."""
     monitor = runs[stack].monitor
     spec = _spec(stack)
-    upstream = {object_key(o) for o in FAKE_KUEUE}
-    for built in build_fleet(spec):
-        name = built.cluster.name
-        registered = _registered_objects(monitor, name)
-        if built.cluster.role == "manager":
-            registered.update(_registered_objects(monitor, "MANAGER"))
-        expected = {object_key(o): o for o in built.objects}
-        assert set(registered) - upstream == set(expected) - upstream, name
-        for key, obj in expected.items():
-            got = registered[key]
-            if obj["kind"] == "Secret" and "stringData" in obj:
-                assert set(secret_value(got["stringData"])) == set(obj["stringData"]), key
-                continue  # the content is a credential known at deploy time
-            if obj["kind"] in ("ConfigMap", "Deployment") and "dispatcher" in key:
-                continue  # hold the built image and endpoints; checked below
-            if key == "ConfigMap kueue-system/kueue-manager-config":
-                assert got["data"] == obj["data"], key  # our config replaced the shipped one
-                continue
-            assert json.loads(json.dumps(got)) == json.loads(json.dumps(obj)), key
+    for reg in monitor.registered.values():
+        cluster_name = _cluster_of(reg, spec)
+        if cluster_name is None or not (reg.custom or reg.transforms):
+            continue
+        if reg.typ.startswith("pulumi:providers:") or reg.typ.endswith("kind:Cluster"):
+            continue
+        if reg.typ.startswith(("gcp:", "aws:", "eks:")) or reg.name.endswith("-eks"):
+            continue
+        provider = next(c.provider for c in spec.clusters if c.name == cluster_name)
+        kind = monitor.named(f"{cluster_name}-kind").urn if provider == "kind" else ""
+        if reg.custom:
+            assert reg.deleted_with == kind, (reg.name, reg.deleted_with)
+        if reg.typ.startswith("kubernetes:") and not reg.custom:
+            # A provider-side group: its children get the option through the transform.
+            assert reg.transforms == (1 if kind else 0), reg.name
+    if spec.dispatcher.enabled and not spec.dispatcher.image and spec.manager.provider == "kind":
+        assert monitor.named("dispatcher-image").deleted_with == monitor.named("manager-kind").urn
+
+
+def test_the_transform_sets_deleted_with_on_what_it_reaches() -> None:
+    import pulumi
+
+    cluster = object.__new__(pulumi.CustomResource)
+    transform = fleet_module.deleted_with_transform(cluster)
+    args = pulumi.ResourceTransformArgs(
+        custom=True,
+        type_="kubernetes:apps/v1:Deployment",
+        name="manager-kueue-manifests:kueue-system/kueue-controller-manager",
+        props={"kind": "Deployment"},
+        opts=pulumi.ResourceOptions(protect=False),
+    )
+    result = transform(args)
+    assert result.opts.deleted_with is cluster
+    assert result.props == {"kind": "Deployment"}
+
+
+# --- credentials and images ------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("stack", STACKS)
@@ -191,18 +361,18 @@ def test_secrets_are_secret(runs: dict[str, Run], stack: str) -> None:
     kubeconfigs, secret = run.resolve(run.exports["kubeconfigs"])
     assert secret
     assert set(kubeconfigs) == {c.name for c in _spec(stack).clusters}
-    for reg in run.monitor.of_type("core/v1:Secret"):
-        (value,) = secret_value(reg.inputs["stringData"]).values()
-        assert value and "<secret:" not in value, reg.name
-    for reg in run.monitor.of_type("yaml/v2:ConfigGroup"):
-        for obj in _objs(reg):
-            assert not (obj["kind"] == "Secret" and obj.get("stringData")), reg.name
+    for reg in kube_objects(run.monitor):
+        if reg.inputs["kind"] == "Secret" and "stringData" in reg.inputs:
+            (field,) = reg.inputs["stringData"].values()
+            value = secret_value(field)
+            assert value and "<secret:" not in value, reg.name
 
 
 def test_dev_kubeconfigs_for_multikueue_are_internal_and_token_based(runs: dict[str, Run]) -> None:
-    monitor = runs["dev"].monitor
-    secret = monitor.named("manager-worker1-kubeconfig")
-    text = secret_value(secret.inputs["stringData"])["kubeconfig"]
+    secret = _objects_by_cluster(runs["dev"].monitor)["manager"][
+        "Secret kueue-system/worker1-kubeconfig"
+    ]
+    text = secret_value(secret.inputs["stringData"]["kubeconfig"])
     config = yaml.safe_load(text)
     assert config["clusters"][0]["cluster"] == {
         "server": "https://dev-worker1-control-plane:6443",
@@ -215,22 +385,22 @@ def test_dev_dispatcher_runs_the_image_built_from_controller(runs: dict[str, Run
     monitor = runs["dev"].monitor
     image = monitor.named("dispatcher-image").inputs
     assert image["kind_clusters"] == ["dev-manager"]
+    assert image["platform"] == "linux/amd64"
+    assert len(image["kind_cluster_ids"]) == 1 and image["kind_cluster_ids"][0]
     assert image["dockerfile"].endswith("controller/Dockerfile")
-    deployment = next(
-        o for o in _objs(monitor.named("manager-dispatcher")) if o["kind"] == "Deployment"
-    )
-    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    deployment = _objects_by_cluster(monitor)["manager"][
+        f"Deployment multikueue-fleet-system/{DISPATCHER}"
+    ]
+    container = deployment.inputs["spec"]["template"]["spec"]["containers"][0]
     assert container["image"] == f"multikueue-fleet-dispatcher:{image['tag']}"
     assert container["imagePullPolicy"] == "IfNotPresent"
 
 
 def test_cloud_dispatcher_is_pulled_by_digest(runs: dict[str, Run]) -> None:
-    deployment = next(
-        o
-        for o in _objs(runs["gke"].monitor.named("manager-dispatcher"))
-        if o["kind"] == "Deployment"
-    )
-    image = deployment["spec"]["template"]["spec"]["containers"][0]["image"]
+    deployment = _objects_by_cluster(runs["gke"].monitor)["manager"][
+        f"Deployment multikueue-fleet-system/{DISPATCHER}"
+    ]
+    image = deployment.inputs["spec"]["template"]["spec"]["containers"][0]["image"]
     assert image.startswith("europe-west4-docker.pkg.dev/my-gcp-project/multikueue-fleet/")
     assert "@sha256:" in image
 
@@ -247,7 +417,7 @@ def test_kind_clusters_get_the_generated_config(runs: dict[str, Run]) -> None:
 
 def test_kueue_is_installed_with_our_configuration(runs: dict[str, Run]) -> None:
     monitor = runs["existing"].monitor
-    objs = _objs(monitor.named("manager-kueue-manifests"))
+    objs = monitor.named("manager-kueue-manifests").inputs["objs"]
     config = next(o for o in objs if o["kind"] == "ConfigMap")
     assert "MultiKueueClusterProfile: true" in config["data"]["controller_manager_config.yaml"]
     deployment = next(o for o in objs if o["kind"] == "Deployment")
@@ -281,9 +451,143 @@ def test_no_object_is_registered_twice_on_a_cluster(runs: dict[str, Run], stack:
     monitor = runs[stack].monitor
     spec = _spec(stack)
     seen: dict[tuple[str, str], str] = {}
-    for reg in monitor.of_type("yaml/v2:ConfigGroup"):
-        cluster = _cluster_of(reg, spec)
-        for obj in _objs(reg):
-            key = (cluster or "", object_key(obj))
-            assert key not in seen, f"{key} in both {seen[key]} and {reg.name}"
-            seen[key] = reg.name
+    groups = [r for r in monitor.of_type("yaml/v2:ConfigGroup")]
+    owned = [(r, o) for r in groups for o in r.inputs.get("objs") or []]
+    owned += [(r, r.inputs) for r in kube_objects(monitor)]
+    for reg, obj in owned:
+        key = (_cluster_of(reg, spec) or "", object_key(obj))
+        assert key not in seen, f"{key} in both {seen[key]} and {reg.name}"
+        seen[key] = reg.name
+
+
+# --- objects with deploy-time fields ---------------------------------------------------------
+
+
+def _config_map(name: str, data: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name},
+        "data": {"k": data},
+    }
+
+
+def test_only_the_fields_a_deploy_time_value_reaches_wait_for_it() -> None:
+    """In a preview one value is unknown and one secret: the object list, the names and the
+    fields neither reaches are plain; the field the unknown one reaches is unknown; the one
+    the secret reaches is secret and nothing else is."""
+    import asyncio
+
+    import pulumi
+    from pulumi.runtime import settings
+
+    from components.kube_objects import with_deploy_time_values
+
+    def build(v: Any) -> list[dict[str, Any]]:
+        return [
+            _config_map("fixed", "plain"),
+            _config_map("a", v["image"]),
+            _config_map("b", v["token"]),
+        ]
+
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    settings.SETTINGS.dry_run = True
+    try:
+        unknown = pulumi.Output(set(), asyncio.ensure_future(_value("x")), _value(False))
+        token = pulumi.Output.secret("t")
+        fixed, image, secret = with_deploy_time_values(build, {"image": unknown, "token": token})
+        assert fixed == _config_map("fixed", "plain")
+        assert image["metadata"] == {"name": "a"} and isinstance(image["data"]["k"], pulumi.Output)
+        assert secret["metadata"] == {"name": "b"}
+
+        async def read() -> tuple[bool, bool, Any, bool]:
+            field = secret["data"]["k"]
+            return (
+                await image["data"]["k"].is_known(),
+                await field.is_secret(),
+                await field.future(),
+                await image["data"]["k"].is_secret(),
+            )
+
+        known, is_secret, value, image_secret = loop.run_until_complete(read())
+        assert (known, is_secret, value, image_secret) == (False, True, "t", False)
+    finally:
+        settings.SETTINGS.dry_run = False
+        loop.close()
+
+
+async def _value(value: Any) -> Any:
+    return value
+
+
+def test_objects_whose_names_depend_on_a_value_are_refused() -> None:
+    from components.kube_objects import with_deploy_time_values
+
+    with pytest.raises(ValueError, match="depend on the value of name"):
+        with_deploy_time_values(lambda v: [_config_map(v["name"], "x")], {"name": "n"})
+
+
+def test_a_deployed_stack_adopts_its_objects_where_they_were(runs: dict[str, Run]) -> None:
+    """Each object carries an alias to the URN the grouped layout gave it, so `up` on a stack
+    deployed before moves it in state instead of creating it again ("already exists")."""
+    objects = _objects_by_cluster(runs["dev"].monitor)
+    expected = {
+        ("manager", "ClusterQueue cluster-queue"): (
+            "manager-queues:cluster-queue",
+            "manager-queues",
+        ),
+        ("worker1", "ServiceAccount kueue-system/multikueue"): (
+            "worker1-access-identities:kueue-system/multikueue",
+            "worker1-access-identities",
+        ),
+        ("manager", "MultiKueueCluster worker1"): (
+            "manager-multikueue:worker1",
+            "manager-multikueue",
+        ),
+        ("manager", "Namespace multikueue-fleet-system"): (
+            "manager-dispatcher-namespace:multikueue-fleet-system",
+            "manager-dispatcher-namespace",
+        ),
+        ("manager", f"Deployment multikueue-fleet-system/{DISPATCHER}"): (
+            f"manager-dispatcher:multikueue-fleet-system/{DISPATCHER}",
+            "manager-dispatcher",
+        ),
+    }
+    for (cluster, key), (name, group) in expected.items():
+        (alias,) = [a["spec"] for a in objects[cluster][key].aliases]
+        assert alias["name"] == name
+        assert alias["parentUrn"].endswith(f"kubernetes:yaml/v2:ConfigGroup::{group}")
+    (secret,) = objects["manager"]["Secret kueue-system/worker1-kubeconfig"].aliases
+    assert secret["spec"]["name"] == "manager-worker1-kubeconfig"
+    assert secret["spec"]["parentUrn"].endswith("multikueue-fleet:index:Fleet::fleet")
+    assert all(len(r.aliases) == 1 for r in kube_objects(runs["dev"].monitor))
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_tokens_know_their_cluster_by_its_identity(runs: dict[str, Run], stack: str) -> None:
+    spec = _spec(stack)
+    monitor = runs[stack].monitor
+    for worker in spec.workers:
+        cluster = monitor.named(f"{worker.name}-access-multikueue-token").inputs["cluster"]
+        if worker.provider == "kind":
+            assert len(cluster) == 16  # a hash of the CA kind made for this cluster
+        else:
+            assert cluster.startswith(f"{worker.provider}/"), cluster
+
+
+def test_the_engine_is_asked_to_replace_exactly_the_objects_with_immutable_fields(
+    runs: dict[str, Run],
+) -> None:
+    """LocalQueue spec.clusterQueue is immutable (CEL self == oldSelf in Kueue v0.19.2's
+    CRD): the engine gets replaceOnChanges for that path, delete first (the name is fixed);
+    a ClusterQueue, whose fields may change in place, gets neither."""
+    objects = kube_objects(runs["dev"].monitor)
+    local_queues = [r for r in objects if r.typ.endswith(":LocalQueue")]
+    assert local_queues
+    for reg in local_queues:
+        assert reg.replace_on_changes == ["spec.clusterQueue"]
+        assert reg.delete_before_replace
+    for reg in objects:
+        if reg.typ.endswith(":ClusterQueue"):
+            assert reg.replace_on_changes == [] and not reg.delete_before_replace

@@ -7,30 +7,49 @@ import asyncio
 import sys
 import tempfile
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import aiohttp
 import pytest
 import yaml
 
 from controller.app import explain
+from controller.dispatcher import Dispatcher, Pace
 from controller.kube import Kube
-from controller.model import Policy
+from controller.metrics import Metrics
+from controller.model import Policy, WorkerView
 from controller.policy_api import policy_object
 from controller.settings import DeclaredProfile
-from tests.fleet_harness import NS, Fleet, K, cluster_queue, dispatcher_on, until, workload
+from tests.fleet_harness import (
+    NS,
+    Fleet,
+    K,
+    cluster_queue,
+    dispatcher_on,
+    multikueue_cluster,
+    until,
+    workload,
+)
+from tests.kueue_actor import KueueManager, worker_reserves
 
 WORKLOADS = f"{K}/workloads"
 
 
-def fleet_test(workers: dict[str, dict[str, Any]]) -> Callable:
-    """Runs an async test with a started fleet, and always tears it down."""
+def fleet_test(workers: dict[str, dict[str, Any]], kueue: bool = False) -> Callable:
+    """Runs an async test with a started fleet, and always tears it down. `kueue`: the
+    manager enforces Kueue's Workload rules and resourceVersion preconditions
+    (tests/kueue_actor.py)."""
 
     def wrap(test: Callable[[Fleet], Awaitable[None]]) -> Callable[[], None]:
         def run() -> None:
             async def main() -> None:
                 fleet = Fleet(workers)
+                if kueue:
+                    fleet.manager = KueueManager("manager")
                 await fleet.start()
                 try:
                     await asyncio.wait_for(test(fleet), 60)
@@ -63,13 +82,16 @@ def patches(fleet: Fleet, name: str) -> list[dict[str, Any]]:
 @fleet_test(TWO)
 async def test_nominates_with_a_status_merge_patch_and_explains_it(fleet: Fleet) -> None:
     await fleet.run_controller()
-    fleet.manager.put(WORKLOADS, workload("job-a", cpu="2"))
+    created = fleet.manager.put(WORKLOADS, workload("job-a", cpu="2"))
     assert await until(lambda: fleet.nominations("job-a")) == ["w2"]
     (write,) = fleet.manager.writes("/workloads/")
     assert write.method == "PATCH"
     assert write.path == f"/apis/{K}/v1beta2/namespaces/{NS}/workloads/job-a/status"
     assert write.content_type == "application/merge-patch+json"
-    assert write.body == {"status": {"nominatedClusterNames": ["w2"]}}
+    assert write.body == {
+        "metadata": {"resourceVersion": created["metadata"]["resourceVersion"]},
+        "status": {"nominatedClusterNames": ["w2"]},
+    }
     (event,) = await until(lambda: fleet.events("job-a"))
     assert (event["type"], event["reason"]) == ("Normal", "Nominated")
     assert event["message"].startswith("w2: fits in default-flavor; 50% of the tightest flavor")
@@ -77,6 +99,110 @@ async def test_nominates_with_a_status_merge_patch_and_explains_it(fleet: Fleet)
     assert event["involvedObject"]["kind"] == "Workload"
     # Kubeconfig mode: no ClusterProfile CRD and no right to it, so never asked for.
     assert not any("clusterprofiles" in r.path for r in fleet.manager.requests)
+
+
+def _decisions(metrics: Any) -> float:
+    return metrics.registry.get_sample_value("mkf_dispatch_decision_seconds_count") or 0.0
+
+
+@fleet_test({"w1": {"cpu": "8", "reserved": "6"}, "w2": {"cpu": "2.5"}}, kueue=True)
+async def test_the_cluster_admitting_a_workload_is_never_dropped(fleet: Fleet) -> None:
+    """Issue 14, item 1: w2's Kueue admits the copy (its ClusterQueue's reservation now holds
+    this workload: 1 cpu free of 2.5) before the manager's clusterName appears; the
+    dispatcher decides again on that change and must keep w2, or Kueue's webhook
+    (pkg/webhooks/workload_webhook.go, v0.19.2) refuses clusterName=w2."""
+    _, metrics = await fleet.run_controller()
+    fleet.manager.put(WORKLOADS, workload("job", cpu="1.5"))
+    assert await until(lambda: fleet.nominations("job")) == ["w2"]
+    decided = _decisions(metrics)
+    worker_reserves(fleet.workers["w2"], "2.5", "1.5")
+    await until(lambda: _decisions(metrics) > decided, what="a decision on w2's reservation")
+    await asyncio.sleep(0.3)  # a write that decision made, had it made one, has landed
+    assert fleet.nominations("job") == ["w2"]
+    assert len(fleet.manager.writes("/workloads/job/status")) == 1
+    fleet.manager.set_cluster_name("job", "w2")  # refused (AssertionError) had w2 been dropped
+
+
+@fleet_test(TWO, kueue=True)
+async def test_a_nomination_decided_before_an_eviction_never_lands_after_it(fleet: Fleet) -> None:
+    """Issue 14, item 5: the patch carries the resourceVersion it was decided on. Here Kueue
+    evicts the workload (w2 was lost: its MultiKueueCluster is no longer Active) between the
+    decision for w2 and the write; the API server refuses the stale write with 409, and
+    the dispatcher decides again on the evicted workload: w1."""
+    m = fleet.manager
+    decided_on: list[str] = []
+
+    def evict() -> None:
+        decided_on.append(m.get(WORKLOADS, "job", NS)["metadata"]["resourceVersion"])
+        m.put(f"{K}/multikueueclusters", multikueue_cluster("w2"))  # not Active any more
+        m.put(WORKLOADS, workload("job", cpu="1"))  # requeued: a new resourceVersion
+
+    m.before_write["/workloads/job/status"] = evict
+    await fleet.run_controller()
+    m.put(WORKLOADS, workload("job", cpu="1"))
+    assert await until(lambda: fleet.nominations("job")) == ["w1"]
+    stale, fresh = (w.body for w in m.writes("/workloads/job/status"))
+    assert stale == {
+        "metadata": {"resourceVersion": decided_on[0]},
+        "status": {"nominatedClusterNames": ["w2"]},
+    }
+    assert m.conflicts == 1  # refused: ["w2"] never reached the evicted workload
+    assert fresh["status"] == {"nominatedClusterNames": ["w1"]}
+    assert fresh["metadata"]["resourceVersion"] != decided_on[0]
+
+
+def _lws_group(index: int, cpu: str, owner: str = "lws") -> dict[str, Any]:
+    """A LeaderWorkerSet group's workload as Kueue v0.19.2 makes it
+    (pkg/controller/jobs/leaderworkerset/leaderworkerset_reconciler.go)."""
+    wl = workload(
+        f"{owner}-{index}",
+        cpu=cpu,
+        annotations={
+            "kueue.x-k8s.io/component-workload-index": str(index),
+            "kueue.x-k8s.io/job-owner-gvk": "leaderworkerset.x-k8s.io/v1, Kind=LeaderWorkerSet",
+            "kueue.x-k8s.io/job-owner-name": owner,
+        },
+    )
+    wl["metadata"]["ownerReferences"] = [
+        {
+            "apiVersion": "leaderworkerset.x-k8s.io/v1",
+            "kind": "LeaderWorkerSet",
+            "name": owner,
+            "uid": f"{owner}-uid",
+        }
+    ]
+    return wl
+
+
+@fleet_test({"w1": {"cpu": "16", "reserved": "8"}, "w2": {"cpu": "4"}})
+async def test_a_leader_worker_set_is_placed_for_all_its_groups(fleet: Fleet) -> None:
+    """Issue 14, item 6: three groups of 2 cpu. One group alone would go to w2 (half of it
+    left free), but Kueue sends every group where the primary goes (syncToSingleCluster,
+    v0.19.2), and only w1 holds all three (6 cpu). Another set's group is not counted."""
+    await fleet.run_controller()
+    for index in (1, 2):
+        fleet.manager.put(WORKLOADS, _lws_group(index, "2"))
+    fleet.manager.put(WORKLOADS, _lws_group(1, "2", owner="other"))
+    fleet.manager.put(WORKLOADS, _lws_group(0, "2"))
+    assert await until(lambda: fleet.nominations("lws-0")) == ["w1"]
+    (event,) = await until(lambda: fleet.events("lws-0"))
+    # (8 free - 6) / 16: the three groups of this set, not the other set's.
+    assert event["message"].startswith("w1: fits in default-flavor; 12% of the tightest flavor")
+    assert "w2 (never fits: needs cpu 6, the largest flavor offers 4)" in event["message"]
+    assert patches(fleet, "lws-1") == [] and patches(fleet, "lws-2") == []
+
+
+@fleet_test({"w1": {"cpu": "16", "reserved": "8"}, "w2": {"cpu": "4"}})
+async def test_groups_added_before_admission_count_for_the_primary(fleet: Fleet) -> None:
+    """The set scales before its primary is admitted: the primary, nominated to w2 for its
+    own group, is decided again for all three. w2 can never hold them (4 cpu), so it
+    leaves; w1 takes its place."""
+    await fleet.run_controller()
+    fleet.manager.put(WORKLOADS, _lws_group(0, "2"))
+    assert await until(lambda: fleet.nominations("lws-0")) == ["w2"]
+    for index in (1, 2):
+        fleet.manager.put(WORKLOADS, _lws_group(index, "2"))
+    assert await until(lambda: fleet.nominations("lws-0") == ["w1"])
 
 
 @fleet_test(TWO)
@@ -476,5 +602,92 @@ def test_a_settled_nomination_is_looked_at_again_only_when_something_changed() -
             await until(
                 lambda: (dispatcher.enqueue_pending(), key in dispatcher.later)[1], timeout=5
             )
+
+    asyncio.run(asyncio.wait_for(main(), 60))
+
+
+def test_an_unchanged_decision_is_one_event_however_often_it_is_made() -> None:
+    """Issue 14, item 3: w2's health reason carries a ticking age and w1 never fits; 20
+    resyncs of the unchanged NoFeasibleCluster decision say it once. A different decision
+    (w2 now disconnected) is a new Event."""
+
+    async def main() -> None:
+        key = f"{NS}/huge"
+        async with dispatcher_on(TWO, [workload("huge", cpu="64")]) as (_, dispatcher):
+            views, tick = dispatcher.state.worker_views, [0]
+
+            def silent_w2(**change: Any) -> Callable[[], dict[str, WorkerView]]:
+                def views_now() -> dict[str, WorkerView]:
+                    tick[0] += 1
+                    found = dict(views())
+                    found["w2"] = replace(
+                        found["w2"],
+                        healthy=False,
+                        health_reason=f"no update for {60 + tick[0]}s",
+                        **change,
+                    )
+                    return found
+
+                return views_now
+
+            dispatcher.state.worker_views = silent_w2()  # type: ignore[method-assign]
+            for _ in range(20):
+                await dispatcher.reconcile(key)
+            dispatcher.state.worker_views = silent_w2(connected=False)  # type: ignore[method-assign]
+            await dispatcher.reconcile(key)
+            await dispatcher.reconcile(key)
+            queued = [dispatcher._events.get_nowait() for _ in range(dispatcher._events.qsize())]
+            assert [(e[2], "unreachable" in e[3]) for e in queued] == [
+                ("NoFeasibleCluster", True),
+                ("NoFeasibleCluster", False),
+            ]
+            assert "w2: unreachable for the dispatcher: no update for 6" in queued[0][3]
+
+    asyncio.run(asyncio.wait_for(main(), 60))
+
+
+def test_events_go_out_at_a_bounded_rate_after_a_burst() -> None:
+    pace = Pace(rate=10, burst=100)
+    waits = [pace.delay(0.0) for _ in range(130)]
+    assert waits[:100] == [0.0] * 100  # the burst
+    assert waits[100:] == pytest.approx([0.1 * n for n in range(1, 31)])  # then 10 a second
+    assert pace.delay(100.0) == 0.0  # an idle while refills the burst
+
+
+def test_widening_keeps_its_schedule_across_a_restart() -> None:
+    """Issue 14, item 9: widening counts from the QuotaReserved transition on the workload,
+    not from a clock in memory, so a restarted dispatcher widens when the first would have.
+    Reserved 30 s ago, widen after 60 s: one cluster now, two 40 s later, before and after
+    a restart."""
+    reserved_at = datetime.now(UTC) - timedelta(seconds=30)
+    wl = workload("job", cpu="1")
+    wl["status"]["conditions"][0]["lastTransitionTime"] = reserved_at.strftime("%Y-%m-%dT%H:%M:%SZ")
+    key = f"{NS}/job"
+
+    async def main() -> None:
+        policy = Policy(widen_after_seconds=60)
+        async with dispatcher_on(TWO, [wl], default_policy=policy) as (fleet, first):
+            await first.reconcile(key)
+            await asyncio.gather(*first._tasks_in_flight)
+            await until(lambda: fleet.nominations("job") == ["w2"])
+            await until(
+                lambda: first.state.workloads.store[key]["status"].get("nominatedClusterNames")
+            )
+            assert first.evaluate(key)[1].nominate == ("w2",)  # type: ignore[union-attr]
+            kube = await Kube.from_kubeconfig(fleet.manager.kubeconfig(), "manager")
+            restarted = Dispatcher(kube, first.settings, Metrics(), Kube.from_kubeconfig)
+            try:
+                await restarted.state.start()
+                await restarted.state.wait_synced(10)
+                await restarted.state.wait_workers(10)
+                assert restarted.evaluate(key)[1].nominate == ("w2",)  # type: ignore[union-attr]
+                later = datetime.now(UTC) + timedelta(seconds=40)
+                with mock.patch("controller.dispatcher._now", return_value=later):
+                    for dispatcher in (first, restarted):
+                        decision = dispatcher.evaluate(key)[1]
+                        assert decision is not None and decision.nominate == ("w2", "w1")
+            finally:
+                await restarted.state.stop()
+                await kube.close()
 
     asyncio.run(asyncio.wait_for(main(), 60))

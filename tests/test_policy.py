@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -272,8 +273,64 @@ def test_existing_nominations_stay_while_they_fit() -> None:
     workers = fleet(w1=queue(8, reserved=4), w2=queue(8))
     sticky = run(demand(2, nominated=("w1",), nominated_at=NOW), workers)
     assert sticky.nominate == ("w1",)  # w2 has more room, but w1 still fits: no hop
-    full = fleet(w1=queue(8, reserved=7), w2=queue(8))
-    assert run(demand(2, nominated=("w1",), nominated_at=NOW), full).nominate == ("w2",)
+
+
+def test_the_admitting_cluster_is_never_dropped_for_its_own_reservation() -> None:
+    """Issue 14's run: nominated to w2, w2's Kueue admits the copy, and its ClusterQueue's
+    reservation now includes this very workload (1.5 cpu; 1 free is left). Kueue v0.19.2
+    accepts clusterName only from the old nominatedClusterNames
+    (pkg/webhooks/workload_webhook.go), so w2 must stay, and it is not "full": the
+    reservation is the workload's own."""
+    admitting = replace(queue(8, reserved=7), pending=0)
+    workers = fleet(w1=queue(8, reserved=2), w2=admitting)
+    wl = demand(1.5, nominated=("w2",), nominated_at=NOW)
+    decision = run(
+        wl, workers, in_flight=[InFlight("team-a/wl", "w2", "cq", {"cpu": "default"}, wl.requests)]
+    )
+    assert decision.nominate == ("w2",)
+    assert verdict(decision, "w2").status == "fits"
+    assert decision.outcome == "nominated"
+
+
+def test_a_full_nominated_cluster_gains_a_companion_and_keeps_its_place() -> None:
+    # Something waits in w1's ClusterQueue (the workload's copy, queued there): w1's
+    # reservation is others', so w1 is full; it stays nominated, and w2 where it fits joins.
+    waiting_there = replace(queue(8, reserved=7), pending=1)
+    workers = fleet(w1=waiting_there, w2=queue(8))
+    decision = run(demand(2, nominated=("w1",), nominated_at=NOW), workers)
+    assert decision.nominate == ("w1", "w2")
+    assert verdict(decision, "w1").status == "waits"
+    assert decision.outcome == "nominated"
+
+
+@pytest.mark.parametrize(
+    ("change", "category"),
+    [
+        ({"connected": False}, "disconnected"),
+        ({"healthy": False}, "unreachable"),
+        ({"labels": {"region": "b"}}, "selector"),
+        ({"queue": queue(1)}, "too-large"),
+    ],
+)
+def test_a_nominated_cluster_leaves_only_when_admission_there_is_impossible(
+    change: dict, category: str
+) -> None:
+    q = change.pop("queue", queue(8))
+    workers = {
+        "w1": worker("w1", q, **{"labels": {"region": "a"}, **change}),
+        "w2": worker("w2", queue(8), labels={"region": "a"}),
+    }
+    policy = Policy(cluster_selector={"region": "a"})
+    decision = run(demand(2, nominated=("w1",), nominated_at=NOW), workers, policy)
+    assert decision.nominate == ("w2",)
+    assert verdict(decision, "w1").category == category
+
+
+def test_a_nominated_cluster_that_left_the_config_is_dropped() -> None:
+    workers = fleet(w1=queue(8), w2=queue(8))
+    wl = demand(2, nominated=("w1",), nominated_at=NOW)
+    decision = decide(wl, ["w2"], workers, Policy(), InFlightIndex(), NOW)
+    assert decision.nominate == ("w2",)
 
 
 # --- the workload contract --------------------------------------------------------------
@@ -389,6 +446,37 @@ def test_trimming_keeps_what_the_dispatcher_reads() -> None:
         assert len(str(small)) < len(str(full)) / 5
 
 
+def test_a_leader_worker_set_group_is_found_by_its_owner_as_kueue_finds_it() -> None:
+    from controller.workloads import group_of, group_requests, trim
+
+    def member(index: int, ref: dict, gvk: str) -> dict:
+        wl = workload(
+            f"g-{index}",
+            cpu="2",
+            annotations={
+                "kueue.x-k8s.io/component-workload-index": str(index),
+                "kueue.x-k8s.io/job-owner-gvk": gvk,
+            },
+        )
+        wl["metadata"]["ownerReferences"] = [{**ref, "name": "set", "controller": True}]
+        return wl
+
+    lws = {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet", "uid": "u1"}
+    gvk = "leaderworkerset.x-k8s.io/v1, Kind=LeaderWorkerSet"
+    primary, second = member(0, lws, gvk), member(1, lws, gvk)
+    assert group_of(trim(primary)) == group_of(second) == ("team-a", "u1")
+    # A core kind reads "/v1, Kind=Pod" (Go's GroupVersionKind.String()).
+    pod = {"apiVersion": "v1", "kind": "Pod", "uid": "u2"}
+    assert group_of(member(0, pod, "/v1, Kind=Pod")) == ("team-a", "u2")
+    assert group_of(member(0, lws, "apps/v1, Kind=StatefulSet")) is None  # no such owner
+    assert group_of(workload("alone")) is None
+    assert group_requests([primary, second]) == {"cpu": units(4), "memory": 2 * GI}
+    second["spec"]["podSets"] = []
+    del second["status"]["admission"]
+    with pytest.raises(MalformedWorkload, match=r"its group's workload team-a/g-1: spec\.podSets"):
+        group_requests([primary, second])
+
+
 def test_quantities_are_the_official_clients_without_loading_the_whole_client() -> None:
     """The controller parses with kubernetes' own parse_quantity, loaded from its file so
     the synchronous client (14 MB) stays out of the controller's memory."""
@@ -412,3 +500,72 @@ def test_quantities_are_the_official_clients_without_loading_the_whole_client() 
         cwd=Path(__file__).resolve().parent.parent,
     )
     assert loaded.stdout.strip() == "False"
+
+
+def test_the_memo_never_changes_a_decision() -> None:
+    """Decisions with a FitMemo equal those without, through nominations coming and going,
+    workloads already nominated, widening, a worker changing, the policy changing and the
+    config's clusters changing."""
+    import random
+
+    from controller.policy import FitMemo
+
+    rng = random.Random(14)
+    names = [f"w{i}" for i in range(12)]
+
+    def views() -> dict[str, WorkerView]:
+        return {
+            n: worker(
+                n,
+                replace(
+                    queue(16, reserved=rng.randint(0, 16), gpu=8 if i % 3 == 0 else None),
+                    pending=rng.randint(0, 1),
+                ),
+                healthy=rng.random() > 0.1,
+            )
+            for i, n in enumerate(names)
+        }
+
+    shapes = [{"cpu": units(2)}, {"cpu": units(5)}, {"cpu": units(1), "nvidia.com/gpu": units(2)}]
+    workers, clusters = views(), list(names)
+    policies = [
+        Policy(),
+        Policy(strategy="BestFit", clusters_to_nominate=2, widen_after_seconds=60),
+    ]
+    policy = policies[0]
+    memo, with_memo, without = FitMemo(), InFlightIndex(), InFlightIndex()
+    for step in range(600):
+        if step % 97 == 0:
+            workers = views()
+        if step % 151 == 0:
+            policy = policies[(step // 151) % 2]
+        if step % 211 == 0:
+            clusters = rng.sample(names, 10)
+        key = f"team-a/wl-{rng.randint(0, 80)}"
+        nominated = tuple(rng.sample(names, rng.randint(0, 2)))
+        wl = WorkloadView(
+            key,
+            "user-queue",
+            dict(rng.choice(shapes)),
+            nominated=nominated,
+            nominated_at=NOW - timedelta(seconds=rng.randint(0, 200)),
+        )
+        a = decide(wl, clusters, workers, policy, with_memo, NOW, memo)
+        b = decide(wl, clusters, workers, policy, without, NOW)
+        assert (a.nominate, a.outcome, a.summary) == (b.nominate, b.outcome, b.summary), step
+        assert [(v.cluster, v.status, v.reason, v.score) for v in a.verdicts] == [
+            (v.cluster, v.status, v.reason, v.score) for v in b.verdicts
+        ], step
+        dropped = rng.random() < 0.2  # the same change to both indexes
+        for index in (with_memo, without):
+            if dropped:
+                index.remove(key)
+            else:
+                index.replace(
+                    key,
+                    [
+                        InFlight(key, v.cluster, "cq", v.flavors, wl.requests)
+                        for v in a.verdicts
+                        if v.cluster in a.nominate
+                    ],
+                )

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 from pathlib import Path
 
+import pulumi
 import pytest
 import yaml
 
@@ -73,5 +75,72 @@ def test_a_kubeconfig_the_user_supplies_is_the_one_registered() -> None:
     config, _ = engine_config(ROOT / "stacks" / "Pulumi.dev.yaml")
     config["multikueue-fleet:workerKubeconfigs"] = json.dumps({"worker2": good})
     run = run_program("dev", config, ["multikueue-fleet:workerKubeconfigs"])
-    secret = run.monitor.named("manager-worker2-kubeconfig")
-    assert secret_value(secret.inputs["stringData"])["kubeconfig"] == good
+    secret = run.monitor.named("manager:Secret:kueue-system/worker2-kubeconfig")
+    assert secret_value(secret.inputs["stringData"]["kubeconfig"]) == good
+
+
+def _existing_run() -> tuple[dict, dict]:
+    config, secret = engine_config(ROOT / "stacks" / "Pulumi.existing.yaml")
+    run = run_program("existing", config, secret)
+    providers = {p.name: p.inputs for p in run.monitor.of_type("pulumi:providers:kubernetes")}
+    kubeconfigs, _ = run.resolve(run.exports["kubeconfigs"])
+    return providers, kubeconfigs
+
+
+def test_existing_clusters_keep_only_their_context(tmp_path: Path) -> None:
+    """The stack keeps and exports the chosen context alone, current-context set to it; a
+    new context, another current-context or a new user elsewhere in the user's file change
+    no provider input."""
+    providers, kubeconfigs = _existing_run()
+    for name, text in kubeconfigs.items():
+        config = yaml.safe_load(text)
+        assert [c["name"] for c in config["contexts"]] == [config["current-context"]], name
+        assert len(config["clusters"]) == 1 and len(config["users"]) == 1, name
+    path = Path(os.environ["KUBECONFIG"])
+    edited = yaml.safe_load(path.read_text())
+    edited["current-context"] = "lab-b"
+    edited["contexts"].append({"name": "elsewhere", "context": {"cluster": "x", "user": "y"}})
+    edited["users"].append({"name": "y", "user": {"token": "other"}})
+    path.write_text(yaml.safe_dump(edited))
+    assert _existing_run()[0] == providers
+
+
+def test_existing_cluster_providers_have_a_stable_identity() -> None:
+    providers, _ = _existing_run()
+    assert all(p["clusterIdentifier"].startswith("existing/https://") for p in providers.values())
+
+
+def test_cloud_cluster_providers_have_a_stable_identity() -> None:
+    """Known in a preview, where endpoint and CA are not: an in-place cluster update does not
+    replace the provider, nor every object on the cluster."""
+    from components.config_source import load_stack
+
+    for stack in ("gke", "eks"):
+        spec = load_stack(str(ROOT / "stacks" / f"Pulumi.{stack}.yaml"))[0]
+        config, secret = engine_config(ROOT / "stacks" / f"Pulumi.{stack}.yaml")
+        run = run_program(stack, config, secret, preview=True)
+        got = {
+            p.name: p.inputs["clusterIdentifier"]
+            for p in run.monitor.of_type("pulumi:providers:kubernetes")
+        }
+        expected = {}
+        for c in spec.clusters:
+            physical = c.physical_name(spec.fleet_name)
+            if c.provider == "gke":
+                expected[f"{c.name}-k8s"] = f"gke/{c.gke.project}/{c.gke.location}/{physical}"
+            elif c.provider == "eks":
+                expected[f"{c.name}-k8s"] = f"eks/{c.eks.region}/{physical}"
+        assert expected and {k: got[k] for k in expected} == expected, stack
+
+
+def test_a_context_missing_from_the_kubeconfig_is_one_line() -> None:
+    config, secret = engine_config(ROOT / "stacks" / "Pulumi.existing.yaml")
+    path = Path(os.environ["KUBECONFIG"])
+    doc = yaml.safe_load(path.read_text())
+    doc["contexts"] = [c for c in doc["contexts"] if c["name"] != "lab-a"]
+    path.write_text(yaml.safe_dump(doc))
+    with pytest.raises(pulumi.RunError) as info:
+        run_program("existing", config, secret)
+    message = str(info.value)
+    assert "\n" not in message
+    assert "has no context 'lab-a'" in message and ".existing.context" in message

@@ -1,29 +1,32 @@
-"""The dynamic providers, called directly with the CLI or the API faked, and the edits made
-to Kueue's release manifests."""
+"""The dynamic providers, called directly with the CLI or the API faked (the edits made to
+Kueue's release manifest are in test_upstream.py)."""
 
 from __future__ import annotations
 
 import base64
+import json
+import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 import yaml
+from pulumi.dynamic.dynamic import serialize_provider
 
 from components import providers
 from components.providers import (
     CommandFailed,
     ControllerImageProvider,
     KindClusterProvider,
+    ServiceAccountTokenProvider,
     read_token,
     source_hash,
 )
-from components.upstream import kueue_objects, plugin_mount
-from tests.conftest import base, load
-from tests.pulumi_harness import FAKE_KUEUE
+from tests.pulumi_harness import ROOT, UNKNOWN
 
 KUBECONFIG = yaml.safe_dump(
     {
@@ -192,6 +195,8 @@ def test_image_is_built_and_loaded_into_kind(cli: Any) -> None:
         [
             "docker",
             "build",
+            "--platform",
+            "linux/amd64",
             "-f",
             "controller/Dockerfile",
             "-t",
@@ -230,80 +235,50 @@ def test_image_rebuilds_when_the_sources_change(tmp_path: Path) -> None:
     assert not provider.diff("x", dict(IMAGE), dict(IMAGE)).changes
 
 
-# --- Kueue's manifests, edited ----------------------------------------------------------------
-
-
-def _manager_pod(objects: list[dict[str, Any]]) -> dict[str, Any]:
-    deployment = next(o for o in objects if o["kind"] == "Deployment")
-    return deployment["spec"]["template"]["spec"]
-
-
-def _profile_spec(mount: str, version: str = "1.34", image: str | None = None) -> Any:
-    config = base()
-    config["credentials"] = {
-        "mode": "clusterProfile",
-        "clusterProfile": {"pluginMount": mount, **({"kueueImage": image} if image else {})},
-    }
-    config["manager"]["kubernetesVersion"] = version
-    spec, problems = load(config)
-    assert not [p for p in problems if p.severity == "error"], problems
-    return spec
-
-
-def test_kueue_gets_our_configuration() -> None:
-    spec, _ = load(base())
-    objects = kueue_objects(yaml.safe_dump_all(FAKE_KUEUE), spec, spec.manager)
-    config = next(o for o in objects if o["kind"] == "ConfigMap")
-    text = config["data"]["controller_manager_config.yaml"]
-    assert "dispatcherName: multikueue-fleet/dispatcher" in text
-    assert len(objects) == len(FAKE_KUEUE)
-    assert _manager_pod(objects)["containers"][0]["args"] == [
-        "--config=/controller_manager_config.yaml",
-        "--zap-log-level=2",
-    ]
-
-
-def test_feature_gates_as_flags_reach_the_container() -> None:
-    config = base()
-    config["kueue"] = {"featureGateFlags": {"PartialAdmission": False}}
-    spec, _ = load(config)
-    pod = _manager_pod(kueue_objects(yaml.safe_dump_all(FAKE_KUEUE), spec, spec.manager))
-    assert (
-        pod["containers"][0]["args"][-1]
-        == "--feature-gates=PartialAdmission=false,WorkloadRequestUseMergePatch=true"
+def test_image_is_built_for_the_platform_the_stack_names(cli: Any) -> None:
+    fake = cli({})
+    ControllerImageProvider().create(
+        {**IMAGE, "registry": None, "kind_clusters": [], "platform": "linux/arm64"}
     )
+    assert fake.calls[0][:4] == ["docker", "build", "--platform", "linux/arm64"]
 
 
-def test_plugin_by_init_container_on_older_kubernetes() -> None:
-    spec = _profile_spec("auto", "1.34")
-    assert plugin_mount(spec, spec.manager) == "initContainer"
-    pod = _manager_pod(kueue_objects(yaml.safe_dump_all(FAKE_KUEUE), spec, spec.manager))
-    (init,) = pod["initContainers"]
-    assert init["image"] == "registry.k8s.io/cluster-inventory-api/secretreader:v0.1.3"
-    assert (
-        init["command"][-1] == "mkdir -p /plugins/bin && cp /bin/secretreader-plugin /plugins/bin/"
+def test_image_is_loaded_again_into_a_replaced_kind_cluster() -> None:
+    """Same cluster name, new cluster: the identity input changes (or is unknown while the
+    preview replaces the cluster), and the image is built and loaded again."""
+    provider = ControllerImageProvider()
+    old = {**IMAGE, "kind_clusters": ["dev-manager"], "kind_cluster_ids": ["aaaa"]}
+    assert not provider.diff("x", old, dict(old)).changes
+    assert provider.diff("x", old, {**old, "kind_cluster_ids": ["bbbb"]}).changes
+    assert provider.diff("x", old, {**old, "kind_cluster_ids": [UNKNOWN]}).changes
+    assert provider.diff("x", old, {**old, "platform": "linux/arm64"}).changes
+
+
+def test_providers_unpickle_in_a_fresh_interpreter_from_the_project_directory() -> None:
+    """The engine runs a dynamic provider in a new Python process started in the project
+    directory, from the dill pickle the program wrote (pulumi/pulumi v3.272.0,
+    sdk/python/lib/pulumi/dynamic/dynamic.py serialize_provider and dynamic/__main__.py
+    get_provider): everything a provider refers to must import there."""
+    script = (
+        "import base64, json, sys\n"
+        "import dill\n"
+        "provider = dill.loads(base64.b64decode(sys.stdin.read()))\n"
+        "old = json.loads(sys.argv[1])\n"
+        "print(json.dumps(provider.diff('x', old, {**old, 'tag': 'new'}).changes))\n"
     )
-    assert pod["volumes"] == [{"name": "access-provider-plugins", "emptyDir": {}}]
-    assert pod["containers"][0]["volumeMounts"] == [
-        {"name": "access-provider-plugins", "mountPath": "/plugins", "readOnly": True}
-    ]
-
-
-def test_plugin_by_image_volume_and_by_custom_image() -> None:
-    spec = _profile_spec("auto", "1.35")
-    assert plugin_mount(spec, spec.manager) == "imageVolume"
-    assert plugin_mount(spec, spec.workers[0]) is None  # workers need no plugin
-    custom = _profile_spec("customImage", "1.34", "example.com/kueue-with-plugin:v0.19.2")
-    pod = _manager_pod(kueue_objects(yaml.safe_dump_all(FAKE_KUEUE), custom, custom.manager))
-    assert pod["containers"][0]["image"] == "example.com/kueue-with-plugin:v0.19.2"
-    assert "volumes" not in pod
-
-
-def test_unexpected_kueue_manifests_are_refused() -> None:
-    spec, _ = load(base())
-    without = [o for o in FAKE_KUEUE if o["kind"] != "Deployment"]
-    with pytest.raises(RuntimeError, match="no kueue-controller-manager Deployment"):
-        kueue_objects(yaml.safe_dump_all(without), spec, spec.manager)
+    for provider in (ControllerImageProvider(), ServiceAccountTokenProvider()):
+        result = subprocess.run(
+            [sys.executable, "-c", script, json.dumps({**IMAGE, "secret": "s"})],
+            input=serialize_provider(provider),
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
+            check=False,
+        )
+        assert result.returncode == 0, result.stderr
+        changed = type(provider) is ControllerImageProvider
+        assert json.loads(result.stdout) is changed
 
 
 def test_fetch_uses_the_cache_and_explains_network_errors(
@@ -321,3 +296,16 @@ def test_fetch_uses_the_cache_and_explains_network_errors(
     monkeypatch.setattr(upstream.urllib.request, "urlopen", offline)
     with pytest.raises(RuntimeError, match=re.escape("cannot download https://example.com/b.yaml")):
         upstream.fetch("https://example.com/b.yaml")
+
+
+def test_a_token_is_read_again_only_for_another_cluster() -> None:
+    """Same cluster identity with a new kubeconfig (an in-place update of a cloud cluster,
+    new credentials): no change. Another identity, or one unknown in a preview: replaced.
+    Without identities (a stack deployed before they existed): the kubeconfig decides."""
+    provider = ServiceAccountTokenProvider()
+    old = {"kubeconfig": "a", "namespace": "kueue-system", "secret": "s", "cluster": "gke/p/l/c"}
+    assert not provider.diff("x", old, {**old, "kubeconfig": "b"}).changes
+    assert provider.diff("x", old, {**old, "cluster": "gke/p/l/d"}).replaces == ["cluster"]
+    assert provider.diff("x", old, {**old, "cluster": UNKNOWN}).changes
+    bare = {k: v for k, v in old.items() if k != "cluster"}
+    assert provider.diff("x", bare, {**bare, "kubeconfig": "b"}).replaces == ["kubeconfig"]

@@ -44,6 +44,10 @@ def test_render_dev_writes_one_directory_per_cluster(tmp_path: Path) -> None:
         written = list(yaml.safe_load_all((out / cluster.directory / "objects.yaml").read_text()))
         assert written == list(cluster.objects)  # render and the builders never disagree
         upstream = yaml.safe_load((out / cluster.directory / "upstream.yaml").read_text())
+        assert (
+            upstream["installs"][0].pop("podTemplateAnnotations")
+            == (cluster.bundles[0].as_dict()["podTemplateAnnotations"])
+        )
         assert upstream["installs"][0] == {
             "name": "kueue",
             "version": "v0.19.2",

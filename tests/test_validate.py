@@ -41,7 +41,7 @@ def _seq(*mutations: Mutate) -> Mutate:
 
 CQ = "queues.clusterQueues.0"
 FLAVOR0 = f"{CQ}.resourceGroups.0.flavors.0"
-ALL_TAS_OFF = {n: False for n in kueue_gates.GATES if kueue_gates.depends_on_tas(n)}
+ALL_TAS_OFF = {n: False for n in kueue_gates.needs("TopologyAwareScheduling")}
 
 CASES: list[tuple[str, Mutate, str, str, str]] = [
     # (id, mutation, expected path, text in message, text in hint)
@@ -402,11 +402,11 @@ CASES: list[tuple[str, Mutate, str, str, str]] = [
         "PipelineRun.v1.tekton.dev",
     ),
     (
-        "external framework without its CRD",
-        _set("kueue.externalFrameworks", ["PipelineRun.v1.tekton.dev"]),
-        "kueue.externalFrameworks[0].name",
-        "need Tekton on cluster 'manager'",
-        "'tekton'",
+        "tekton preset removed",
+        _set("frameworks", ["batch", "tekton"]),
+        "manager.frameworks[1]",
+        "tekton preset was removed",
+        "remove 'tekton'",
     ),
     (
         "image volume on old Kubernetes",
@@ -550,13 +550,13 @@ def test_all_problems_are_reported_at_once() -> None:
 
 def test_tas_off_is_fine_when_every_dependent_gate_is_off_too() -> None:
     config = base()
-    config["kueue"] = {"featureGates": {"TopologyAwareScheduling": False, **ALL_TAS_OFF}}
+    config["kueue"]["featureGates"] = {"TopologyAwareScheduling": False, **ALL_TAS_OFF}
     assert problems_of(config) == []
 
 
 def test_locked_gate_at_its_default_is_only_a_warning() -> None:
     config = base()
-    config["kueue"] = {"featureGates": {"HierarchicalCohorts": True}}
+    config["kueue"]["featureGates"] = {"HierarchicalCohorts": True}
     (problem,) = problems_of(config)
     assert problem.severity == "warning"
     assert problem.path == "kueue.featureGates.HierarchicalCohorts"

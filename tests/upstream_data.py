@@ -13,17 +13,25 @@ from components.crd_schema import CrdSchemas, load_upstream_crds
 from components.upstream import DEFAULT_CACHE, cache_key
 from components.versions import KUEUE_VERSION, clusterprofile_crd_bundle, kueue_bundle
 
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 ROOT = Path(__file__).resolve().parent.parent
 SHARED_UPSTREAM = ROOT.parent / "shared" / "upstream"
 SHARED_KUEUE_MANIFEST = SHARED_UPSTREAM / f"kueue-{KUEUE_VERSION}" / "manifests.yaml"
 
 
+def _real(text: str) -> bool:
+    """A release with schemas, not the synthetic stand-in the mock-engine tests put in the
+    cache (tests/pulumi_harness.py, prepare_environment, which also points
+    MKF_UPSTREAM_CACHE at it for the rest of the session)."""
+    return "openAPIV3Schema" in text
+
+
 def _cached(url: str) -> list[dict] | None:
     cache = Path(os.environ.get("MKF_UPSTREAM_CACHE") or DEFAULT_CACHE)
     path = cache / cache_key(url)
-    if not path.is_file():
+    if not path.is_file() or not _real(text := path.read_text()):
         return None
-    return [d for d in yaml.safe_load_all(path.read_text()) if isinstance(d, dict)]
+    return [d for d in yaml.load_all(text, Loader=_LOADER) if isinstance(d, dict)]
 
 
 def find_upstream_crds() -> tuple[CrdSchemas | None, str]:
@@ -53,6 +61,6 @@ def real_kueue_manifest() -> str | None:
     cache = Path(os.environ.get("MKF_UPSTREAM_CACHE") or DEFAULT_CACHE)
     cached = cache / cache_key(docs_url)
     for path in (cached, SHARED_KUEUE_MANIFEST):
-        if path.is_file():
-            return path.read_text()
+        if path.is_file() and _real(text := path.read_text()):
+            return text
     return None

@@ -1,0 +1,151 @@
+"""The dispatchers the simulation compares: Kueue v0.19.2's AllAtOnce and Incremental, and
+the project's policy through one adapter, `policy_nominate` (see bench/dq_sim.py for the
+rules and their upstream files)."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
+
+from controller import policy as real_policy
+from controller.model import (
+    FlavorCapacity,
+    InFlight,
+    Policy,
+    QueueCapacity,
+    WorkerView,
+    WorkloadView,
+)
+from controller.policy import InFlightIndex
+
+if TYPE_CHECKING:
+    from dq_sim import Sim, Wl
+
+STEP = 3  # pkg/controller/workloaddispatcher/incrementaldispatcher.go DefaultStepSize
+ROUND = 300.0  # the same file, incrementalDispatcherRoundTimeout
+EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
+CQ = "cq"
+LOCAL_QUEUE = "team/user-queue"
+
+
+class Dispatcher(ABC):
+    """Chooses nominatedClusterNames for a workload whose check is Pending."""
+
+    name = ""
+    refreshes = False  # decides again when its view of the workers changes
+
+    widen_after = 0.0  # seconds between widenings, if it widens
+
+    @abstractmethod
+    def nominate(self, sim: Sim, wl: Wl) -> tuple[str, ...]: ...
+
+    def done(self, wl: Wl) -> None:  # noqa: B027 (a hook; Kueue's two keep nothing)
+        """`wl` was admitted or evicted: forget what was in flight for it."""
+
+
+class AllAtOnce(Dispatcher):
+    name = "AllAtOnce"
+
+    def nominate(self, sim: Sim, wl: Wl) -> tuple[str, ...]:
+        return tuple(sim.clusters)
+
+
+class Incremental(Dispatcher):
+    name = "Incremental"
+
+    def nominate(self, sim: Sim, wl: Wl) -> tuple[str, ...]:
+        rest = sorted(c for c in sim.clusters if c not in wl.nominated)
+        if rest:
+            wl.round += 1
+            sim.at(sim.now + ROUND, "round", (wl, wl.round))
+        return wl.nominated + tuple(rest[:STEP])
+
+
+def policy_nominate(
+    view: WorkloadView,
+    clusters: list[str],
+    workers: dict[str, WorkerView],
+    policy: Policy,
+    in_flight: InFlightIndex,
+    now: datetime,
+) -> tuple[tuple[str, ...], str]:
+    """The one call into the project's policy: `controller.policy.decide`, and the in-flight
+    demand recorded the way controller/dispatcher.py `_record_in_flight` does. Returns the
+    clusters to nominate and the decision's outcome."""
+    decision = real_policy.decide(view, clusters, workers, policy, in_flight, now)
+    if not decision.nominate:
+        return (), decision.outcome  # the controller writes nothing (a NoFeasibleCluster Event)
+    in_flight.replace(
+        view.key,
+        [
+            InFlight(view.key, v.cluster, CQ, v.flavors, view.requests)
+            for v in decision.verdicts
+            if v.cluster in decision.nominate
+        ],
+    )
+    return decision.nominate, decision.outcome
+
+
+def blocked(view: WorkerView) -> WorkerView:
+    """`view` with its ClusterQueue's quota all in use."""
+    queue = view.queues[CQ]
+    groups = tuple(
+        tuple(FlavorCapacity(f.name, f.nominal, f.nominal) for f in g) for g in queue.groups
+    )
+    full = QueueCapacity(CQ, groups, queue.pending)
+    return WorkerView(view.name, True, True, "", {}, view.local_queues, {CQ: full})
+
+
+class OurPolicy(Dispatcher):
+    refreshes = True
+
+    def __init__(
+        self, policy: Policy | None = None, name: str = "policy", prototype: bool = False
+    ) -> None:
+        self.policy = policy or Policy()
+        self.name = name
+        self.widen_after = self.policy.widen_after_seconds
+        # Two changes measured for the lead, not the controller's behaviour (BENCHMARKS.md
+        # section 4): a StrictFIFO ClusterQueue with a workload pending ahead (its
+        # status.pendingWorkloads, less our own copy) admits nothing new until that head is
+        # admitted, so it is shown to the policy as full; and when nothing fits, the
+        # workload waits on a worker whose ClusterQueue may preempt
+        # (spec.preemption.withinClusterQueue), if there is one.
+        self.prototype = prototype
+        self.in_flight = InFlightIndex()
+
+    def nominate(self, sim: Sim, wl: Wl) -> tuple[str, ...]:
+        # A LeaderWorkerSet group's demand is the sum of its workloads.
+        requests = {r: a * wl.job.parts for r, a in wl.requests.items()}
+        view = WorkloadView(
+            f"team/{wl.key}",
+            "user-queue",
+            requests,
+            wl.nominated,
+            EPOCH + timedelta(seconds=wl.nominated_at) if wl.nominated_at is not None else None,
+            wl.job.priority,
+        )
+        now = EPOCH + timedelta(seconds=sim.now)
+        workers = sim.snapshot
+        if self.prototype:
+            workers = {
+                name: blocked(v)
+                if sim.strict(name)
+                and v.queues[CQ].pending
+                - (name in wl.copies and wl.copies[name].admitted_at is None)
+                > 0
+                else v
+                for name, v in workers.items()
+            }
+        chosen, outcome = policy_nominate(
+            view, sim.clusters, workers, self.policy, self.in_flight, now
+        )
+        if self.prototype and outcome == "waiting":
+            preempting = [c for c in sim.clusters if sim.preempts(c)]
+            again, _ = policy_nominate(view, preempting, workers, self.policy, self.in_flight, now)
+            chosen = again or chosen
+        return chosen or wl.nominated
+
+    def done(self, wl: Wl) -> None:
+        self.in_flight.remove(f"team/{wl.key}")

@@ -1,0 +1,166 @@
+"""A change to an immutable field is replaced or refused, never a failed `up` half-way."""
+
+from __future__ import annotations
+
+import copy
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from components.crd_schema import CrdSchemas
+from components.fleet_objects import build_fleet
+from components.immutable import (
+    IMMUTABLE,
+    change_problems,
+    replace_on_changes,
+    replacement_options,
+)
+from tests.conftest import base, load
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _tas() -> dict[str, Any]:
+    config = base()
+    config["queues"]["topologies"] = [
+        {"name": "default", "levels": ["example.com/block", "kubernetes.io/hostname"]}
+    ]
+    config["queues"]["flavors"] = [
+        {"name": "default-flavor", "nodeLabels": {"pool": "a"}, "topology": "default"}
+    ]
+    return config
+
+
+def _problems(old: dict[str, Any], new: dict[str, Any]) -> list[Any]:
+    return change_problems(load(old)[0], load(new)[0])
+
+
+def _manager_object(config: dict[str, Any], kind: str) -> dict[str, Any]:
+    spec, problems = load(config)
+    assert not [p for p in problems if p.severity == "error"], problems
+    return next(o for o in build_fleet(spec)[0].objects if o["kind"] == kind)
+
+
+def test_topology_levels_change_is_refused_with_the_way_around() -> None:
+    new = _tas()
+    new["queues"]["topologies"][0]["levels"] = ["kubernetes.io/hostname"]
+    (problem,) = _problems(_tas(), new)
+    assert problem.severity == "error"
+    assert problem.path == "queues.topologies[0].levels"
+    assert "Topology default: spec.levels cannot change" in problem.message
+    assert "new name" in problem.hint
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("nodeLabels", {"pool": "b"}), ("tolerations", [{"key": "k", "operator": "Exists"}])],
+)
+def test_flavor_with_a_topology_keeps_its_node_labels_and_tolerations(
+    field: str, value: Any
+) -> None:
+    new = _tas()
+    new["queues"]["flavors"][0][field] = value
+    (problem,) = _problems(_tas(), new)
+    assert problem.severity == "error"
+    assert problem.path == f"queues.flavors[0].{field}"
+
+
+def test_flavor_topology_cannot_be_dropped_once_set() -> None:
+    new = _tas()
+    del new["queues"]["flavors"][0]["topology"]
+    paths = {p.path for p in _problems(_tas(), new) if p.severity == "error"}
+    assert "queues.flavors[0].topologyName" in paths
+
+
+def test_flavor_node_taints_and_flavors_without_topology_change_freely() -> None:
+    new = _tas()
+    new["queues"]["flavors"][0]["nodeTaints"] = [{"key": "k", "effect": "NoSchedule"}]
+    assert _problems(_tas(), new) == []
+    old, changed = base(), base()
+    changed["queues"]["flavors"][0]["nodeLabels"] = {"pool": "b"}
+    assert _problems(old, changed) == []
+
+
+def test_local_queue_moving_to_another_cluster_queue_is_a_replacement() -> None:
+    old = base()
+    old["queues"]["clusterQueues"].append(copy.deepcopy(old["queues"]["clusterQueues"][0]))
+    old["queues"]["clusterQueues"][1]["name"] = "cq2"
+    new = copy.deepcopy(old)
+    new["queues"]["localQueues"][0]["clusterQueue"] = "cq2"
+    (problem,) = _problems(old, new)
+    assert problem.severity == "warning"
+    assert "LocalQueue team-a/lq will be replaced" in problem.message
+    assert "pending workloads wait" in problem.hint
+
+
+def test_pulumi_replaces_exactly_the_replaceable_kinds() -> None:
+    assert replacement_options("kubernetes:kueue.x-k8s.io/v1beta2:LocalQueue") == {
+        "replace_on_changes": ["spec.clusterQueue"],
+        "delete_before_replace": True,
+    }
+    assert replace_on_changes("ClusterProfile") == ["spec.clusterManager"]
+    for kind in ("Topology", "ResourceFlavor", "AdmissionCheck", "ClusterQueue"):
+        assert replacement_options(f"kubernetes:kueue.x-k8s.io/v1beta2:{kind}") is None
+
+
+def _changed(obj: dict[str, Any], field: str, value: Any) -> dict[str, Any]:
+    new = copy.deepcopy(obj)
+    new["spec"][field] = value
+    return new
+
+
+def test_the_table_is_what_the_real_crds_enforce(upstream_crds: CrdSchemas) -> None:
+    """Each listed field is refused by the CRD's CEL on update, and the flavor's nodeTaints
+    are not (kueue v0.19.2 CRDs, cluster-inventory-api ClusterProfile CRD)."""
+    changed_values: dict[tuple[str, str], Any] = {
+        ("LocalQueue", "clusterQueue"): "other",
+        ("Topology", "levels"): ["kubernetes.io/hostname"],
+        ("ResourceFlavor", "nodeLabels"): {"pool": "b"},
+        ("ResourceFlavor", "tolerations"): [{"key": "k", "operator": "Exists"}],
+        ("ResourceFlavor", "topologyName"): "other",
+        ("AdmissionCheck", "controllerName"): "example.com/other",
+    }
+    for rule in IMMUTABLE:
+        if rule.kind == "ClusterProfile":
+            continue
+        old = _manager_object(_tas(), rule.kind)
+        new = _changed(old, rule.field, changed_values[(rule.kind, rule.field)])
+        assert upstream_crds.problems(old) == [], rule
+        assert upstream_crds.problems(new, old=old), rule
+    flavor = _manager_object(_tas(), "ResourceFlavor")
+    tainted = _changed(flavor, "nodeTaints", [{"key": "k", "effect": "NoSchedule"}])
+    assert upstream_crds.problems(tainted, old=flavor) == []
+
+
+def test_cluster_profile_manager_is_immutable_in_its_crd(upstream_crds: CrdSchemas) -> None:
+    config = base()
+    config["credentials"] = {"mode": "clusterProfile"}
+    config["manager"]["kubernetesVersion"] = "1.36"
+    profile = _manager_object(config, "ClusterProfile")
+    if not upstream_crds.knows(profile["apiVersion"], "ClusterProfile"):
+        pytest.skip("the ClusterProfile CRD is not among the upstream files")
+    new = _changed(profile, "clusterManager", {"name": "someone-else"})
+    assert upstream_crds.problems(new, old=profile)
+
+
+def test_render_diff_refuses_and_explains(tmp_path: Path) -> None:
+    def stack(name: str, config: dict[str, Any]) -> Path:
+        path = tmp_path / f"Pulumi.{name}.yaml"
+        doc = {"config": {f"multikueue-fleet:{k}": v for k, v in config.items()}}
+        path.write_text(yaml.safe_dump(doc))
+        return path
+
+    new = _tas()
+    new["queues"]["topologies"][0]["levels"] = ["kubernetes.io/hostname"]
+    result = subprocess.run(
+        [sys.executable, "-m", "components", "render", "--diff", "--old",
+         str(stack("old", _tas())), "--new", str(stack("new", new))],
+        cwd=ROOT, capture_output=True, text=True, check=False,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+    )  # fmt: skip
+    assert result.returncode == 1, result.stderr
+    assert "error: queues.topologies[0].levels" in result.stdout

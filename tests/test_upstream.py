@@ -1,0 +1,328 @@
+"""The edits made to Kueue's real v0.19.2 install manifest (from the download cache or
+../shared/upstream): our Configuration, gate flags, the restart hash, the plugin mount."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from components.fleet_objects import build_fleet
+from components.frameworks import FRAMEWORKS
+from components.kueue_config import RESTART_ANNOTATION, startup_hash
+from components.render import diff_fleets
+from components.spec import FleetSpec
+from components.upstream import documents, kueue_objects, kustomize_directory, plugin_mount
+from components.versions import INIT_CONTAINER_PLUGIN_IMAGE
+from tests.conftest import base, load, only
+from tests.upstream_data import real_kueue_manifest
+
+
+@pytest.fixture(scope="module")
+def manifest() -> str:
+    text = real_kueue_manifest()
+    if text is None:
+        pytest.skip(
+            "Kueue v0.19.2's manifests.yaml is neither in the download cache nor in "
+            "../shared/upstream"
+        )
+    return text
+
+
+def _spec(config: dict[str, Any]) -> FleetSpec:
+    spec, problems = load(config)
+    assert not [p for p in problems if p.severity == "error"], problems
+    return spec
+
+
+def _deployment(objects: list[dict[str, Any]]) -> dict[str, Any]:
+    (deployment,) = [
+        o
+        for o in objects
+        if o["kind"] == "Deployment" and o["metadata"]["name"] == "kueue-controller-manager"
+    ]
+    return deployment
+
+
+def _manager_pod(objects: list[dict[str, Any]]) -> dict[str, Any]:
+    return _deployment(objects)["spec"]["template"]["spec"]
+
+
+def _restart_hash(manifest: str, spec: FleetSpec, worker: bool = False) -> str:
+    cluster = spec.workers[0] if worker else spec.manager
+    template = _deployment(kueue_objects(manifest, spec, cluster))["spec"]["template"]
+    return template["metadata"]["annotations"][RESTART_ANNOTATION]
+
+
+def _profile_spec(mount: str, version: str = "1.34", image: str | None = None) -> FleetSpec:
+    config = base()
+    config["credentials"] = {
+        "mode": "clusterProfile",
+        "clusterProfile": {"pluginMount": mount, **({"kueueImage": image} if image else {})},
+    }
+    config["manager"]["kubernetesVersion"] = version
+    return _spec(config)
+
+
+def test_kueue_gets_our_configuration_and_nothing_else_changes(manifest: str) -> None:
+    spec = _spec(base())
+    shipped = documents(manifest)
+    objects = kueue_objects(manifest, spec, spec.manager)
+    assert len(objects) == len(shipped) == 79
+    (config,) = [o for o in objects if o["kind"] == "ConfigMap"]
+    assert (
+        "dispatcherName: multikueue-fleet/dispatcher"
+        in config["data"]["controller_manager_config.yaml"]
+    )
+    changed = [
+        f"{o['kind']} {o['metadata']['name']}"
+        for o, s in zip(objects, shipped, strict=True)
+        if o != s
+    ]
+    assert changed == ["ConfigMap kueue-manager-config", "Deployment kueue-controller-manager"]
+    container = _manager_pod(objects)["containers"][0]
+    assert container["args"] == ["--config=/controller_manager_config.yaml", "--zap-log-level=2"]
+    # Kueue reads the file through subPath: only a restart brings a new one in.
+    assert {
+        "mountPath": "/controller_manager_config.yaml",
+        "name": "manager-config",
+        "subPath": "controller_manager_config.yaml",
+    } in container["volumeMounts"]
+
+
+def test_feature_gates_as_flags_reach_the_container(manifest: str) -> None:
+    config = base()
+    config["kueue"]["featureGateFlags"] = {"PartialAdmission": False}
+    spec = _spec(config)
+    pod = _manager_pod(kueue_objects(manifest, spec, spec.manager))
+    assert (
+        pod["containers"][0]["args"][-1]
+        == "--feature-gates=DisableWaitForPodsReady=true,PartialAdmission=false,"
+        "WorkloadRequestUseMergePatch=true"
+    )
+
+
+def test_the_pod_template_keeps_upstreams_annotations_and_gets_the_hash(manifest: str) -> None:
+    spec = _spec(base())
+    annotations = _deployment(kueue_objects(manifest, spec, spec.manager))["spec"]["template"][
+        "metadata"
+    ]["annotations"]
+    assert annotations["kubectl.kubernetes.io/default-container"] == "manager"
+    assert len(annotations[RESTART_ANNOTATION]) == 16
+
+
+@pytest.mark.parametrize(
+    ("what", "change", "manager", "worker"),
+    [
+        ("dispatcher name", lambda c: c.__setitem__("dispatcher", {"name": "t/o"}), True, False),
+        (
+            "a gate",
+            lambda c: c["kueue"].__setitem__("featureGates", {"PartialAdmission": False}),
+            True,
+            True,
+        ),
+        (
+            "a gate as a flag",
+            lambda c: c["kueue"].__setitem__("featureGateFlags", {"PartialAdmission": False}),
+            True,
+            True,
+        ),
+        ("a framework", lambda c: c.__setitem__("frameworks", ["batch", "jobset"]), True, True),
+        (
+            "the origin",
+            lambda c: c["kueue"].__setitem__("multiKueue", {"origin": "o2"}),
+            True,
+            False,
+        ),
+        # base() leaves the manager out of waitForPodsReady (it runs LeaderWorkerSets)
+        (
+            "waitForPodsReady",
+            lambda c: c["kueue"]["waitForPodsReady"].__setitem__("timeout", "1h"),
+            False,
+            True,
+        ),
+    ],
+)
+def test_what_kueue_reads_at_start_changes_the_pod_template(
+    what: str, change: Any, manager: bool, worker: bool
+) -> None:
+    before = _spec(base())
+    config = base()
+    change(config)
+    after = _spec(config)
+    assert (startup_hash(before, before.manager) != startup_hash(after, after.manager)) == (
+        manager
+    ), what
+    assert (
+        startup_hash(before, before.workers[0]) != startup_hash(after, after.workers[0])
+    ) == worker, what
+
+
+def test_other_changes_leave_kueue_running() -> None:
+    config = base()
+    config["queues"]["clusterQueues"][0]["resourceGroups"][0]["flavors"][0]["resources"]["cpu"] = 8
+    before, after = _spec(base()), _spec(config)
+    for old, new in zip(before.clusters, after.clusters, strict=True):
+        assert startup_hash(before, old) == startup_hash(after, new)
+
+
+def test_render_diff_shows_the_rollout() -> None:
+    config = base()
+    config["dispatcher"] = {"name": "team/other"}
+    lines = diff_fleets(_spec(base()), _spec(config), "old", "new")
+    manager = (
+        lines[: lines.index("== worker-worker1: changed")]
+        if ("== worker-worker1: changed" in lines)
+        else lines
+    )
+    assert "~ upstream kueue (changed)" in manager
+    assert any(RESTART_ANNOTATION in line and line.lstrip().startswith("-") for line in manager)
+    assert any(RESTART_ANNOTATION in line and line.lstrip().startswith("+") for line in manager)
+    # the same hash the applied Deployment carries
+    (kueue,) = [b for b in build_fleet(_spec(config))[0].bundles if b.name == "kueue"]
+    assert kueue.as_dict()["podTemplateAnnotations"][RESTART_ANNOTATION]
+
+
+def test_render_shows_the_hash_the_deployment_gets(manifest: str) -> None:
+    spec = _spec(base())
+    for cluster, objects in zip(spec.clusters, build_fleet(spec), strict=True):
+        (kueue,) = [b for b in objects.bundles if b.name == "kueue"]
+        template = _deployment(kueue_objects(manifest, spec, cluster))["spec"]["template"]
+        assert (
+            kueue.as_dict()["podTemplateAnnotations"][RESTART_ANNOTATION]
+            == template["metadata"]["annotations"][RESTART_ANNOTATION]
+        )
+
+
+def test_plugin_by_image_volume_and_by_custom_image(manifest: str) -> None:
+    spec = _profile_spec("auto", "1.35")
+    assert plugin_mount(spec, spec.manager) == "imageVolume"
+    assert plugin_mount(spec, spec.workers[0]) is None  # workers need no plugin
+    pod = _manager_pod(kueue_objects(manifest, spec, spec.manager))
+    assert {
+        "name": "access-provider-plugins",
+        "image": {
+            "reference": "registry.k8s.io/cluster-inventory-api/secretreader:v0.1.3",
+            "pullPolicy": "IfNotPresent",
+        },
+    } in pod["volumes"]
+    custom = _profile_spec("customImage", "1.34", "example.com/kueue-with-plugin:v0.19.2")
+    pod = _manager_pod(kueue_objects(manifest, custom, custom.manager))
+    assert pod["containers"][0]["image"] == "example.com/kueue-with-plugin:v0.19.2"
+    assert [v["name"] for v in pod["volumes"]] == ["visibility", "cert", "manager-config"]
+
+
+def test_unexpected_kueue_manifests_are_refused(manifest: str) -> None:
+    spec = _spec(base())
+    without = [o for o in documents(manifest) if o["kind"] != "Deployment"]
+    with pytest.raises(RuntimeError, match="no kueue-controller-manager Deployment"):
+        kueue_objects(yaml.safe_dump_all(without), spec, spec.manager)
+
+
+def test_plugin_by_init_container_on_older_kubernetes_uses_an_image_with_a_shell(
+    manifest: str,
+) -> None:
+    """The official secretreader image is FROM scratch (cluster-inventory-api
+    hack/Dockerfile.plugin); below 1.35 Kueue v0.19.2's e2e copies the plugin out of its
+    alpine build instead (hack/testing/e2e-common.sh)."""
+    spec = _profile_spec("auto", "1.34")
+    assert plugin_mount(spec, spec.manager) == "initContainer"
+    pod = _manager_pod(kueue_objects(manifest, spec, spec.manager))
+    (init,) = pod["initContainers"]
+    assert init["image"] == INIT_CONTAINER_PLUGIN_IMAGE
+    assert not init["image"].startswith("registry.k8s.io/cluster-inventory-api/")
+    assert init["command"] == [
+        "sh",
+        "-c",
+        "mkdir -p /plugins/bin && cp /bin/secretreader-plugin /plugins/bin/",
+    ]
+    assert {"name": "access-provider-plugins", "emptyDir": {}} in pod["volumes"]
+    assert {
+        "name": "access-provider-plugins",
+        "mountPath": "/plugins",
+        "readOnly": True,
+    } in pod["containers"][0]["volumeMounts"]
+
+
+def test_own_plugin_image_is_used_as_given(manifest: str) -> None:
+    config = base()
+    config["credentials"] = {
+        "mode": "clusterProfile",
+        "clusterProfile": {"pluginImage": "example.com/secretreader-alpine:v1"},
+    }
+    config["manager"]["kubernetesVersion"] = "1.34"
+    spec = _spec(config)
+    (init,) = _manager_pod(kueue_objects(manifest, spec, spec.manager))["initContainers"]
+    assert init["image"] == "example.com/secretreader-alpine:v1"
+
+
+@pytest.mark.parametrize("mount", ["auto", "initContainer"])
+def test_a_plugin_image_without_a_shell_is_refused_for_the_init_container(mount: str) -> None:
+    config = base()
+    config["credentials"] = {
+        "mode": "clusterProfile",
+        "clusterProfile": {
+            "pluginMount": mount,
+            "pluginImage": "registry.k8s.io/cluster-inventory-api/secretreader:v0.1.2",
+        },
+    }
+    config["manager"]["kubernetesVersion"] = "1.34"
+    problem = only(load(config)[1], "credentials.clusterProfile.pluginImage")
+    assert problem.severity == "error"
+    assert "no shell" in problem.message
+    assert "remove pluginImage" in problem.hint
+    # the same image is fine where it is mounted as an image volume
+    config["manager"]["kubernetesVersion"] = "1.35"
+    config["credentials"]["clusterProfile"]["pluginMount"] = "auto"
+    assert not [p for p in load(config)[1] if p.severity == "error"]
+
+
+def test_trainer_leaves_its_bundled_jobset_to_the_jobset_install() -> None:
+    """Trainer v2.2.1's manager overlay bundles JobSet v0.11.0; Kueue v0.19.2 is tested with
+    JobSet v0.12.0 (go.mod), which the `jobset` framework installs beside it."""
+    config = base()
+    config["frameworks"] = ["batch", "jobset", "trainer"]
+    spec = _spec(config)
+    installs = {b.name: b for b in build_fleet(spec)[1].bundles}
+    assert installs["jobset"].version == "v0.12.0"
+    trainer = installs["kubeflow-trainer"]
+    assert trainer.without == (r"jobset-.*", r"jobsets\.jobset\.x-k8s\.io")
+    assert trainer.as_dict()["without"] == list(trainer.without)
+    assert "without" not in installs["kubeflow-trainer-runtimes"].as_dict()
+
+
+def test_the_left_out_objects_are_deleted_by_kustomize(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Runs kustomize (kubectl's) on a local stand-in for the remote overlay."""
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        pytest.skip("kubectl (for its built-in kustomize) is not installed")
+    base_dir = tmp_path / "overlay"
+    base_dir.mkdir()
+    names = {
+        "CustomResourceDefinition": ["jobsets.jobset.x-k8s.io", "trainjobs.trainer.kubeflow.org"],
+        "Deployment": ["jobset-controller-manager", "kubeflow-trainer-controller-manager"],
+        "ClusterRole": ["jobset-manager-role", "my-jobset-reader"],
+    }
+    objs = [{"apiVersion": "v1", "kind": k, "metadata": {"name": n}} for k, v in names.items()
+            for n in v]  # fmt: skip
+    (base_dir / "objs.yaml").write_text(yaml.safe_dump_all(objs))
+    (base_dir / "kustomization.yaml").write_text("resources: [objs.yaml]\n")
+    monkeypatch.setenv("MKF_UPSTREAM_CACHE", str(tmp_path / "cache"))
+    (trainer,) = [b for b in FRAMEWORKS["trainer"].bundles if b.without]
+    # kustomize takes local resources only by relative path: the folder is cache/kustomize/<h>
+    folder = kustomize_directory(replace(trainer, url="../../../overlay"))
+    assert Path(folder).is_relative_to(tmp_path / "cache")
+    built = subprocess.run(
+        [kubectl, "kustomize", folder], capture_output=True, text=True, check=True
+    ).stdout
+    kept = sorted(o["metadata"]["name"] for o in yaml.safe_load_all(built))
+    assert kept == ["kubeflow-trainer-controller-manager", "my-jobset-reader",
+                    "trainjobs.trainer.kubeflow.org"]  # fmt: skip
+    assert kustomize_directory(FRAMEWORKS["jobset"].bundles[0]).startswith("https://")
