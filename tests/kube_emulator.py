@@ -291,6 +291,18 @@ class Emulator:
         )
         return next((v for v in reversed(versions) if self._kind(v, plural)), "")
 
+    def _moved_on(self, path: str) -> None:
+        """What an injected 409 stands for: someone else wrote the object first. It gets a
+        new resourceVersion (and its watchers an event), as after a real conflict."""
+        parsed = self._parse(path)
+        if parsed is None:
+            return
+        group, plural, namespace, name, _ = parsed
+        found = self.objects.get((group, plural), {}).get((namespace, name))
+        if found is not None:
+            gp = f"{group}/{plural}" if group else plural
+            self._commit(gp, (namespace, name), copy.deepcopy(found), "MODIFIED")
+
     def _serve_crd(self, crd: dict) -> None:
         """A created CRD is served at once and says so; an emulator that checks schemas
         checks its kind from now on (a permissive one stays permissive)."""
@@ -440,6 +452,8 @@ class Emulator:
                 and fault.path_part in request.path
             ):
                 fault.remaining -= 1
+                if fault.status == 409:
+                    self._moved_on(request.path)
                 return self._status(fault.status, "injected failure")
         if request.path == "/version":
             return web.json_response({"gitVersion": self.version})

@@ -74,7 +74,7 @@ def test_a_stopped_worker_is_unreachable_with_the_reason_and_comes_back() -> Non
         reason = await unreachable(connection)
         await probes_pass(connection)
         reason = connection.health(60)[1]
-        assert reason.startswith("GET /version failed "), reason
+        assert reason.startswith("GET /version failed: "), reason
         assert "Cannot connect" in reason or "refused" in reason, reason
         await worker.start()  # the same port, the same objects
         await until(lambda: connection.health(60)[0], what="healthy again")
