@@ -28,6 +28,7 @@ from controller.kube import (
     WORKLOADS,
     Kind,
     Kube,
+    Prober,
     Reflector,
 )
 from controller.model import FlavorCapacity, QueueCapacity, Resources, WorkerView, milli
@@ -83,48 +84,79 @@ def queue_capacity(cq: dict[str, Any]) -> QueueCapacity:
 
 
 class WorkerConnection:
-    """Read-only watches on one worker."""
+    """Read-only watches on one worker, and a probe of its API server.
 
-    def __init__(self, name: str, kube: Kube, on_change: Callable[[str, Any], None]) -> None:
+    Healthy while both watches are connected and the server answers its probe; a watch
+    with nothing to say is normal. When the server answers again after failing, the
+    watches start over at once (a fresh list), so a worker that returns is used again
+    within a probe interval instead of after the watches' reconnect backoff."""
+
+    def __init__(
+        self,
+        name: str,
+        kube: Kube,
+        on_change: Callable[[str, Any], None],
+        probe_interval: float = 3.0,
+        probe_timeout: float = 2.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.name = name
         self.kube = kube
-        self.queues = Reflector(kube, CLUSTER_QUEUES, on_change)
-        self.local_queues = Reflector(kube, LOCAL_QUEUES, on_change)
-        self.version = ""
-        self.tasks: list[asyncio.Task] = []
+        self.on_change = on_change
+        self.queues = Reflector(kube, CLUSTER_QUEUES, on_change, max_backoff=probe_interval)
+        self.local_queues = Reflector(kube, LOCAL_QUEUES, on_change, max_backoff=probe_interval)
+        self.prober = Prober(kube, self._probed, probe_interval, probe_timeout, clock=clock)
+        self._watching: list[asyncio.Task] = []
+        self._probing: asyncio.Task | None = None
+        self._lost = False  # a probe failed since the watches last started
+
+    @property
+    def version(self) -> str:
+        return self.prober.version
 
     def start(self) -> None:
-        self.tasks = [
+        self._watch()
+        self._probing = asyncio.create_task(self.prober.run(), name=f"{self.name}-probe")
+
+    def _watch(self) -> None:
+        self._watching = [
             asyncio.create_task(r.run(), name=f"{self.name}-{r.kind.plural}")
             for r in (self.queues, self.local_queues)
         ]
-        self.tasks.append(asyncio.create_task(self._read_version(), name=f"{self.name}-version"))
 
-    async def _read_version(self) -> None:
-        while not self.version:
-            try:
-                self.version = await self.kube.version()
-            except Exception:  # noqa: BLE001 (reported by the reflectors' health)
-                await asyncio.sleep(10)
+    def _probed(self) -> None:
+        if not self.prober.ok:
+            self._lost = True
+        elif self._lost:
+            # Back after an outage: the watches may sit in their backoff or on a connection
+            # that died quietly; start them over from a list.
+            self._lost = False
+            for task in self._watching:
+                task.cancel()
+            self._watch()
+        self.on_change("HEALTH", None)
 
     async def stop(self) -> None:
-        for task in self.tasks:
+        tasks = [*self._watching, *([self._probing] if self._probing else [])]
+        for task in tasks:
             task.cancel()
-        await asyncio.gather(*self.tasks, return_exceptions=True)
+        await asyncio.gather(*tasks, return_exceptions=True)
         await self.kube.close()
 
     def health(self, stale_after: float) -> tuple[bool, str, float]:
-        """(healthy, reason when not, seconds since the last word from the worker)."""
-        reflectors = (self.queues, self.local_queues)
-        last = min(r.last_seen for r in reflectors)
-        age = time.monotonic() - last if last else float("inf")
-        for r in reflectors:
+        """(healthy, reason when not, seconds since the server last answered). Unhealthy
+        when a watch is down, the probes fail (`Prober`), or none has answered for
+        `stale_after` seconds (the probes themselves stopped)."""
+        silence = self.prober.silence()
+        if not self.prober.ok:
+            return False, self.prober.reason, silence
+        for r in (self.queues, self.local_queues):
             if not r.healthy:
-                return False, f"{r.kind.plural}: {r.last_error}", age
-        if age > stale_after:
+                return False, f"watch of {r.kind.plural}: {r.last_error}", silence
+        if silence > stale_after:
             # The threshold, not the age: the reason ends up in Events and must not tick.
-            return False, f"no update for more than {stale_after:.0f}s", age
-        return True, "", age
+            return False, f"GET /version has not answered for more than {stale_after:.0f}s", silence
+        return True, "", silence
 
 
 class FleetState:
@@ -213,7 +245,7 @@ class FleetState:
         await self.sync_workers()
         deadline = asyncio.get_running_loop().time() + timeout
         while any(
-            r.last_error == "not listed yet"
+            r.last_error == "not listed yet" or not w.prober.probes
             for w in self.workers.values()
             for r in (w.queues, w.local_queues)
         ):

@@ -256,12 +256,86 @@ class Kube:
     async def version(self) -> str:
         return (await self.request("GET", "/version")).get("gitVersion", "")
 
+    async def probe(self, timeout: float) -> str:
+        """One GET /version within `timeout` seconds, not retried: the cheapest request a
+        server answers (any authenticated identity may, through the built-in
+        system:public-info-viewer role), so whether it answers says whether the server is up.
+        Returns the server's version; raises ApiError (status 0 when nothing answered)."""
+        try:
+            result = await asyncio.wait_for(
+                self._call("GET", "/version", None, None, None, False, timeout), timeout
+            )
+        except client.ApiException as exc:
+            raise ApiError(exc.status or 0, _message(exc)) from exc
+        except TimeoutError as exc:
+            raise ApiError(0, f"no answer within {timeout:g}s") from exc
+        except (aiohttp.ClientError, OSError) as exc:
+            raise ApiError(0, str(exc) or exc.__class__.__name__) from exc
+        return str((result if isinstance(result, dict) else {}).get("gitVersion", ""))
+
 
 def _message(exc: client.ApiException) -> str:
     try:
         return json.loads(exc.body).get("message") or exc.reason or ""
     except (TypeError, ValueError):
         return str(exc.body or exc.reason or "")
+
+
+class Prober:
+    """Whether a server is up, asked every `interval` seconds with a bounded request
+    (`Kube.probe`). A watch that brings nothing is normal (a real API server sends nothing
+    on an idle watch, and bookmarks only now and then), so the watches' silence is never
+    taken for an outage; probes that fail or time out are: `failures_allowed` in a row are
+    forgiven (one slow answer from a busy server is not an outage). `on_change()` is
+    called when the verdict flips. `clock` is injectable so tests let minutes pass at once."""
+
+    def __init__(
+        self,
+        kube: Kube,
+        on_change: Callable[[], None],
+        interval: float = 3.0,
+        timeout: float = 2.0,
+        failures_allowed: int = 1,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.kube = kube
+        self.on_change = on_change
+        self.interval = interval
+        self.timeout = timeout
+        self.failures_allowed = failures_allowed
+        self.clock = clock
+        self.ok = False
+        self.reason = "not asked yet"
+        self.failures = 0  # in a row
+        self.answered_at = 0.0  # clock() of the last answer
+        self.version = ""
+        self.probes = 0  # probes finished, answered or not
+
+    async def run(self) -> None:
+        while True:
+            await self.probe_once()
+            await asyncio.sleep(self.interval)
+
+    async def probe_once(self) -> None:
+        was = self.ok
+        try:
+            self.version = await self.kube.probe(self.timeout)
+        except ApiError as exc:
+            self.failures += 1
+            # No count or time in it: the reason ends up in Events and must not tick.
+            self.reason = f"GET /version failed: {exc}"
+            if self.failures > self.failures_allowed or not self.answered_at:
+                self.ok = False
+        else:
+            self.ok, self.reason, self.failures, self.answered_at = True, "", 0, self.clock()
+        self.probes += 1
+        if self.ok != was:
+            log.info("%s: %s", self.kube.cluster, "answers again" if self.ok else self.reason)
+            self.on_change()
+
+    def silence(self) -> float:
+        """Seconds since the server last answered (infinite before its first answer)."""
+        return self.clock() - self.answered_at if self.answered_at else float("inf")
 
 
 class Reflector:

@@ -1,6 +1,7 @@
 """A real kube-apiserver (the envtest convention): KUBEBUILDER_ASSETS names a directory
 holding `kube-apiserver` and `etcd`. `missing()` says why one cannot run here;
-`running_apiserver` starts one with etcd; `install` gives it the CRDs the controller reads.
+`running_apiserver` starts one with etcd; `install` gives it the CRDs the controller reads
+(Kueue's real ones from ../shared/upstream when that folder has them).
 No pytest here: the controller benchmark uses it too (tests/envtest.py has the fixture)."""
 
 from __future__ import annotations
@@ -10,14 +11,21 @@ import contextlib
 import os
 import shutil
 import socket
+import ssl
 import subprocess
+import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import yaml
+
+from components.versions import KUEUE_VERSION
 from controller.kube import ApiError, Kind, Kube
 from controller.policy_api import crd as dispatch_policy_crd
 from tests.fleet_harness import NS, K
+from tests.upstream_data import SHARED_UPSTREAM
 
 ASSETS = os.environ.get("KUBEBUILDER_ASSETS", "")
 
@@ -40,6 +48,44 @@ CRD_API = Kind("apiextensions.k8s.io", "v1", "customresourcedefinitions", False)
 NAMESPACES = Kind("", "v1", "namespaces", False)
 
 
+def stop(process: subprocess.Popen, grace: float = 30.0) -> None:
+    """SIGTERM, then up to `grace` seconds to finish, then SIGKILL: kube-apiserver drains
+    its requests and watches on the way out and often takes longer than 10 s."""
+    if process.poll() is not None:
+        return
+    process.terminate()
+    try:
+        process.wait(grace)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+def _wait_serving(api: subprocess.Popen, port: int, log: Path, timeout: float = 90.0) -> None:
+    """Until /readyz answers ok; says why (the end of the server's log) when the process
+    exits or the time is up, instead of letting a test fail later on a refused call."""
+    context = ssl.create_default_context()
+    context.check_hostname, context.verify_mode = False, ssl.CERT_NONE  # self-made cert
+    request = urllib.request.Request(
+        f"https://127.0.0.1:{port}/readyz", headers={"Authorization": f"Bearer {TOKEN}"}
+    )
+    deadline = time.monotonic() + timeout
+    while True:
+        if api.poll() is not None:
+            tail = log.read_text(errors="replace")[-2000:]
+            raise RuntimeError(f"kube-apiserver exited with {api.returncode}:\n{tail}")
+        try:
+            with urllib.request.urlopen(request, timeout=5, context=context) as answer:
+                if answer.status == 200:
+                    return
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            tail = log.read_text(errors="replace")[-2000:]
+            raise RuntimeError(f"kube-apiserver not ready after {timeout:.0f}s:\n{tail}")
+        time.sleep(0.5)
+
+
 def _port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -49,7 +95,8 @@ def _port() -> int:
 @contextlib.contextmanager
 def running_apiserver(work: Path) -> Iterator[dict[str, Any]]:
     """etcd and kube-apiserver from KUBEBUILDER_ASSETS, state under `work`; yields an admin
-    kubeconfig (a static token) and stops both on the way out. Shared by the tests and the
+    kubeconfig (a static token) once the server is ready, and stops both on the way out (a
+    grace period, then a kill); their logs are in `work`. Shared by the tests and the
     controller benchmark."""
     etcd_port, peer_port, api_port = _port(), _port(), _port()
     key = work / "sa.key"
@@ -68,8 +115,9 @@ def running_apiserver(work: Path) -> Iterator[dict[str, Any]]:
             f"http://127.0.0.1:{peer_port}",
         ],
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stderr=(work / "etcd.log").open("w"),
     )
+    api_log = work / "kube-apiserver.log"
     api = subprocess.Popen(
         [
             str(Path(ASSETS) / "kube-apiserver"),
@@ -97,7 +145,7 @@ def running_apiserver(work: Path) -> Iterator[dict[str, Any]]:
             "ServiceAccount",
         ],
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stderr=api_log.open("w"),
     )
     kubeconfig = {
         "apiVersion": "v1",
@@ -117,16 +165,16 @@ def running_apiserver(work: Path) -> Iterator[dict[str, Any]]:
         "contexts": [{"name": "envtest", "context": {"cluster": "envtest", "user": "admin"}}],
     }
     try:
+        _wait_serving(api, api_port, api_log)
         yield kubeconfig
     finally:
         for process in (api, etcd):
-            process.terminate()
-            process.wait(10)
+            stop(process)
 
 
 def open_crd(group: str, kind: str, plural: str, scope: str) -> dict[str, Any]:
-    """A CRD that keeps every field: Kueue's own CRDs are fetched at deploy time and are
-    not available offline, and the dispatcher only needs their shape."""
+    """A CRD that keeps every field: the fallback where Kueue's real CRDs are not on this
+    machine (tests that depend on the real schema skip there)."""
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
@@ -153,6 +201,33 @@ def open_crd(group: str, kind: str, plural: str, scope: str) -> dict[str, Any]:
     }
 
 
+def real_crds() -> list[dict[str, Any]] | None:
+    """Kueue's CRDs (tag v0.19.2, config/components/crd/bases) and the ClusterProfile CRD
+    from ../shared/upstream, as files; None when that folder does not have them."""
+    files = sorted((SHARED_UPSTREAM / f"kueue-{KUEUE_VERSION}" / "crds").glob("*.yaml"))
+    profiles = SHARED_UPSTREAM / "cluster-inventory-api" / "clusterprofiles.yaml"
+    if not files or not profiles.is_file():
+        return None
+    docs = [d for f in [*files, profiles] for d in yaml.safe_load_all(f.read_text())]
+    return [d for d in docs if isinstance(d, dict) and d.get("kind") == "CustomResourceDefinition"]
+
+
+def crds() -> list[dict[str, Any]]:
+    """What `install` applies: the real CRDs when they are here, else open ones; and ours."""
+    found = real_crds()
+    if found is None:
+        found = [
+            open_crd(K, "Workload", "workloads", "Namespaced"),
+            open_crd(K, "AdmissionCheck", "admissionchecks", "Cluster"),
+            open_crd(K, "MultiKueueConfig", "multikueueconfigs", "Cluster"),
+            open_crd(K, "MultiKueueCluster", "multikueueclusters", "Cluster"),
+            open_crd(K, "ClusterQueue", "clusterqueues", "Cluster"),
+            open_crd(K, "LocalQueue", "localqueues", "Namespaced"),
+            open_crd("multicluster.x-k8s.io", "ClusterProfile", "clusterprofiles", "Namespaced"),
+        ]
+    return [*found, dispatch_policy_crd()]
+
+
 async def wait_ready(kube: Kube, timeout: float = 60) -> None:
     deadline = asyncio.get_running_loop().time() + timeout
     while True:
@@ -166,25 +241,28 @@ async def wait_ready(kube: Kube, timeout: float = 60) -> None:
 
 
 async def install(kube: Kube) -> None:
-    crds = [
-        open_crd(K, "Workload", "workloads", "Namespaced"),
-        open_crd(K, "AdmissionCheck", "admissionchecks", "Cluster"),
-        open_crd(K, "MultiKueueConfig", "multikueueconfigs", "Cluster"),
-        open_crd(K, "MultiKueueCluster", "multikueueclusters", "Cluster"),
-        open_crd(K, "ClusterQueue", "clusterqueues", "Cluster"),
-        open_crd(K, "LocalQueue", "localqueues", "Namespaced"),
-        open_crd("multicluster.x-k8s.io", "ClusterProfile", "clusterprofiles", "Namespaced"),
-        dispatch_policy_crd(),
-    ]
     namespaces = [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
         for ns in (NS, "multikueue-fleet-system", "kueue-system")
     ]
     # The server lives for a whole test module: a second test finds these already there.
-    for kind, body in [(CRD_API, c) for c in crds] + [(NAMESPACES, n) for n in namespaces]:
+    wanted = crds()
+    for kind, body in [(CRD_API, c) for c in wanted] + [(NAMESPACES, n) for n in namespaces]:
         try:
             await kube.create(kind, body)
         except ApiError as exc:
             if exc.status != 409:
                 raise
-    await asyncio.sleep(2)  # CRDs become served
+    # A CRD is served once its Established condition is True.
+    deadline = asyncio.get_running_loop().time() + 60
+    for crd in wanted:
+        while True:
+            got = await kube.get(CRD_API, crd["metadata"]["name"])
+            conditions = (got.get("status") or {}).get("conditions") or []
+            if any(
+                c.get("type") == "Established" and c.get("status") == "True" for c in conditions
+            ):
+                break
+            if asyncio.get_running_loop().time() > deadline:
+                raise RuntimeError(f"CRD {crd['metadata']['name']} not established after 60s")
+            await asyncio.sleep(0.2)

@@ -125,7 +125,15 @@ def cluster_queue(
             ],
         },
         "status": {
-            "conditions": [{"type": "Active", "status": "True"}],
+            "conditions": [
+                {
+                    "type": "Active",
+                    "status": "True",
+                    "reason": "Ready",
+                    "message": "Can admit new workloads",
+                    "lastTransitionTime": "2026-11-22T00:00:00Z",
+                }
+            ],
             "flavorsReservation": [
                 {
                     "name": "default-flavor",

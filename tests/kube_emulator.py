@@ -1,16 +1,39 @@
 """A small stateful Kubernetes API server on loopback, for controller tests.
 
-It speaks the REST subset the controller uses, for any group and kind: list and watch
-(resourceVersion, bookmarks, 410 Gone after compaction), get, create, replace with
-optimistic concurrency, JSON merge patch on objects and on the status subresource, delete,
-and /version. Tests can inject failures (throttling, conflicts, outages) and read every
-request made. One emulator is one cluster.
+It speaks the REST subset the controller uses, for any group and kind: list and watch,
+get, create, replace, JSON merge patch on objects and on the status subresource, delete,
+/version and /readyz. Where the dispatcher depends on it, it behaves as a real
+kube-apiserver does (each rule names the upstream file it follows, kubernetes v1.32):
+- a watch with nothing to report sends nothing; bookmarks only to a client that asked
+  (allowWatchBookmarks), roughly once a minute and 2 s before the watch's timeout, and
+  never for a resource that has had no event since the server started
+  (staging/src/k8s.io/apiserver/pkg/storage/cacher/cache_watcher.go nextBookmarkTime,
+  cacher.go dispatchEvents);
+- a watch from a resourceVersion older than the kept history gets an ERROR event with a
+  410 Expired Status; without a resourceVersion (or "0") it starts with a synthetic ADDED
+  per existing object;
+- a write carrying a stale metadata.resourceVersion (a replace, or a merge patch naming
+  one) and a delete with stale preconditions get 409 Conflict
+  (staging/src/k8s.io/apiserver/pkg/registry/generic/registry/store.go);
+- kinds with a status subresource: a create drops status, a write to the object keeps
+  the old status, a write to /status keeps everything but status; generation moves only
+  when something besides metadata and status changed; a write that changes nothing is
+  not stored and sends no event
+  (staging/src/k8s.io/apiextensions-apiserver/pkg/registry/customresource/strategy.go and
+  status_strategy.go);
+- custom resources of the CRDs it serves (Kueue's real ones from ../shared/upstream, the
+  ClusterProfile's, the DispatchPolicy's; `served_crds`) are pruned to their structural
+  schema, defaulted, and checked against the OpenAPI rules and the CEL rules, with oldSelf
+  on update (components/crd_schema.py); without those files it keeps what is sent.
+Tests can inject failures (throttling, conflicts, outages, a server that stops answering)
+and read every request made. One emulator is one cluster.
 """
 
 from __future__ import annotations
 
 import asyncio
 import copy
+import functools
 import json
 import time
 import uuid
@@ -20,7 +43,37 @@ from typing import Any
 
 from aiohttp import web
 
+from components.crd_schema import CrdSchemas, load_upstream_crds
+from controller.policy_api import crd as dispatch_policy_crd
+from tests.upstream_data import SHARED_UPSTREAM
+
 WRITES = ("POST", "PUT", "PATCH", "DELETE")
+# API groups served by kube-apiserver itself; any other group is a CustomResourceDefinition,
+# and every CRD the tests serve (Kueue's, the ClusterProfile, the DispatchPolicy) declares a
+# status subresource.
+BUILTIN_GROUPS = {
+    "",
+    "apps",
+    "batch",
+    "coordination.k8s.io",
+    "events.k8s.io",
+    "rbac.authorization.k8s.io",
+    "apiextensions.k8s.io",
+}
+# The built-in kinds with a status subresource among those tests write.
+BUILTIN_WITH_STATUS = {
+    ("", "namespaces"),
+    ("", "pods"),
+    ("", "nodes"),
+    ("", "services"),
+    ("apps", "deployments"),
+    ("apps", "statefulsets"),
+    ("batch", "jobs"),
+    ("apiextensions.k8s.io", "customresourcedefinitions"),
+}
+CONFLICT = (
+    "the object has been modified; please apply your changes to the latest version and try again"
+)
 CLUSTER_SCOPED = {
     "admissionchecks",
     "multikueueconfigs",
@@ -30,6 +83,44 @@ CLUSTER_SCOPED = {
     "dispatchpolicies",
     "namespaces",
 }
+
+
+@functools.cache
+def served_crds() -> CrdSchemas | None:
+    """What an emulator serves by default: Kueue's and the ClusterProfile's real CRDs
+    from ../shared/upstream and the project's DispatchPolicy CRD; None (every kind kept as
+    sent) when the upstream CRDs are not on this machine: tests that depend on the real
+    schema then skip, saying so (`real_crds_missing`)."""
+    # ../shared/upstream only, not the download cache: tests point that cache at synthetic
+    # releases (tests/pulumi_harness.py), and the emulator must not serve those.
+    upstream = load_upstream_crds(SHARED_UPSTREAM)
+    if upstream is None:
+        return None
+    return upstream.merged(CrdSchemas.from_documents([dispatch_policy_crd()]))
+
+
+def real_crds_missing() -> str:
+    """Why the emulators serve permissive CRDs ("" when they serve the real ones)."""
+    return "" if served_crds() is not None else f"no Kueue CRDs in {SHARED_UPSTREAM}"
+
+
+def has_status_subresource(group: str, plural: str) -> bool:
+    return group not in BUILTIN_GROUPS or (group, plural) in BUILTIN_WITH_STATUS
+
+
+def _content(obj: dict[str, Any]) -> dict[str, Any]:
+    """What a write changes, for telling a no-op write apart: all but the server's fields."""
+    meta = {
+        k: v
+        for k, v in (obj.get("metadata") or {}).items()
+        if k not in ("resourceVersion", "managedFields")
+    }
+    return {**obj, "metadata": meta}
+
+
+def _spec_part(obj: dict[str, Any]) -> dict[str, Any]:
+    """What moves metadata.generation: everything but metadata and status."""
+    return {k: v for k, v in obj.items() if k not in ("metadata", "status")}
 
 
 def merge_patch(target: Any, patch: Any) -> Any:
@@ -67,7 +158,8 @@ class Request:
 class Emulator:
     name: str = "cluster"
     version: str = "v1.36.4"
-    bookmark_interval: float = 0.5
+    # A real API server bookmarks a watch about once a minute (cacher bookmarkFrequency).
+    bookmark_interval: float = 60.0
     objects: dict[tuple[str, str], dict[tuple[str, str], dict]] = field(default_factory=dict)
     log: list[tuple[int, str, str, str, dict]] = field(default_factory=list)
     requests: list[Request] = field(default_factory=list)
@@ -77,9 +169,17 @@ class Emulator:
     revision: int = 1
     compacted: int = 0
     down: bool = False
+    # When set, requests are received but not answered until it is cleared (or the
+    # emulator stops): a server that hangs, as behind a lost network path.
+    stalled: bool = False
+    # The CRDs served: custom resources of these kinds are pruned, defaulted and validated
+    # on every write; None serves every kind permissively (what is sent is kept).
+    crds: CrdSchemas | None = field(default_factory=served_crds)
     # When set, requests must carry this bearer token (as a real server would refuse them).
     required_token: str | None = None
     _watchers: list[asyncio.Queue] = field(default_factory=list)
+    # group/plural -> revision of its last event since the start (what a bookmark carries).
+    _last_event: dict[str, int] = field(default_factory=dict)
     _write_log: list[Request] = field(default_factory=list)
     _runner: web.AppRunner | None = None
     port: int = 0
@@ -97,6 +197,7 @@ class Emulator:
         return self.url
 
     async def stop(self) -> None:
+        self.stalled = False
         for queue in self._watchers:
             queue.put_nowait(None)
         if self._runner is not None:
@@ -120,11 +221,20 @@ class Emulator:
     # --- direct access for tests --------------------------------------------------------
 
     def put(self, group_plural: str, obj: dict[str, Any]) -> dict[str, Any]:
-        """Create or replace an object as a controller on the cluster would (no faults)."""
+        """Create or replace an object, status included, as a controller on the cluster
+        would (no faults, no preconditions); a custom resource is pruned, defaulted and
+        checked against its CRD, and one the server would refuse is a ValueError (the
+        test's object is wrong)."""
         meta = obj.setdefault("metadata", {})
         key = (meta.get("namespace", ""), meta["name"])
-        store = self.objects.setdefault(self._split(group_plural), {})
+        group, plural = self._split(group_plural)
+        store = self.objects.setdefault((group, plural), {})
         old = store.get(key)
+        api_version = obj.get("apiVersion") or self._served_version(group, plural)
+        obj, error = self._admit(api_version, plural, obj, old)
+        if error:
+            raise ValueError(error)
+        meta = obj["metadata"]
         event = "MODIFIED" if old else "ADDED"
         if old:
             meta.setdefault("uid", old["metadata"]["uid"])
@@ -140,6 +250,8 @@ class Emulator:
 
     def remove(self, group_plural: str, name: str, namespace: str = "") -> None:
         obj = self.objects.get(self._split(group_plural), {}).pop((namespace, name))
+        self.revision += 1
+        obj["metadata"]["resourceVersion"] = str(self.revision)
         self._record(group_plural, "DELETED", obj)
 
     def fail(self, method: str, path_part: str, status: int, times: int = 1) -> None:
@@ -156,6 +268,73 @@ class Emulator:
         return [r for r in self._write_log if path_part in r.path]
 
     # --- internals ----------------------------------------------------------------------
+
+    def _kind(self, api_version: str, plural: str) -> str | None:
+        """The kind a CRD serves as `plural` in `api_version`, when the CRD is known."""
+        if self.crds is None:
+            return None
+        for version, kind in self.crds.kinds():
+            lower = kind.lower()
+            if version == api_version and plural in (
+                lower + "s",
+                lower[:-1] + "ies" if lower.endswith("y") else "",
+            ):
+                return kind
+        return None
+
+    def _served_version(self, group: str, plural: str) -> str:
+        """The newest version of `group` a known CRD serves `plural` in ("" when none)."""
+        versions = sorted(
+            v
+            for v, _ in (self.crds.kinds() if self.crds is not None else [])
+            if v.startswith(group + "/")
+        )
+        return next((v for v in reversed(versions) if self._kind(v, plural)), "")
+
+    def _moved_on(self, path: str) -> None:
+        """What an injected 409 stands for: someone else wrote the object first. It gets a
+        new resourceVersion (and its watchers an event), as after a real conflict."""
+        parsed = self._parse(path)
+        if parsed is None:
+            return
+        group, plural, namespace, name, _ = parsed
+        found = self.objects.get((group, plural), {}).get((namespace, name))
+        if found is not None:
+            gp = f"{group}/{plural}" if group else plural
+            self._commit(gp, (namespace, name), copy.deepcopy(found), "MODIFIED")
+
+    def _serve_crd(self, crd: dict) -> None:
+        """A created CRD is served at once and says so; an emulator that checks schemas
+        checks its kind from now on (a permissive one stays permissive)."""
+        if self.crds is not None:
+            self.crds = self.crds.merged(CrdSchemas.from_documents([crd]))
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        crd["status"] = {
+            "conditions": [
+                {"type": t, "status": "True", "reason": t, "message": "", "lastTransitionTime": now}
+                for t in ("NamesAccepted", "Established")
+            ]
+        }
+
+    def _admit(
+        self, api_version: str, plural: str, obj: dict, old: dict | None
+    ) -> tuple[dict, str | None]:
+        """What a server stores for a write of a custom resource whose CRD it knows:
+        pruned to the schema, defaulted, then validated (OpenAPI rules and CEL, with
+        oldSelf on update); or the 422 message. Rules the CEL engine cannot evaluate are
+        not enforced. Unknown kinds are kept as sent."""
+        kind = self._kind(api_version, plural) if api_version else None
+        if kind is None or self.crds is None:
+            return obj, None
+        stored = self.crds.with_defaults({**obj, "apiVersion": api_version, "kind": kind})
+        problems = [
+            p for p in self.crds.problems(stored, old) if not p.startswith("unchecked rule")
+        ]
+        if problems:
+            name = (obj.get("metadata") or {}).get("name", "")
+            group = api_version.rpartition("/")[0]
+            return obj, f'{kind}.{group} "{name}" is invalid: ' + "; ".join(problems)
+        return stored, None
 
     @staticmethod
     def _split(group_plural: str) -> tuple[str, str]:
@@ -174,6 +353,7 @@ class Emulator:
         return copy.deepcopy(obj)
 
     def _record(self, group_plural: str, event: str, obj: dict) -> None:
+        self._last_event[group_plural] = self.revision
         entry = (self.revision, group_plural, event, "", copy.deepcopy(obj))
         self.log.append(entry)
         for queue in self._watchers:
@@ -243,8 +423,21 @@ class Emulator:
             # from the `after`-th on, so polling a long run stays cheap for both sides.
             after = int(request.query.get("after", "0"))
             return web.json_response(
-                [{"method": r.method, "path": r.path, "at": r.at} for r in self._write_log[after:]]
+                [
+                    {
+                        "method": r.method,
+                        "path": r.path,
+                        "at": r.at,
+                        # Whether it wrote a nomination (the controller's writes).
+                        "nominates": bool(
+                            ((r.body or {}).get("status") or {}).get("nominatedClusterNames")
+                        ),
+                    }
+                    for r in self._write_log[after:]
+                ]
             )
+        while self.stalled:
+            await asyncio.sleep(0.02)
         if self.down:
             raise web.HTTPServiceUnavailable()
         if (
@@ -259,15 +452,24 @@ class Emulator:
                 and fault.path_part in request.path
             ):
                 fault.remaining -= 1
+                if fault.status == 409:
+                    self._moved_on(request.path)
                 return self._status(fault.status, "injected failure")
         if request.path == "/version":
             return web.json_response({"gitVersion": self.version})
+        if request.path in ("/readyz", "/livez", "/healthz"):
+            return web.Response(text="ok")
         parsed = self._parse(request.path)
         if parsed is None:
             return self._status(404, f"no route {request.path}")
         group, plural, namespace, name, sub = parsed
         gp = f"{group}/{plural}" if group else plural
+        segments = request.path.split("/")
+        api_version = f"{group}/{segments[3]}" if group else "v1"
         store = self.objects.setdefault((group, plural), {})
+        with_status = has_status_subresource(group, plural)
+        if sub and (sub != "status" or not with_status):
+            return self._status(404, f"the server could not find {plural}/{sub}")
         if request.method == "GET" and not name:
             if request.query.get("watch") in ("true", "1"):
                 return await self._watch(request, gp, namespace)
@@ -288,6 +490,8 @@ class Emulator:
                 else self._status(404, f"{plural} {name} not found")
             )
         if request.method == "POST":
+            if name:
+                return self._status(405, "method not allowed")
             meta = body.setdefault("metadata", {})
             if namespace:
                 meta["namespace"] = namespace
@@ -296,45 +500,85 @@ class Emulator:
             key = (meta.get("namespace", ""), meta["name"])
             if key in store:
                 return self._status(409, f"{plural} {meta['name']} already exists")
+            for server_field in ("resourceVersion", "uid", "generation", "creationTimestamp"):
+                meta.pop(server_field, None)
+            if with_status:
+                body.pop("status", None)  # only /status writes it
+            body, error = self._admit(api_version, plural, body, None)
+            if plural == "customresourcedefinitions" and not error:
+                self._serve_crd(body)
+            rule = self.rules.get((gp, ""))
+            error = error or (rule(None, body) if rule is not None else None)
+            if error:
+                return self._status(422, error)
             return web.json_response(self._commit(gp, key, body, "ADDED"), status=201)
         if key not in store:
             return self._status(404, f"{plural} {name} not found")
         old = store[key]
         if request.method == "DELETE":
+            wanted = (body or {}).get("preconditions") or {}
+            for precondition in ("resourceVersion", "uid"):
+                if wanted.get(precondition) and wanted[precondition] != old["metadata"].get(
+                    precondition
+                ):
+                    return self._status(409, f"Precondition failed: {precondition} differs")
             self.remove(gp, name, namespace)
             return web.json_response(old)
         if request.method == "PUT":
-            sent = (body.get("metadata") or {}).get("resourceVersion")
-            if sent and sent != old["metadata"]["resourceVersion"]:
-                return self._status(
-                    409,
-                    "the object has been modified; please apply your "
-                    "changes to the latest version and try again",
-                )
-            new = body
+            sent = copy.deepcopy(body or {})
         elif request.method == "PATCH":
             if request.content_type != "application/merge-patch+json":
                 return self._status(415, f"unsupported patch type {request.content_type}")
-            if sub == "status":
-                new = merge_patch(old, {"status": (body or {}).get("status")})
-            else:
-                # With a status subresource, writes to the object leave status alone.
-                new = merge_patch(old, {k: v for k, v in (body or {}).items() if k != "status"})
+            sent = merge_patch(old, body or {})
         else:
             return self._status(405, "method not allowed")
+        # A resourceVersion in what was sent is a precondition (for a patch too: the patched
+        # object carries it); none means an unconditional write, which CRDs allow.
+        given = (sent.get("metadata") or {}).get("resourceVersion")
+        if given and given != old["metadata"]["resourceVersion"]:
+            return self._status(
+                409, f"Operation cannot be fulfilled on {plural} {name}: {CONFLICT}"
+            )
+        new, error = self._admit(
+            api_version, plural, self._prepare_update(old, sent, sub, with_status), old
+        )
         rule = self.rules.get((gp, sub))
-        if rule is not None:
-            error = rule(old, new)
-            if error:
-                return self._status(422, error)
-        new.setdefault("metadata", {})
-        new["metadata"]["uid"] = old["metadata"]["uid"]
-        new["metadata"]["creationTimestamp"] = old["metadata"]["creationTimestamp"]
+        error = error or (rule(old, new) if rule is not None else None)
+        if error:
+            return self._status(422, error)
+        if _content(new) == _content(old):
+            return web.json_response(copy.deepcopy(old))  # nothing changed: nothing stored
         return web.json_response(self._commit(gp, key, new, "MODIFIED"))
 
+    @staticmethod
+    def _prepare_update(old: dict, sent: dict, sub: str, with_status: bool) -> dict:
+        """The object an update stores, as the registry's strategies make it."""
+        if sub == "status":
+            new = copy.deepcopy(old)
+            if "status" in sent:
+                new["status"] = sent["status"]
+            else:
+                new.pop("status", None)
+            return new
+        new = sent
+        meta = new.setdefault("metadata", {})
+        for server_field in ("uid", "creationTimestamp", "generation", "resourceVersion"):
+            if server_field in old["metadata"]:
+                meta[server_field] = old["metadata"][server_field]
+        if with_status:
+            if "status" in old:
+                new["status"] = copy.deepcopy(old["status"])
+            else:
+                new.pop("status", None)
+        if _spec_part(new) != _spec_part(old):
+            meta["generation"] = int(old["metadata"].get("generation") or 1) + 1
+        return new
+
     async def _watch(self, request: web.Request, gp: str, namespace: str) -> web.StreamResponse:
-        since = int(request.query.get("resourceVersion") or 0)
-        timeout = float(request.query.get("timeoutSeconds") or 300)
+        raw_since = request.query.get("resourceVersion") or ""
+        since = int(raw_since) if raw_since not in ("", "0") else 0
+        # With no timeoutSeconds a real server picks one of 30-60 minutes.
+        timeout = float(request.query.get("timeoutSeconds") or 1800)
         bookmarks = request.query.get("allowWatchBookmarks") in ("true", "1")
         response = web.StreamResponse()
         response.content_type = "application/json"
@@ -343,18 +587,21 @@ class Emulator:
         async def send(event: dict) -> None:
             await response.write((json.dumps(event) + "\n").encode())
 
+        def gone(message: str) -> dict:
+            return {
+                "type": "ERROR",
+                "object": {
+                    "kind": "Status",
+                    "apiVersion": "v1",
+                    "status": "Failure",
+                    "code": 410,
+                    "reason": "Expired",
+                    "message": message,
+                },
+            }
+
         if since and since < self.compacted:
-            await send(
-                {
-                    "type": "ERROR",
-                    "object": {
-                        "kind": "Status",
-                        "code": 410,
-                        "reason": "Expired",
-                        "message": "too old",
-                    },
-                }
-            )
+            await send(gone(f"too old resource version: {since} ({self.compacted})"))
             return response
         queue: asyncio.Queue = asyncio.Queue()
         self._watchers.append(queue)
@@ -367,39 +614,51 @@ class Emulator:
                 and (not namespace or obj["metadata"].get("namespace") == namespace)
             )
 
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        # Bookmarks: roughly every bookmark_interval, and 2 s before the deadline, so that a
+        # client's next watch starts close to now.
+        next_bookmark = min(loop.time() + self.bookmark_interval, deadline - 2)
         try:
-            for entry in [e for e in self.log if wanted(e)]:
-                await send({"type": entry[2], "object": entry[4]})
-            deadline = asyncio.get_running_loop().time() + timeout
+            if since:
+                backlog = [{"type": e[2], "object": e[4]} for e in self.log if wanted(e)]
+            else:
+                group, _, plural = gp.rpartition("/")
+                since = self.revision
+                backlog = [
+                    {"type": "ADDED", "object": copy.deepcopy(o)}
+                    for (ns, _), o in sorted(self.objects.get((group, plural), {}).items())
+                    if not namespace or ns == namespace
+                ]
+            for event in backlog:
+                await send(event)
             while True:
-                left = deadline - asyncio.get_running_loop().time()
-                if left <= 0:
+                now = loop.time()
+                if now >= deadline:
                     break
+                wake = min(deadline, next_bookmark) if bookmarks else deadline
                 try:
-                    entry = await asyncio.wait_for(queue.get(), min(left, self.bookmark_interval))
+                    entry = await asyncio.wait_for(queue.get(), max(wake - now, 0))
                 except TimeoutError:
-                    if bookmarks:
-                        await send(
-                            {
-                                "type": "BOOKMARK",
-                                "object": {"metadata": {"resourceVersion": str(self.revision)}},
-                            }
+                    if bookmarks and loop.time() >= next_bookmark:
+                        next_bookmark = (
+                            loop.time() + self.bookmark_interval
+                            if loop.time() < deadline - 2
+                            else deadline + 1
                         )
+                        last = self._last_event.get(gp)
+                        if last is not None:  # the cacher bookmarks only after an event
+                            await send(
+                                {
+                                    "type": "BOOKMARK",
+                                    "object": {"metadata": {"resourceVersion": str(last)}},
+                                }
+                            )
                     continue
                 if entry is None:
                     break
                 if entry == "GONE":
-                    await send(
-                        {
-                            "type": "ERROR",
-                            "object": {
-                                "kind": "Status",
-                                "code": 410,
-                                "reason": "Expired",
-                                "message": "compacted",
-                            },
-                        }
-                    )
+                    await send(gone("the watch's history was compacted"))
                     break
                 if wanted(entry):
                     await send({"type": entry[2], "object": entry[4]})
@@ -410,8 +669,8 @@ class Emulator:
         return response
 
 
-async def _serve(names: list[str], out: str) -> None:
-    emulators = {name: Emulator(name) for name in names}
+async def _serve(names: list[str], out: str, schemas: bool) -> None:
+    emulators = {name: Emulator(name, crds=served_crds() if schemas else None) for name in names}
     urls = {name: await e.start() for name, e in emulators.items()}
     with open(out, "w") as handle:
         json.dump(urls, handle)
@@ -419,8 +678,14 @@ async def _serve(names: list[str], out: str) -> None:
 
 
 if __name__ == "__main__":
-    # python -m tests.kube_emulator OUT.json NAME... : serve one emulator per name until
-    # killed, their URLs written to OUT.json (the controller benchmark runs them apart).
+    # python -m tests.kube_emulator [--no-schemas] OUT.json NAME... : serve one emulator per
+    # name until killed, their URLs written to OUT.json (the controller benchmark runs them
+    # apart). --no-schemas keeps custom resources as sent: the CEL rules cost ~30 ms a write
+    # in Python (kube-apiserver spends well under 1 ms), which would make a benchmark of
+    # the controller a benchmark of the emulator; the tests check the objects' validity.
     import sys
 
-    asyncio.run(_serve(sys.argv[2:], sys.argv[1]))
+    args = sys.argv[1:]
+    checked = "--no-schemas" not in args
+    args = [a for a in args if a != "--no-schemas"]
+    asyncio.run(_serve(args[1:], args[0], checked))

@@ -124,7 +124,9 @@ def test_inventory_against_a_real_api_server(apiserver: dict[str, Any]) -> None:
             await manager.create(Kind(K, "v1beta2", "admissionchecks", False), check)
             stack_cluster = multikueue_cluster("stack-w", {"app.kubernetes.io/managed-by": "x"})
             await manager.create(MULTIKUEUE_CLUSTERS, stack_cluster)
-            for name, zone, server in (("inv-a", "b", worker.url), ("inv-b", "a", "")):
+            # inv-b names a server nothing answers on (the CRD requires one).
+            unreachable = "https://inv-b.invalid:6443"
+            for name, zone, server in (("inv-a", "b", worker.url), ("inv-b", "a", unreachable)):
                 await manager.create(
                     CLUSTER_PROFILES,
                     {
@@ -135,11 +137,11 @@ def test_inventory_against_a_real_api_server(apiserver: dict[str, Any]) -> None:
                     },
                     "kueue-system",
                 )
-                cluster = {"server": server} if server else {}
+                provider = {"name": "secretreader", "cluster": {"server": server}}
                 await manager.merge_patch(
                     CLUSTER_PROFILES,
                     name,
-                    {"status": {"accessProviders": [{"name": "secretreader", "cluster": cluster}]}},
+                    {"status": {"accessProviders": [provider]}},
                     "kueue-system",
                     status=True,
                 )

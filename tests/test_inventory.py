@@ -60,8 +60,12 @@ def profile(
             "labels": {"env": env, "zone": zone},
             "creationTimestamp": f"2026-11-0{len(name) % 9 + 1}T00:00:00Z",
         },
+        # The ClusterProfile CRD requires spec.clusterManager and each provider's server.
+        "spec": {"clusterManager": {"name": "test-inventory"}},
         "status": {
-            "accessProviders": [{"name": provider, "cluster": {}}],
+            "accessProviders": [
+                {"name": provider, "cluster": {"server": f"https://{name}.invalid:6443"}}
+            ],
             "properties": [{"name": p, "value": "x"} for p in properties],
         },
     }
@@ -289,7 +293,15 @@ def test_profiles_join_drain_and_leave_through_the_controller() -> None:
 
             # The work finishes: inv-a leaves the config and its MultiKueueCluster goes.
             done = workload("running", cluster="inv-a", state="Ready")
-            done["status"]["conditions"].append({"type": "Finished", "status": "True"})
+            done["status"]["conditions"].append(
+                {
+                    "type": "Finished",
+                    "status": "True",
+                    "reason": "Succeeded",
+                    "message": "",
+                    "lastTransitionTime": done["status"]["conditions"][0]["lastTransitionTime"],
+                }
+            )
             m.put(f"{K}/workloads", done)
             assert await until(lambda: config() == ["inv-b", "inv-c"], timeout=40)
             await until(lambda: m.get(f"{K}/multikueueclusters", "inv-a") is None, timeout=30)

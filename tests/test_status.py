@@ -14,7 +14,7 @@ import yaml
 
 from components.status import collect
 from tests.apiserver import missing
-from tests.fleet_harness import NS, K, cluster_queue
+from tests.fleet_harness import NS, K, admission_check, cluster_queue, multikueue_cluster
 from tests.kube_emulator import Emulator
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -38,6 +38,7 @@ def active(kind_name: str, ok: bool, reason: str = "Active", message: str = "") 
                     "status": "True" if ok else "False",
                     "reason": reason,
                     "message": message,
+                    "lastTransitionTime": "2026-11-22T00:00:00Z",
                 }
             ]
         },
@@ -242,23 +243,29 @@ def test_status_against_a_real_api_server(apiserver: dict[str, Any]) -> None:
             await manager.merge_patch(
                 deployments,
                 "kueue-controller-manager",
-                {"status": {"replicas": 1, "availableReplicas": 1}},
+                # Valid for apps/v1 status validation: available <= ready <= replicas.
+                {
+                    "status": {
+                        "replicas": 1,
+                        "updatedReplicas": 1,
+                        "readyReplicas": 1,
+                        "availableReplicas": 1,
+                    }
+                },
                 "kueue-system",
                 status=True,
             )
-            for kind, kind_name, body in (
-                (checks, "AdmissionCheck", active("multikueue", True)),
+            # Specs the real CRDs accept (Kueue's, when ../shared/upstream has them).
+            for kind, spec_of, body in (
+                (checks, admission_check(), active("multikueue", True)),
                 (
                     clusters,
-                    "MultiKueueCluster",
+                    multikueue_cluster("worker1"),
                     active("worker1", False, "BadKubeConfig", "no token"),
                 ),
             ):
                 status = body.pop("status")
-                await manager.create(
-                    kind,
-                    {"apiVersion": f"{K}/v1beta2", "kind": kind_name, **body, "spec": {}},
-                )
+                await manager.create(kind, {**spec_of, **body, "spec": spec_of["spec"]})
                 await manager.merge_patch(
                     kind, body["metadata"]["name"], {"status": status}, status=True
                 )
