@@ -348,6 +348,7 @@ def _judge(
             f"queue stuck: StrictFIFO ClusterQueue {queue.name} has {ahead} workload(s) "
             "pending ahead, nothing behind its head is admitted"
         )
+        # Scored as short of its whole quota at least: nothing gets in before the head does.
         verdict = Verdict(name, "waits", why, float(-max(fit.deficit, 1.0)), fit.flavors)
         return _Judged(verdict, _WAITS, (_STUCK, _rank_waiting(policy, fit, queue, used)))
     if fit.fits:
@@ -377,6 +378,7 @@ def _judge(
 def _rank_waiting(
     policy: Policy, fit: _Fit, queue: QueueCapacity, used: dict[str, Resources]
 ) -> float:
+    """Rank among clusters where the workload waits with the same first part (lower first)."""
     return fit.deficit if policy.when_nothing_fits == "WaitOnBest" else _load(queue, used)
 
 
