@@ -42,8 +42,6 @@ def dispatchers() -> list[Dispatcher]:
         AllAtOnce(),
         Incremental(),
         OurPolicy(Policy(), "policy"),
-        # The improvements measured for the lead (BENCHMARKS.md section 4), not the default.
-        OurPolicy(Policy(), "prototype", prototype=True),
     ]
 
 

@@ -10,10 +10,8 @@ from typing import TYPE_CHECKING
 
 from controller import policy as real_policy
 from controller.model import (
-    FlavorCapacity,
     InFlight,
     Policy,
-    QueueCapacity,
     WorkerView,
     WorkloadView,
 )
@@ -69,13 +67,13 @@ def policy_nominate(
     policy: Policy,
     in_flight: InFlightIndex,
     now: datetime,
-) -> tuple[tuple[str, ...], str]:
+) -> tuple[str, ...]:
     """The one call into the project's policy: `controller.policy.decide`, and the in-flight
     demand recorded the way controller/dispatcher.py `_record_in_flight` does. Returns the
-    clusters to nominate and the decision's outcome."""
+    clusters to nominate."""
     decision = real_policy.decide(view, clusters, workers, policy, in_flight, now)
     if not decision.nominate:
-        return (), decision.outcome  # the controller writes nothing (a NoFeasibleCluster Event)
+        return ()  # the controller writes nothing (a NoFeasibleCluster Event)
     in_flight.replace(
         view.key,
         [
@@ -84,35 +82,16 @@ def policy_nominate(
             if v.cluster in decision.nominate
         ],
     )
-    return decision.nominate, decision.outcome
-
-
-def blocked(view: WorkerView) -> WorkerView:
-    """`view` with its ClusterQueue's quota all in use."""
-    queue = view.queues[CQ]
-    groups = tuple(
-        tuple(FlavorCapacity(f.name, f.nominal, f.nominal) for f in g) for g in queue.groups
-    )
-    full = QueueCapacity(CQ, groups, queue.pending)
-    return WorkerView(view.name, True, True, "", {}, view.local_queues, {CQ: full})
+    return decision.nominate
 
 
 class OurPolicy(Dispatcher):
     refreshes = True
 
-    def __init__(
-        self, policy: Policy | None = None, name: str = "policy", prototype: bool = False
-    ) -> None:
+    def __init__(self, policy: Policy | None = None, name: str = "policy") -> None:
         self.policy = policy or Policy()
         self.name = name
         self.widen_after = self.policy.widen_after_seconds
-        # Two changes measured for the lead, not the controller's behaviour (BENCHMARKS.md
-        # section 4): a StrictFIFO ClusterQueue with a workload pending ahead (its
-        # status.pendingWorkloads, less our own copy) admits nothing new until that head is
-        # admitted, so it is shown to the policy as full; and when nothing fits, the
-        # workload waits on a worker whose ClusterQueue may preempt
-        # (spec.preemption.withinClusterQueue), if there is one.
-        self.prototype = prototype
         self.in_flight = InFlightIndex()
 
     def nominate(self, sim: Sim, wl: Wl) -> tuple[str, ...]:
@@ -127,24 +106,7 @@ class OurPolicy(Dispatcher):
             wl.job.priority,
         )
         now = EPOCH + timedelta(seconds=sim.now)
-        workers = sim.snapshot
-        if self.prototype:
-            workers = {
-                name: blocked(v)
-                if sim.strict(name)
-                and v.queues[CQ].pending
-                - (name in wl.copies and wl.copies[name].admitted_at is None)
-                > 0
-                else v
-                for name, v in workers.items()
-            }
-        chosen, outcome = policy_nominate(
-            view, sim.clusters, workers, self.policy, self.in_flight, now
-        )
-        if self.prototype and outcome == "waiting":
-            preempting = [c for c in sim.clusters if sim.preempts(c)]
-            again, _ = policy_nominate(view, preempting, workers, self.policy, self.in_flight, now)
-            chosen = again or chosen
+        chosen = policy_nominate(view, sim.clusters, sim.snapshot, self.policy, self.in_flight, now)
         return chosen or wl.nominated
 
     def done(self, wl: Wl) -> None:

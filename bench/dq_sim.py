@@ -145,7 +145,13 @@ class Worker:
         groups = tuple(
             tuple(FlavorCapacity(f, dict(n), dict(self.used[f])) for f, n in g) for g in self.groups
         )
-        queue = QueueCapacity(CQ, groups, pending=len(self.pending))
+        queue = QueueCapacity(
+            CQ,
+            groups,
+            pending=len(self.pending),
+            strict_fifo=self.spec.queueing == "StrictFIFO",
+            preempts=self.spec.preemption != "Never",
+        )
         return WorkerView(self.spec.name, True, True, "", {}, {LOCAL_QUEUE: CQ}, {CQ: queue})
 
 
@@ -364,12 +370,6 @@ class Sim:
             self._dispatch(wl)
 
     # --- the dispatcher's view ----------------------------------------------------------------
-    def strict(self, name: str) -> bool:
-        return self.workers[name].spec.queueing == "StrictFIFO"
-
-    def preempts(self, name: str) -> bool:
-        return self.workers[name].spec.preemption != "Never"
-
     def _take_snapshot(self) -> None:
         self.snapshot = {name: w.view() for name, w in self.workers.items()}
 

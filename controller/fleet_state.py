@@ -78,8 +78,14 @@ def queue_capacity(cq: dict[str, Any]) -> QueueCapacity:
         ),
         True,
     )
+    spec = cq.get("spec") or {}
     return QueueCapacity(
-        cq["metadata"]["name"], tuple(groups), int(status.get("pendingWorkloads") or 0), active
+        cq["metadata"]["name"],
+        tuple(groups),
+        int(status.get("pendingWorkloads") or 0),
+        active,
+        spec.get("queueingStrategy") == "StrictFIFO",
+        (spec.get("preemption") or {}).get("withinClusterQueue", "Never") != "Never",
     )
 
 

@@ -61,8 +61,14 @@ class QueueCapacity:
 
     name: str
     groups: tuple[tuple[FlavorCapacity, ...], ...]
-    pending: int = 0
+    pending: int = 0  # status.pendingWorkloads
     active: bool = True
+    # spec.queueingStrategy is StrictFIFO (Kueue's default is BestEffortFIFO): a head that
+    # does not fit holds back everything behind it.
+    strict_fifo: bool = False
+    # spec.preemption.withinClusterQueue is not Never (Kueue's default is Never): a
+    # workload that does not fit may evict lower-priority work admitted in the queue.
+    preempts: bool = False
 
     @cached_property
     def covered(self) -> frozenset[str]:

@@ -14,6 +14,12 @@ never hold the workload). Being full is no such reason: the worker may be admitt
 very workload, and Kueue v0.19.2 accepts `status.clusterName` only when it is in the *old*
 `nominatedClusterNames` (validateClusterNameUpdate in pkg/webhooks/workload_webhook.go),
 so dropping it throws that admission away.
+
+Two things the quota alone does not say, read from the worker's ClusterQueue: a StrictFIFO
+queue with workloads pending admits nothing new until its head is admitted, so its free
+quota is not there to take (it counts as full); and when nothing fits, a queue that may
+preempt lower-priority work for the workload is a better place to wait than one that
+never preempts, whatever the deficits.
 """
 
 from __future__ import annotations
@@ -292,12 +298,31 @@ def widened_count(policy: Policy, workload: WorkloadView, now: datetime) -> int:
 _FITS, _WAITS, _OUT = 0, 1, 2
 
 
+# How promising a cluster where the workload waits is, best first (the first part of its
+# rank): its queue may preempt for it, it may not, its StrictFIFO queue is stuck.
+_MAY_PREEMPT, _NO_PREEMPTION, _STUCK = 0, 1, 2
+
+
 class _Judged(NamedTuple):
     """One cluster's verdict on one workload."""
 
     verdict: Verdict
     standing: int  # _FITS, _WAITS or _OUT
-    key: float  # rank among the clusters of the same standing (lower first)
+    key: tuple[int, float]  # rank among the clusters of the same standing (lower first)
+
+
+def _stuck(queue: QueueCapacity, cluster: str, workload: WorkloadView) -> int:
+    """How many workloads wait ahead of this one in a StrictFIFO ClusterQueue (0 for
+    BestEffortFIFO). Kueue v0.19.2 puts a StrictFIFO head that cannot be admitted straight
+    back at the head (RequeueIfNotPresent in pkg/cache/queue/cluster_queue.go requeues it
+    "immediately"; QueueingStrategy in apis/kueue/v1beta2/clusterqueue_types.go: older
+    workloads that cannot be admitted block newer ones even if they fit), so a queue with
+    workloads pending admits nothing new, whatever quota it has free. Its own copy, if it is
+    nominated there, is one of those pending; the others' priorities are not in the
+    ClusterQueue's status, so all of them count as ahead."""
+    if not queue.strict_fifo:
+        return 0
+    return max(queue.pending - (cluster in workload.nominated), 0)
 
 
 def _judge(
@@ -317,6 +342,15 @@ def _judge(
     # (the manager learns of the admission only later, through clusterName).
     own = workload.requests if queue.pending == 0 and name in workload.nominated else _EMPTY
     fit = _Fit(queue, workload.requests, used, own)
+    ahead = _stuck(queue, name, workload) if fit.possible else 0
+    if ahead:
+        why = (
+            f"queue stuck: StrictFIFO ClusterQueue {queue.name} has {ahead} workload(s) "
+            "pending ahead, nothing behind its head is admitted"
+        )
+        # Scored as short of its whole quota at least: nothing gets in before the head does.
+        verdict = Verdict(name, "waits", why, float(-max(fit.deficit, 1.0)), fit.flavors)
+        return _Judged(verdict, _WAITS, (_STUCK, _rank_waiting(policy, fit, queue, used)))
     if fit.fits:
         verdict = Verdict(
             name,
@@ -331,12 +365,21 @@ def _judge(
             if strategy == "MostFreeQuota"
             else (fit.headroom if strategy == "BestFit" else 0.0)
         )
-        return _Judged(verdict, _FITS, key)
+        return _Judged(verdict, _FITS, (0, key))
     if fit.possible:
         verdict = Verdict(name, "waits", fit.blocker, float(-fit.deficit), fit.flavors)
-        key = fit.deficit if policy.when_nothing_fits == "WaitOnBest" else _load(queue, used)
-        return _Judged(verdict, _WAITS, key)
-    return _Judged(Verdict(name, "filtered", fit.blocker, category="too-large"), _OUT, 0.0)
+        # Where the queue may preempt, the workload can get in before anything ends
+        # there; elsewhere it waits for running work to finish, however small its deficit.
+        first = _MAY_PREEMPT if queue.preempts else _NO_PREEMPTION
+        return _Judged(verdict, _WAITS, (first, _rank_waiting(policy, fit, queue, used)))
+    return _Judged(Verdict(name, "filtered", fit.blocker, category="too-large"), _OUT, (0, 0.0))
+
+
+def _rank_waiting(
+    policy: Policy, fit: _Fit, queue: QueueCapacity, used: dict[str, Resources]
+) -> float:
+    """Rank among clusters where the workload waits with the same first part (lower first)."""
+    return fit.deficit if policy.when_nothing_fits == "WaitOnBest" else _load(queue, used)
 
 
 class _Shape:
@@ -358,11 +401,11 @@ class _Shape:
         self.position = {name: order for order, name in reversed(list(enumerate(clusters)))}
         self.verdicts: list[Verdict] = []
         self.standing: list[int] = []
-        self.fitting: dict[int, tuple[float, int, Verdict]] = {}
-        self.waiting: dict[int, tuple[float, int, Verdict]] = {}
+        self.fitting: dict[int, tuple[tuple[int, float], int, Verdict]] = {}
+        self.waiting: dict[int, tuple[tuple[int, float], int, Verdict]] = {}
         self.dirty: set[str] = set()  # judged with a workload's own share: judge again
 
-    def set(self, order: int, standing: int, key: float, verdict: Verdict) -> None:
+    def set(self, order: int, standing: int, key: tuple[int, float], verdict: Verdict) -> None:
         if order == len(self.verdicts):
             self.verdicts.append(verdict)
             self.standing.append(standing)

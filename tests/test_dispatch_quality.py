@@ -218,3 +218,16 @@ def test_the_command_writes_tables_targets_and_a_chart(tmp_path: Path) -> None:
     chart = tmp_path / "chart.png"
     assert dispatch_quality.main(["--scenarios", "--csv", str(path), "--chart", str(chart)]) == 0
     assert chart.read_bytes().startswith(b"\x89PNG")
+
+
+def test_the_policy_sees_each_worker_queues_strategy_and_preemption() -> None:
+    """The snapshot the policy reads carries what the controller reads from a worker's
+    ClusterQueue: spec.queueingStrategy, spec.preemption.withinClusterQueue and
+    status.pendingWorkloads (local work included)."""
+    sc = small()
+    for spec in sc.workers:
+        queue = Worker(spec).view().queues["cq"]
+        assert queue.strict_fifo == (spec.queueing == "StrictFIFO")
+        assert queue.preempts == (spec.preemption != "Never")
+    assert {Worker(s).view().queues["cq"].strict_fifo for s in sc.workers} == {True, False}
+    assert {Worker(s).view().queues["cq"].preempts for s in sc.workers} == {True, False}

@@ -333,6 +333,104 @@ def test_a_nominated_cluster_that_left_the_config_is_dropped() -> None:
     assert decision.nominate == ("w2",)
 
 
+def test_a_stuck_strict_fifo_queue_counts_as_full() -> None:
+    """Kueue v0.19.2 requeues a StrictFIFO head that cannot be admitted straight back at the
+    head (RequeueIfNotPresent in pkg/cache/queue/cluster_queue.go; StrictFIFO in
+    apis/kueue/v1beta2/clusterqueue_types.go): with workloads pending, such a queue admits
+    nothing new however much quota is free. Before, w1's 16 free cores won."""
+    stuck = replace(queue(16), pending=1, strict_fifo=True)
+    workers = fleet(w1=stuck, w2=queue(8, reserved=4))
+    decision = run(demand(2), workers)
+    assert decision.nominate == ("w2",)
+    assert verdict(decision, "w1").status == "waits"
+    assert "StrictFIFO ClusterQueue cq has 1 workload(s) pending ahead" in (
+        verdict(decision, "w1").reason
+    )
+    # BestEffortFIFO lets newer workloads past a stuck head: free quota there is usable.
+    best_effort = fleet(w1=replace(queue(16), pending=3), w2=queue(8, reserved=4))
+    assert run(demand(2), best_effort).nominate == ("w1",)
+    # The one pending there may be the workload's own copy: then nothing is ahead of it.
+    own = run(demand(2, nominated=("w1",), nominated_at=NOW), workers)
+    assert own.nominate == ("w1",)
+    assert verdict(own, "w1").status == "fits"
+
+
+def test_a_nominated_stuck_queue_stays_and_gains_a_companion() -> None:
+    # Another workload is stuck ahead of the copy on w1: w1 may still admit it later, so it
+    # stays nominated (dropping it would lose that admission), and w2 where it fits joins.
+    workers = fleet(w1=replace(queue(16), pending=2, strict_fifo=True), w2=queue(8))
+    decision = run(demand(2, nominated=("w1",), nominated_at=NOW), workers)
+    assert decision.nominate == ("w1", "w2")
+    assert verdict(decision, "w1").status == "waits"
+    assert decision.outcome == "nominated"
+
+
+@pytest.mark.parametrize("when_nothing_fits", ["WaitOnBest", "LeastLoaded"])
+def test_when_nothing_fits_wait_where_the_queue_may_preempt(when_nothing_fits: str) -> None:
+    """w1 is 1 core short and never preempts; w2 is 3 short but its ClusterQueue's
+    spec.preemption.withinClusterQueue lets the workload evict lower-priority work there
+    (Kueue v0.19.2 apis/kueue/v1beta2/clusterqueue_types.go, ClusterQueuePreemption).
+    Before, the smaller deficit (or lighter load) won: w1, until its work ends."""
+    workers = fleet(
+        w1=queue(8, reserved=7), w2=replace(queue(8, reserved=8), preempts=True), w3=queue(8, 8)
+    )
+    decision = run(demand(3), workers, Policy(when_nothing_fits=when_nothing_fits))
+    assert decision.nominate == ("w2",)
+    assert decision.outcome == "waiting"
+    # Among queues that may preempt, and among those that may not, the usual rank holds.
+    both = fleet(
+        w1=replace(queue(8, reserved=8), preempts=True), w2=replace(queue(8, 7), preempts=True)
+    )
+    assert run(demand(3), both, Policy(when_nothing_fits=when_nothing_fits)).nominate == ("w2",)
+    # Where something fits, it still wins over any queue that would have to preempt.
+    fits = fleet(w1=queue(8, reserved=2), w2=replace(queue(8, reserved=8), preempts=True))
+    assert run(demand(3), fits).nominate == ("w1",)
+
+
+def test_a_stuck_strict_fifo_queue_ranks_last_among_those_that_wait() -> None:
+    # A stuck StrictFIFO queue admits nothing behind its head even by preemption (the head
+    # would have preempted already): a queue that is merely full is the better wait.
+    workers = fleet(
+        w1=replace(queue(64), pending=1, strict_fifo=True, preempts=True),
+        w2=queue(8, reserved=7),
+    )
+    decision = run(demand(3), workers)
+    assert decision.nominate == ("w2",)
+    assert decision.outcome == "waiting"
+
+
+def test_the_snapshot_reads_queueing_strategy_pending_and_preemption() -> None:
+    """What the policy needs from a worker's ClusterQueue, as Kueue v0.19.2 spells it
+    (apis/kueue/v1beta2/clusterqueue_types.go: spec.queueingStrategy defaults to
+    BestEffortFIFO, spec.preemption.withinClusterQueue to Never, status.pendingWorkloads)."""
+    from controller.fleet_state import queue_capacity
+
+    cq = {
+        "metadata": {"name": "cq"},
+        "spec": {
+            "queueingStrategy": "StrictFIFO",
+            "preemption": {"withinClusterQueue": "LowerPriority"},
+            "resourceGroups": [
+                {
+                    "coveredResources": ["cpu"],
+                    "flavors": [
+                        {"name": "default", "resources": [{"name": "cpu", "nominalQuota": 8}]}
+                    ],
+                }
+            ],
+        },
+        "status": {"pendingWorkloads": 3},
+    }
+    read = queue_capacity(cq)
+    assert (read.strict_fifo, read.preempts, read.pending) == (True, True, 3)
+    defaults = queue_capacity({"metadata": {"name": "cq"}, "spec": {}, "status": {}})
+    assert (defaults.strict_fifo, defaults.preempts, defaults.pending) == (False, False, 0)
+    never = queue_capacity(
+        {"metadata": {"name": "cq"}, "spec": {"preemption": {"withinClusterQueue": "Never"}}}
+    )
+    assert not never.preempts
+
+
 # --- the workload contract --------------------------------------------------------------
 
 
@@ -519,7 +617,9 @@ def test_the_memo_never_changes_a_decision() -> None:
                 n,
                 replace(
                     queue(16, reserved=rng.randint(0, 16), gpu=8 if i % 3 == 0 else None),
-                    pending=rng.randint(0, 1),
+                    pending=rng.randint(0, 2),
+                    strict_fifo=rng.random() < 0.5,
+                    preempts=rng.random() < 0.5,
                 ),
                 healthy=rng.random() > 0.1,
             )
