@@ -17,9 +17,9 @@ import pulumi_kubernetes as k8s
 import yaml
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, ResourceProvider
 
+from components.commands import CommandFailed, kubeconfig_ca, run
 from components.kind_config import OWNER_LABEL, kind_config
 from components.kubeconfig import reduce_to_context
-from components.providers import CommandFailed, kubeconfig_ca, run
 from components.spec import ClusterSpec, FleetSpec
 
 ROOT = Path(__file__).resolve().parent.parent

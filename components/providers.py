@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -16,35 +15,12 @@ import pulumi
 import yaml
 from pulumi.dynamic import CreateResult, DiffResult, ResourceProvider, UpdateResult
 
-
-class CommandFailed(Exception):
-    pass
-
-
-def run(args: list[str], stdin: str | None = None, timeout: float = 900) -> str:
-    """Run a CLI; its stdout, or CommandFailed naming the command and the end of stderr."""
-    try:
-        result = subprocess.run(
-            args, input=stdin, capture_output=True, text=True, timeout=timeout, check=False
-        )
-    except FileNotFoundError as exc:
-        raise CommandFailed(
-            f"{args[0]} is not installed or not on PATH "
-            "(scripts/up.sh installs the pinned kind and Pulumi CLI)"
-        ) from exc
-    except subprocess.TimeoutExpired as exc:
-        raise CommandFailed(f"`{' '.join(args[:4])}` did not finish in {timeout:.0f}s") from exc
-    if result.returncode != 0:
-        tail = "\n".join((result.stderr or result.stdout).strip().splitlines()[-8:])
-        raise CommandFailed(f"`{' '.join(args[:4])}` failed (exit {result.returncode}):\n{tail}")
-    return result.stdout
-
-
-def kubeconfig_ca(kubeconfig: str) -> str:
-    config = yaml.safe_load(kubeconfig) or {}
-    clusters = config.get("clusters") or [{}]
-    return (clusters[0].get("cluster") or {}).get("certificate-authority-data", "")
-
+# Stacks deployed before the kind provider moved to components.clusters keep a pickle that
+# names it here (dill pickles an importable class by module and name: pulumi v3.272.0
+# sdk/python/lib/pulumi/dynamic/dynamic.py serialize_provider), and the engine reads and
+# deletes their old clusters with that pickle.
+from components.clusters import KindClusterProvider  # noqa: F401
+from components.commands import CommandFailed, kubeconfig_ca, run  # noqa: F401
 
 # --- ServiceAccount tokens -------------------------------------------------------------------
 
@@ -203,16 +179,3 @@ class ControllerImage(pulumi.dynamic.Resource, module="multikueue-fleet", name="
         self, name: str, props: dict[str, Any], opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__(ControllerImageProvider(), name, {**props, "image": None}, opts)
-
-
-def __getattr__(name: str) -> Any:
-    """Stacks deployed before the kind provider moved to components.clusters keep a pickle
-    that names it here (dill pickles an importable class by its module and name: pulumi
-    v3.272.0 sdk/python/lib/pulumi/dynamic/dynamic.py serialize_provider), and the engine
-    deletes or reads their old clusters with that pickle. Imported late: clusters imports
-    this module."""
-    if name == "KindClusterProvider":
-        from components.clusters import KindClusterProvider
-
-        return KindClusterProvider
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from pulumi.dynamic.dynamic import serialize_provider
 
-from components import clusters, providers
+from components import clusters
 from components.clusters import KindClusterProvider
 from components.kind_config import OWNER_LABEL
 from components.providers import CommandFailed
@@ -47,7 +47,7 @@ class FakeKind:
 def kind(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Any:
     def install(*existing: str, owner: str | None = "") -> FakeKind:
         fake = FakeKind(set(existing))
-        monkeypatch.setattr(providers.subprocess, "run", fake)
+        monkeypatch.setattr(subprocess, "run", fake)
         monkeypatch.setattr(clusters, "node_owner", lambda _kind, _name: owner)
         return fake
 
@@ -164,7 +164,7 @@ def test_a_kind_failure_is_reported_with_its_stderr(
             )
         return subprocess.CompletedProcess(args, 0, "", "")
 
-    monkeypatch.setattr(providers.subprocess, "run", failing)
+    monkeypatch.setattr(subprocess, "run", failing)
     with pytest.raises(CommandFailed, match="Cannot connect to the Docker daemon"):
         KindClusterProvider().create(props(tmp_path))
 
@@ -173,7 +173,7 @@ def test_a_missing_kind_is_named(monkeypatch: pytest.MonkeyPatch, tmp_path: Path
     def missing(*_: Any, **__: Any) -> Any:
         raise FileNotFoundError("kind")
 
-    monkeypatch.setattr(providers.subprocess, "run", missing)
+    monkeypatch.setattr(subprocess, "run", missing)
     with pytest.raises(CommandFailed, match="kind is not installed"):
         KindClusterProvider().create(props(tmp_path))
 

@@ -17,7 +17,6 @@ import pytest
 import yaml
 from pulumi.dynamic.dynamic import serialize_provider
 
-from components import providers
 from components.providers import (
     CommandFailed,
     ControllerImageProvider,
@@ -68,7 +67,7 @@ class FakeCli:
 def cli(monkeypatch: pytest.MonkeyPatch) -> Any:
     def install(answers: dict[tuple[str, ...], tuple[int, str, str]]) -> FakeCli:
         fake = FakeCli(answers)
-        monkeypatch.setattr(providers.subprocess, "run", fake)
+        monkeypatch.setattr(subprocess, "run", fake)
         return fake
 
     return install

@@ -11,6 +11,7 @@ import pytest
 
 from components.labels import FLEET_LABEL
 from components.teardown import DrainTimeout, stop_and_drain
+from tests.fleet_harness import workload as admitted_workload
 from tests.kube_emulator import Emulator
 
 K = "kueue.x-k8s.io"
@@ -29,13 +30,15 @@ def queue(name: str, fleet: str) -> dict[str, Any]:
 
 
 def workload(name: str, cq: str, finished: bool = False) -> dict[str, Any]:
-    conditions = [{"type": "QuotaReserved", "status": "True"}]
+    """A Workload admitted to `cq`, as Kueue's real CRD accepts it (the emulator checks)."""
+    obj = admitted_workload(name, namespace="team", cluster="worker1", state="Ready")
+    obj["status"]["admission"]["clusterQueue"] = cq
     if finished:
-        conditions.append({"type": "Finished", "status": "True"})
-    return {
-        "metadata": {"name": name, "namespace": "team"},
-        "status": {"admission": {"clusterQueue": cq}, "conditions": conditions},
-    }
+        reserved = obj["status"]["conditions"][0]
+        obj["status"]["conditions"].append(
+            {**reserved, "type": "Finished", "reason": "Succeeded", "status": "True"}
+        )
+    return obj
 
 
 async def cluster() -> Emulator:
@@ -62,7 +65,8 @@ def test_past_the_bound_the_workloads_holding_quota_are_named() -> None:
             assert "job-done" not in message and "their-job" not in message
             assert "HoldAndDrain" in message and "MKF_DRAIN_TIMEOUT=SECONDS" in message
             assert e.get(f"{K}/clusterqueues", "cq")["spec"]["stopPolicy"] == "Hold"
-            assert "stopPolicy" not in e.get(f"{K}/clusterqueues", "theirs")["spec"]
+            # Another fleet's queue keeps the CRD's default.
+            assert e.get(f"{K}/clusterqueues", "theirs")["spec"]["stopPolicy"] == "None"
         finally:
             await e.stop()
 
