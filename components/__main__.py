@@ -172,7 +172,8 @@ def _guarded(action: Callable[[], int]) -> int:
         return action()
     except (DriverError, FleetConfigError) as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 1
+        # An interrupted run exits as the driver says (124 after --timeout, 130, 143).
+        return getattr(exc, "code", 1)
 
 
 def cmd_up(args: argparse.Namespace) -> int:

@@ -12,7 +12,6 @@ and workers.
 from __future__ import annotations
 
 import re
-from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 
 from components import kueue_gates, quantity
@@ -644,9 +643,61 @@ def local_queues(spec: FleetSpec) -> Iterator[Problem]:
 # Every rule, in the order problems are reported. A rule is a function of the spec that
 # yields Problems; add new ones here (Kueue gate rules live in kueue_gates.py and are
 # registered here too).
+def _identity(spec: FleetSpec, c: ClusterSpec) -> str:
+    """What makes two stacks' clusters the same real cluster."""
+    if c.existing is not None:
+        return f"existing:{c.existing.server or c.existing.context}"
+    if c.gke is not None:
+        return f"gke:{c.gke.project}/{c.gke.location}/{c.physical_name(spec.fleet_name)}"
+    if c.eks is not None:
+        return f"eks:{c.eks.region}/{c.physical_name(spec.fleet_name)}"
+    return f"kind:{c.physical_name(spec.fleet_name)}"
+
+
+def _shared_cluster_problem(ident: str, users: list[tuple[str, ClusterSpec]]) -> Problem:
+    names = ", ".join(f"{src} ({c.path})" if src else c.path for src, c in users)
+    where = ident.split(":", 1)[1]
+    if ident.startswith("existing:"):
+        # The objects a fleet installs on a cluster (Kueue's install, the multikueue
+        # ServiceAccount and ClusterRole, the queues) have the same names for every fleet,
+        # and the Kubernetes provider refuses to create what already exists.
+        return Problem(
+            users[1][1].path,
+            f"the existing cluster {where} is used by {names}; one cluster serves one fleet, "
+            "whose objects there have the same names as another fleet's",
+            "give each fleet its own cluster (a separate context and server)",
+            "error",
+        )
+    return Problem(
+        users[1][1].path,
+        f"{where} would be created by {names}",
+        "give the stacks different fleetName values",
+        "error",
+    )
+
+
+def clusters_distinct(spec: FleetSpec) -> list[Problem]:
+    """Two entries of one stack that are the same real cluster."""
+    owners: dict[str, list[tuple[str, ClusterSpec]]] = {}
+    for c in spec.clusters:
+        owners.setdefault(_identity(spec, c), []).append(("", c))
+    return [_shared_cluster_problem(i, users) for i, users in owners.items() if len(users) > 1]
+
+
+def validate_together(specs: list[tuple[str, FleetSpec]]) -> list[Problem]:
+    """Problems only visible across stacks: two stacks that would create, or share, the
+    same cluster."""
+    owners: dict[str, list[tuple[str, ClusterSpec]]] = {}
+    for source, spec in specs:
+        for c in spec.clusters:
+            owners.setdefault(_identity(spec, c), []).append((source, c))
+    return [_shared_cluster_problem(i, users) for i, users in owners.items() if len(users) > 1]
+
+
 RULES: list[Rule] = [
     worker_count,
     cluster_names_unique,
+    clusters_distinct,
     kind_name_length,
     kind_workers_need_a_kind_manager,
     known_frameworks,
@@ -679,60 +730,3 @@ RULES: list[Rule] = [
 def validate(spec: FleetSpec) -> list[Problem]:
     """Every fleet-wide problem of one stack, errors and warnings together."""
     return [problem for rule in RULES for problem in rule(spec)]
-
-
-def _identity(spec: FleetSpec, c: ClusterSpec) -> str:
-    """What makes two stacks' clusters the same real cluster."""
-    if c.existing is not None:
-        return f"existing:{c.existing.server or c.existing.context}"
-    if c.gke is not None:
-        return f"gke:{c.gke.project}/{c.gke.location}/{c.physical_name(spec.fleet_name)}"
-    if c.eks is not None:
-        return f"eks:{c.eks.region}/{c.physical_name(spec.fleet_name)}"
-    return f"kind:{c.physical_name(spec.fleet_name)}"
-
-
-def validate_together(specs: list[tuple[str, FleetSpec]]) -> list[Problem]:
-    """Problems only visible across stacks: a worker shared by two managers with one origin
-    (each would garbage-collect the other's remote objects), or two stacks that would
-    create the same cluster."""
-    problems: list[Problem] = []
-    owners: dict[str, list[tuple[str, FleetSpec, ClusterSpec]]] = {}
-    for source, spec in specs:
-        for c in spec.clusters:
-            owners.setdefault(_identity(spec, c), []).append((source, spec, c))
-    for ident, users in owners.items():
-        if len(users) < 2:
-            continue
-        if not ident.startswith("existing:"):
-            names = ", ".join(f"{src} ({c.path})" for src, _, c in users)
-            problems.append(
-                Problem(
-                    users[1][2].path,
-                    f"{ident.split(':', 1)[1]} would be created by {names}",
-                    "give the stacks different fleetName values",
-                    "error",
-                )
-            )
-            continue
-        origins = Counter(
-            spec.kueue.multikueue.origin for _, spec, c in users if c.role == "worker"
-        )
-        for origin, count in origins.items():
-            if count > 1:
-                names = ", ".join(
-                    src
-                    for src, spec, c in users
-                    if c.role == "worker" and spec.kueue.multikueue.origin == origin
-                )
-                problems.append(
-                    Problem(
-                        "kueue.multiKueue.origin",
-                        f"worker {ident.split(':', 1)[1]} is shared by {names} with the same "
-                        f"origin '{origin}'",
-                        "give each manager its own kueue.multiKueue.origin: each garbage-collects "
-                        "remote objects of its origin that it does not know",
-                        "error",
-                    )
-                )
-    return problems

@@ -11,7 +11,7 @@ import yaml
 from components import kueue_gates
 from components.spec import load_spec
 from components.validate import validate_together
-from tests.conftest import base, problems_of
+from tests.conftest import base, only, problems_of
 
 Mutate = Callable[[dict[str, Any]], None]
 
@@ -673,14 +673,26 @@ def _existing_fleet(origin: str, manager_context: str) -> dict[str, Any]:
     return config
 
 
-def test_two_managers_sharing_a_worker_need_distinct_origins() -> None:
-    a = _spec(_existing_fleet("same", "mgr-a"), "a")
-    b = _spec(_existing_fleet("same", "mgr-b"), "b")
+def test_two_fleets_never_share_an_existing_cluster() -> None:
+    """Every fleet installs the same names on a worker (Kueue, the multikueue identity, the
+    queues): the second fleet's up would stop on "already exists", so validation refuses
+    the sharing first, whatever the origins."""
+    a = _spec(_existing_fleet("one", "mgr-a"), "a")
+    b = _spec(_existing_fleet("two", "mgr-b"), "b")
     (problem,) = validate_together([("a.yaml", a), ("b.yaml", b)])
-    assert problem.path == "kueue.multiKueue.origin"
-    assert "shared by a.yaml, b.yaml with the same origin 'same'" in problem.message
-    c = _spec(_existing_fleet("other", "mgr-b"), "c")
-    assert validate_together([("a.yaml", a), ("c.yaml", c)]) == []
+    assert problem.path == "workers[0]"
+    assert "https://shared.example:6443 is used by a.yaml (workers[0]), b.yaml" in problem.message
+    assert "its own cluster" in problem.hint
+    c = _existing_fleet("three", "mgr-c")
+    c["workers"][0]["existing"] = {"context": "other", "server": "https://other.example:6443"}
+    assert validate_together([("a.yaml", a), ("c.yaml", _spec(c, "c"))]) == []
+
+
+def test_one_stack_cannot_name_one_existing_cluster_twice() -> None:
+    config = _existing_fleet("one", "mgr-a")
+    config["workers"].append({**config["workers"][0], "name": "again"})
+    problem = only(problems_of(config), "workers[1]")
+    assert "is used by workers[0], workers[1]" in problem.message
 
 
 def test_default_origins_differ_per_fleet() -> None:
