@@ -40,7 +40,7 @@ from components.kube_objects import KubeObject, ObjectSet, with_deploy_time_valu
 from components.kubeconfig import worker_kubeconfig
 from components.labels import KUEUE_NAMESPACE
 from components.multikueue import manager_multikueue_objects
-from components.providers import IMAGE_PLATFORM, ControllerImage, ServiceAccountToken, source_hash
+from components.providers import ControllerImage, ServiceAccountToken, source_hash
 from components.queues import queue_objects
 from components.spec import ClusterSpec, FleetSpec
 from components.upstream import fetch, kueue_objects, kustomize_directory
@@ -387,7 +387,7 @@ class Fleet(pulumi.ComponentResource):
                     "tag": tag,
                     "context": str(ROOT),
                     "dockerfile": str(ROOT / "controller" / "Dockerfile"),
-                    "platform": IMAGE_PLATFORM,
+                    "platform": spec.dispatcher.platform,
                     "registry": spec.dispatcher.registry,
                     "kind_clusters": [h.spec.physical_name(spec.fleet_name) for h in kind_managers],
                     # A replaced kind manager is a new cluster under the same name: its

@@ -7,6 +7,7 @@ a kind teardown from walking into Kueue's finalizers."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -591,3 +592,18 @@ def test_the_engine_is_asked_to_replace_exactly_the_objects_with_immutable_field
     for reg in objects:
         if reg.typ.endswith(":ClusterQueue"):
             assert reg.replace_on_changes == [] and not reg.delete_before_replace
+
+
+def test_the_dispatcher_image_is_built_for_the_platform_the_stack_names(
+    tmp_path: Path,
+) -> None:
+    """The image resource gets `dispatcher.platform` (docker build --platform), whatever
+    machine runs pulumi up; the default is linux/amd64."""
+    prepare_environment(tmp_path)
+    config, secret = engine_config(ROOT / "stacks" / "Pulumi.dev.yaml")
+    default = run_program("dev", config, secret).monitor.named("dispatcher-image")
+    assert default.inputs["platform"] == "linux/amd64"
+    dispatcher = json.loads(config.get("multikueue-fleet:dispatcher", "{}"))
+    config["multikueue-fleet:dispatcher"] = json.dumps({**dispatcher, "platform": "linux/arm64"})
+    arm = run_program("dev", config, secret).monitor.named("dispatcher-image")
+    assert arm.inputs["platform"] == "linux/arm64"

@@ -102,6 +102,13 @@ CASES = [
         "500m",
     ),
     (
+        "image platform the nodes cannot run",
+        SMALL + "  multikueue-fleet:dispatcher:\n    platform: windows/amd64\n",
+        "dispatcher.platform",
+        "'windows/amd64' is not one of linux/amd64, linux/arm64",
+        "did you mean 'linux/amd64'",
+    ),
+    (
         "taint effect",
         SMALL.replace(
             "      - name: default-flavor\n    clusterQueues",
