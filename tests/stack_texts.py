@@ -87,8 +87,11 @@ def write_stack(folder: Path, name: str, text: str) -> Path:
     return path
 
 
-def cli(*args: str, cwd: Path = ROOT, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    """`python -m components ARGS` in a fresh process, as a user runs it."""
+def cli(
+    *args: str, cwd: Path = ROOT, timeout: float = 120, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`python -m components ARGS` in a fresh process, as a user runs it (`env`: more
+    variables than the bare PYTHONPATH and PATH)."""
     return subprocess.run(
         [sys.executable, "-m", "components", *args],
         cwd=cwd,
@@ -96,5 +99,5 @@ def cli(*args: str, cwd: Path = ROOT, timeout: float = 120) -> subprocess.Comple
         text=True,
         check=False,
         timeout=timeout,
-        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", **(env or {})},
     )

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
@@ -15,22 +14,12 @@ from components.config_source import load_stack, parse_stack_text, read_text
 from components.fleet_objects import build_fleet
 from components.render import diff_fleets
 from tests.stack_texts import DEV as DEV_TEXT
+from tests.stack_texts import cli
 
 ROOT = Path(__file__).resolve().parent.parent
 # A frozen copy of the dev stack, named like it (the stack name comes from the file name).
 DEV = Path(tempfile.mkdtemp(prefix="render-tests-")) / "Pulumi.dev.yaml"
 DEV.write_text(DEV_TEXT)
-
-
-def cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "components", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        check=False,
-        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
-    )
 
 
 def test_render_dev_writes_one_directory_per_cluster(tmp_path: Path) -> None:

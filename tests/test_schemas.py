@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from components.crd_schema import CrdSchemas
 from components.fleet_objects import build_fleet
 from components.upstream import cache_key, schema_problems
 from components.versions import KUEUE_VERSION, kueue_bundle
+from tests.stack_texts import cli
 from tests.upstream_data import real_kueue_manifest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -68,14 +68,7 @@ def test_a_schema_error_is_reported_at_the_object(upstream_crds: CrdSchemas) -> 
 
 
 def _cli(*args: str, cache: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "components", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "MKF_UPSTREAM_CACHE": str(cache)},
-    )
+    return cli(*args, env={"MKF_UPSTREAM_CACHE": str(cache)})
 
 
 def test_validate_checks_schemas_offline_from_the_download_cache(tmp_path: Path) -> None:
