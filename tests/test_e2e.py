@@ -82,11 +82,20 @@ def _pulumi_run(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_preview_under_the_real_engine(project: Path) -> None:
+    """On a new stack every cluster's kubeconfig is unknown, yet the preview lists the
+    fleet's own objects by cluster, kind and name, with their fields (--diff)."""
     _require(pulumi=True)
     assert _pulumi_run(project, "stack", "select", "--create", "dev").returncode == 0
-    result = _pulumi_run(project, "preview", "--stack", "dev")
+    result = _pulumi_run(project, "preview", "--stack", "dev", "--diff")
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "fleet" in result.stdout
+    for name in (
+        "manager:ClusterQueue:cluster-queue",
+        "manager:MultiKueueConfig:multikueue",
+        "worker1:ClusterQueue:cluster-queue",
+        "worker2:LocalQueue:team-a/user-queue",
+    ):
+        assert name in result.stdout, name
+    assert "nominalQuota" in result.stdout  # the objects' fields, not just their names
 
 
 def test_real_engine_reports_config_errors_before_any_change(project: Path) -> None:
@@ -194,6 +203,19 @@ def test_ci_fleet_runs_a_job_a_jobset_and_a_leaderworkerset(project: Path) -> No
         )
         preview = _pulumi_run(project, "preview", "--stack", "ci", "--expect-no-changes")
         assert preview.returncode == 0, preview.stdout[-4000:]
+        # The LeaderWorkerSet sleeps for an hour and holds quota: on kind the objects go
+        # with their clusters, so teardown does not wait on Kueue's finalizers (a hang
+        # here runs into the timeout, about a minute per cluster is what kind needs).
+        down = subprocess.run(
+            ["bash", "scripts/down.sh", "ci"],
+            cwd=project,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=600,
+        )
+        assert down.returncode == 0, down.stdout[-4000:] + down.stderr[-4000:]
     finally:
         subprocess.run(
             ["bash", "scripts/down.sh", "ci"],
