@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -131,6 +132,31 @@ def source_hash(root: Path, folder: str = "controller") -> str:
     return digest.hexdigest()[:16]
 
 
+def _kind_load(kind: str, image: str, cluster: str, platform: str) -> None:
+    """`kind load docker-image`; with Docker's containerd image store (the default since
+    Docker 29) that fails with "content digest ... not found" (kubernetes-sigs/kind issue
+    3795), and the workaround kind documents is a single-platform archive loaded with
+    `kind load image-archive`."""
+    try:
+        run([kind, "load", "docker-image", image, "--name", cluster])
+        return
+    except CommandFailed as exc:
+        if "content digest" not in str(exc):
+            raise
+    with tempfile.TemporaryDirectory(prefix="mkf-image-") as folder:
+        archive = str(Path(folder) / "image.tar")
+        try:
+            run(["docker", "image", "save", "--platform", platform, "-o", archive, image])
+        except CommandFailed as exc:
+            raise CommandFailed(
+                f"{exc}\nkind could not load {image} from Docker's containerd image store and "
+                "this Docker cannot save one platform of it (docker image save --platform needs "
+                "Docker 28 or newer): upgrade Docker, or turn the containerd image store off "
+                '("features": {"containerd-snapshotter": false} in /etc/docker/daemon.json)'
+            ) from exc
+        run([kind, "load", "image-archive", archive, "--name", cluster])
+
+
 class ControllerImageProvider(ResourceProvider):
     """docker build; then `kind load` into each kind cluster, or push to a registry and
     refer to the image by digest."""
@@ -149,7 +175,7 @@ class ControllerImageProvider(ResourceProvider):
             ).strip()
             return {**props, "image": digest}
         for cluster in props.get("kind_clusters") or []:
-            run([props["kind_binary"], "load", "docker-image", local, "--name", cluster])
+            _kind_load(props["kind_binary"], local, cluster, platform)
         return {**props, "image": local}
 
     def create(self, props: dict[str, Any]) -> CreateResult:

@@ -138,6 +138,43 @@ def test_image_is_built_and_loaded_into_kind(cli: Any) -> None:
     ]
 
 
+def test_kind_load_falls_back_to_an_archive_with_the_containerd_image_store(cli: Any) -> None:
+    """Docker's containerd image store makes `kind load docker-image` fail with "content
+    digest ... not found" (kubernetes-sigs/kind issue 3795); kind's documented workaround is
+    a single-platform `docker image save` loaded with `kind load image-archive`."""
+    fake = cli(
+        {("kind", "load", "docker-image"): (1, "", "ctr: content digest sha256:82: not found")}
+    )
+    ControllerImageProvider().create({**IMAGE, "registry": None, "kind_clusters": ["dev-manager"]})
+    save, load = fake.calls[2], fake.calls[3]
+    assert save[:6] == ["docker", "image", "save", "--platform", "linux/amd64", "-o"]
+    assert save[-1] == "multikueue-fleet-dispatcher:abc123"
+    assert load[:3] == ["kind", "load", "image-archive"] and load[3] == save[6]
+    assert load[4:] == ["--name", "dev-manager"]
+
+
+def test_kind_load_without_a_way_round_says_how_to_fix_docker(cli: Any) -> None:
+    cli(
+        {
+            ("kind", "load", "docker-image"): (1, "", "ctr: content digest sha256:82: not found"),
+            ("docker", "image", "save"): (1, "", "unknown flag: --platform"),
+        }
+    )
+    with pytest.raises(CommandFailed, match="containerd-snapshotter"):
+        ControllerImageProvider().create(
+            {**IMAGE, "registry": None, "kind_clusters": ["dev-manager"]}
+        )
+
+
+def test_other_kind_load_failures_are_not_retried(cli: Any) -> None:
+    fake = cli({("kind", "load", "docker-image"): (1, "", "no nodes found for cluster")})
+    with pytest.raises(CommandFailed, match="no nodes found"):
+        ControllerImageProvider().create(
+            {**IMAGE, "registry": None, "kind_clusters": ["dev-manager"]}
+        )
+    assert len(fake.calls) == 2
+
+
 def test_image_is_pushed_and_pinned_by_digest(cli: Any) -> None:
     digest = "reg.example/team/multikueue-fleet-dispatcher@sha256:" + "1" * 64
     fake = cli({("docker", "image", "inspect"): (0, digest + "\n", "")})
