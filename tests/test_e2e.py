@@ -133,6 +133,21 @@ def _wait(check, what: str, timeout: float = 600) -> None:  # type: ignore[no-un
         time.sleep(5)
 
 
+def _script(
+    project: Path, env: dict[str, str], script: str, timeout: float
+) -> subprocess.CompletedProcess[str]:
+    """scripts/SCRIPT for the ci stack, bounded by `timeout` (a hang fails the test)."""
+    return subprocess.run(
+        ["bash", f"scripts/{script}", "ci"],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=timeout,
+    )
+
+
 def test_ci_fleet_runs_a_job_a_jobset_and_a_leaderworkerset(project: Path) -> None:
     _require(pulumi=True, kind=True, docker=True)
     if not shutil.which("kubectl"):
@@ -149,15 +164,7 @@ def test_ci_fleet_runs_a_job_a_jobset_and_a_leaderworkerset(project: Path) -> No
     )
     env = {**os.environ, "PULUMI_CONFIG_PASSPHRASE": "e2e", "PULUMI_SKIP_UPDATE_CHECK": "1"}
     try:
-        up = subprocess.run(
-            ["bash", "scripts/up.sh", "ci"],
-            cwd=project,
-            env=env,
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=3600,
-        )
+        up = _script(project, env, "up.sh", timeout=3600)
         assert up.returncode == 0, up.stdout[-4000:] + up.stderr[-4000:]
         outputs = json.loads(
             _pulumi_run(
@@ -206,26 +213,10 @@ def test_ci_fleet_runs_a_job_a_jobset_and_a_leaderworkerset(project: Path) -> No
         # The LeaderWorkerSet sleeps for an hour and holds quota: on kind the objects go
         # with their clusters, so teardown does not wait on Kueue's finalizers (a hang
         # here runs into the timeout, about a minute per cluster is what kind needs).
-        down = subprocess.run(
-            ["bash", "scripts/down.sh", "ci"],
-            cwd=project,
-            env=env,
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=600,
-        )
+        down = _script(project, env, "down.sh", timeout=600)
         assert down.returncode == 0, down.stdout[-4000:] + down.stderr[-4000:]
     finally:
-        subprocess.run(
-            ["bash", "scripts/down.sh", "ci"],
-            cwd=project,
-            env=env,
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=1800,
-        )
+        _script(project, env, "down.sh", timeout=1800)
 
 
 def test_readme_first_command_on_a_docker_machine(project: Path) -> None:
