@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from components.config_source import load_stack, parse_stack_text, read_text
+from components.config_source import load_stack, read_text
 from components.fleet_objects import build_fleet
 from components.render import diff_fleets
 from tests.stack_texts import DEV as DEV_TEXT
@@ -173,19 +173,6 @@ def test_diff_cli_against_a_git_revision() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert "== worker-worker2: cluster added" in result.stdout
-
-
-def test_stack_file_parsing_keeps_only_project_keys_and_marks_secrets() -> None:
-    config, secret = parse_stack_text(
-        "config:\n"
-        "  kubernetes:context: x\n"
-        "  multikueue-fleet:fleetName: f\n"
-        "  multikueue-fleet:workerKubeconfigs:\n"
-        "    w1:\n"
-        "      secure: v1:abcd\n"
-    )
-    assert config == {"fleetName": "f", "workerKubeconfigs": {"w1": {"secure": "v1:abcd"}}}
-    assert secret == {"workerKubeconfigs"}
 
 
 def test_reader_access_prints_the_read_only_identity_for_a_new_worker() -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from components.config_source import load_stack, read_stack_text
+from components.config_source import load_stack, parse_stack_text, read_stack_text
 from components.problems import FleetConfigError, Problem
 from tests.stack_texts import SMALL, cli, write_stack
 
@@ -160,7 +160,9 @@ def test_report_shows_file_and_line(tmp_path: Path) -> None:
 
 
 def test_secret_values_are_found() -> None:
-    read = read_stack_text(
+    """Only the project's keys are kept (other namespaces belong to their providers), and
+    secure values are marked; parse_stack_text gives the same two as read_stack_text."""
+    text = (
         "config:\n"
         "  kubernetes:context: x\n"
         "  multikueue-fleet:fleetName: f\n"
@@ -168,8 +170,10 @@ def test_secret_values_are_found() -> None:
         "    w1:\n"
         "      secure: v1:abcd\n"
     )
+    read = read_stack_text(text)
     assert read.config == {"fleetName": "f", "workerKubeconfigs": {"w1": {"secure": "v1:abcd"}}}
     assert read.secret == {"workerKubeconfigs"}
+    assert parse_stack_text(text) == (read.config, read.secret)
     assert read.lines["workerKubeconfigs.w1"] == 5
     assert read.lines["workerKubeconfigs.w1.secure"] == 6
 
