@@ -8,11 +8,18 @@ import pulumi
 
 from components.config_source import from_pulumi_config, load_checked
 from components.fleet import Fleet
+from components.problems import FleetConfigError
 
 config, secret_keys = from_pulumi_config()
-spec, problems = load_checked(
-    config, pulumi.get_stack(), f"stack '{pulumi.get_stack()}'", secret_keys
-)
+try:
+    spec, problems = load_checked(
+        config, pulumi.get_stack(), f"stack '{pulumi.get_stack()}'", secret_keys
+    )
+except FleetConfigError as exc:
+    # RunError is printed as its message alone; any other exception gets Pulumi's
+    # "Program failed with an unhandled exception" and a traceback (pulumi v3.259.0
+    # sdk/python/cmd/pulumi-language-python-exec).
+    raise pulumi.RunError(str(exc)) from None
 for problem in problems:
     pulumi.log.warn(str(problem))
 

@@ -1,6 +1,6 @@
 """Controller end to end: how fast the dispatcher nominates against an API server.
 
-    .venv/bin/python bench/controller_bench.py [--workers 20] [--pending 10000] [--burst 300]
+    .venv-dev/bin/python bench/controller_bench.py [--workers 20] [--pending 10000] [--burst 300]
         [--server emulator|real] [--kubeconfig FILE]
 
 The manager is the API emulator (tests/kube_emulator.py, the default; it keeps its

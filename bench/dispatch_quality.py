@@ -2,7 +2,7 @@
 same seeded traces of a simulated MultiKueue fleet (bench/dq_sim.py, bench/dq_dispatchers.py,
 bench/dq_trace.py).
 
-    .venv/bin/python bench/dispatch_quality.py [--scenarios balanced-3 bursts ...]
+    .venv-dev/bin/python bench/dispatch_quality.py [--scenarios balanced-3 bursts ...]
         [--csv my-trace.csv --csv-workers 10] [--chart bench/dispatch_quality.png]
         [--write-benchmarks]
 

@@ -1,6 +1,6 @@
 """Policy core: decisions per second and per-decision latency (P50/P99).
 
-    .venv/bin/python bench/policy_bench.py [--workers 3 20 100] [--pending 1000 10000]
+    .venv-dev/bin/python bench/policy_bench.py [--workers 3 20 100] [--pending 1000 10000]
 
 A fleet of N workers (a CPU ClusterQueue on all, a GPU flavor on a third of them, a third
 of them busy) and M pending workloads of mixed shapes (CPU-only, GPU, multi-pod-set,

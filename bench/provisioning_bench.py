@@ -1,7 +1,7 @@
 """Provisioning scale under Pulumi's mock engine: how long evaluating the program takes,
 and how many resources and objects it registers, as workers and ClusterQueues grow.
 
-    .venv/bin/python bench/provisioning_bench.py [--workers 2 10 20] [--queues 10 100]
+    .venv-dev/bin/python bench/provisioning_bench.py [--workers 2 10 20] [--queues 10 100]
 
 Each row is one fleet (kind, 1 manager + N workers, Q ClusterQueues each with a
 LocalQueue) run through __main__.py with the mock engine, as the tests do. The last

@@ -47,6 +47,7 @@ from pulumi.automation import CommandResult, PulumiCommand
 from pulumi.automation.errors import create_command_error
 
 from components.config_source import load_stack, parse_stack_text, stack_path
+from components.program_env import missing_cloud_sdks, missing_message, program_env
 from components.spec import PROJECT
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -468,6 +469,12 @@ class Driver:
         base_file = stack_path(o.base)
         spec, _ = load_stack(str(base_file))  # validated before anything is created
         self.tools(any(c.provider == "kind" for c in spec.clusters))
+        providers = {c.provider for c in spec.clusters}
+        missing = missing_cloud_sdks(o.project, providers)
+        if missing:
+            raise DriverError(
+                missing_message(o.base, providers, missing, program_env(o.project).name)
+            )
         config, secret = parse_stack_text(base_file.read_text())
         if secret:
             raise DriverError(
@@ -486,7 +493,11 @@ class Driver:
         self._bounded(
             o.up_timeout,
             f"pulumi up of {name}",
-            lambda: stack.up(config_file=config_file, on_output=self.log),
+            # show_secrets=False: the SDK's summary after `up` and `destroy` runs `stack
+            # history --show-secrets` without --config-file, and the CLI then makes a new
+            # salt and writes it to stacks/Pulumi.<name>.yaml (pulumi v3.259.0
+            # pkg/cmd/pulumi/stack/stack_history.go; SDK 3.272.0 automation/_stack.py).
+            lambda: stack.up(config_file=config_file, on_output=self.log, show_secrets=False),
         )
         outputs = {k: v.value for k, v in stack.outputs().items()}
         summary = self._write(name, outputs)
@@ -554,7 +565,7 @@ class Driver:
         self._bounded(
             o.destroy_timeout,
             f"destroy of {name}",
-            lambda: stack.destroy(on_output=self.log, **extra),
+            lambda: stack.destroy(on_output=self.log, show_secrets=False, **extra),
         )
         self._bounded(
             STACK_OP_TIMEOUT,

@@ -5,6 +5,7 @@ a stack has such a cluster, from requirements-cloud.txt)."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -20,6 +21,7 @@ from pulumi.dynamic import CreateResult, DiffResult, ReadResult, ResourceProvide
 from components.commands import CommandFailed, kubeconfig_ca, run
 from components.kind_config import OWNER_LABEL, kind_config
 from components.kubeconfig import reduce_to_context
+from components.program_env import CLOUD_SDKS, missing_message
 from components.spec import ClusterSpec, FleetSpec
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -329,6 +331,14 @@ def _exec_kubeconfig(
     )
 
 
+def _require_cloud_sdk(provider: str) -> None:
+    """The cloud SDKs are in Pulumi's environment only for cloud stacks (program_env.py):
+    one missing is a message with the fix, not an ImportError traceback."""
+    missing = [m for m in CLOUD_SDKS[provider] if importlib.util.find_spec(m) is None]
+    if missing:
+        raise pulumi.RunError(missing_message(pulumi.get_stack(), [provider], missing))
+
+
 class GkeClusterComponent(pulumi.ComponentResource):
     def __init__(
         self,
@@ -338,6 +348,7 @@ class GkeClusterComponent(pulumi.ComponentResource):
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("multikueue-fleet:cluster:Gke", name, None, opts)
+        _require_cloud_sdk("gke")
         import pulumi_gcp as gcp
 
         g = cluster.gke
@@ -396,6 +407,7 @@ class EksClusterComponent(pulumi.ComponentResource):
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("multikueue-fleet:cluster:Eks", name, None, opts)
+        _require_cloud_sdk("eks")
         import pulumi_aws as aws
         import pulumi_eks as eks
 

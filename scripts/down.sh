@@ -13,10 +13,11 @@ STACK_FILE="stacks/Pulumi.${STACK}.yaml"
 source "$ROOT/scripts/env.sh"
 
 # The local backend keeps a stack's state in .pulumi/stacks/<project>/<stack>.json (older
-# CLIs: without the project folder; .json.gz when compressed). None: nothing was brought up,
-# and nothing is downloaded to find that out.
+# CLIs: without the project folder; .json.gz with PULUMI_DIY_BACKEND_GZIP, .json.zst with
+# PULUMI_DIY_BACKEND_ZSTD: pulumi v3.259.0 pkg/backend/diy/store.go). None: nothing was
+# brought up, and nothing is downloaded to find that out.
 found=""
-for f in "$ROOT"/.pulumi-state/.pulumi/stacks/{,*/}"$STACK".json{,.gz}; do
+for f in "$ROOT"/.pulumi-state/.pulumi/stacks/{,*/}"$STACK".json{,.gz,.zst}; do
   [ -f "$f" ] && found="$f"
 done
 if [ -z "$found" ]; then

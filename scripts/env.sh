@@ -5,6 +5,8 @@
 # One place for the tool pins; components/versions.py holds the same numbers for Python.
 KIND_VERSION="v0.33.0"
 PULUMI_VERSION="3.272.0"
+# The dev stack's passphrase (its salt is committed in stacks/Pulumi.dev.yaml).
+DEV_PASSPHRASE="multikueue-fleet-dev"
 TOOLS="${MKF_TOOLS_DIR:-$ROOT/.tools/bin}"
 
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
@@ -76,11 +78,19 @@ install_pulumi() {
 use_local_backend() {  # stack
   mkdir -p "$ROOT/.pulumi-state"
   export PULUMI_BACKEND_URL="file://$ROOT/.pulumi-state"
-  if [ -z "${PULUMI_CONFIG_PASSPHRASE:-}" ] && [ -z "${PULUMI_CONFIG_PASSPHRASE_FILE:-}" ]; then
+  if [ "$1" = dev ]; then
     # The dev stack holds no secret of value (its kind clusters live and die on this
-    # machine), so it has a documented passphrase. Every other stack must bring its own.
-    [ "$1" = dev ] || die "set PULUMI_CONFIG_PASSPHRASE (or _FILE) for stack '$1'"
-    export PULUMI_CONFIG_PASSPHRASE="multikueue-fleet-dev"
+    # machine), so it has a documented passphrase, and its salt is committed in
+    # stacks/Pulumi.dev.yaml. Pulumi refuses any other passphrase for that salt, so one
+    # set in the environment for other stacks is not used here.
+    if [ -n "${PULUMI_CONFIG_PASSPHRASE_FILE:-}" ] \
+      || { [ -n "${PULUMI_CONFIG_PASSPHRASE:-}" ] && [ "$PULUMI_CONFIG_PASSPHRASE" != "$DEV_PASSPHRASE" ]; }; then
+      echo "note: the dev stack uses its documented passphrase; PULUMI_CONFIG_PASSPHRASE(_FILE) from your environment is not used for it"
+    fi
+    unset PULUMI_CONFIG_PASSPHRASE_FILE
+    export PULUMI_CONFIG_PASSPHRASE="$DEV_PASSPHRASE"
+  elif [ -z "${PULUMI_CONFIG_PASSPHRASE:-}" ] && [ -z "${PULUMI_CONFIG_PASSPHRASE_FILE:-}" ]; then
+    die "set PULUMI_CONFIG_PASSPHRASE (or _FILE) for stack '$1'"
   fi
 }
 

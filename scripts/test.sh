@@ -1,19 +1,30 @@
 #!/usr/bin/env bash
-# Runs every check CI runs: installs the pinned dependencies into .venv, lints, validates
-# every stack, then the tests. Extra arguments go to pytest (e.g. -k render, -m e2e).
+# Runs every check CI runs: installs the pinned dependencies into .venv-dev, lints,
+# validates every stack, then the tests. Extra arguments go to pytest (e.g. -k render,
+# -m e2e).
+#
+# The tests get their own environment: .venv is the one Pulumi runs the program in, and
+# the cloud SDKs the tests need there would make every kind stack download the GCP, AWS
+# and EKS plugins (components/program_env.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PYTHON="${PYTHON:-python3}"
-if [ ! -x .venv/bin/python ]; then
-  "$PYTHON" -m venv .venv
+ENV=.venv-dev
+# One left half-made by an interrupted run is rebuilt, not reused.
+if [ -e "$ENV" ] && ! "$ENV/bin/python" -c 'import sys, pip; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+  echo "$ENV is incomplete or too old: rebuilding it"
+  rm -rf "$ENV"
 fi
-.venv/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+if [ ! -x "$ENV/bin/python" ]; then
+  "$PYTHON" -m venv "$ENV"
+fi
+"$ENV/bin/python" -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
 
 echo "== ruff"
-.venv/bin/ruff check .
-.venv/bin/ruff format --check .
+"$ENV/bin/ruff" check .
+"$ENV/bin/ruff" format --check .
 echo "== stacks"
-.venv/bin/python -m components validate --all
+"$ENV/bin/python" -m components validate --all
 echo "== tests"
-.venv/bin/python -m pytest "$@"
+"$ENV/bin/python" -m pytest "$@"

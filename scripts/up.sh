@@ -40,7 +40,8 @@ step "Validating $STACK_FILE"
 read -r PROVIDERS BUILDS_IMAGE < <(.venv/bin/python -m scripts.stack_facts "$STACK")
 case ",$PROVIDERS," in
   *,gke,*|*,eks,*)
-    # Cloud SDKs only for stacks that have cloud clusters.
+    # Cloud SDKs only for stacks that have cloud clusters: Pulumi fetches the plugin of
+    # every Pulumi package in .venv, used or not (components/program_env.py).
     .venv/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-cloud.txt \
       || die "installing requirements-cloud.txt into .venv failed (see pip's message above)"
     ;;

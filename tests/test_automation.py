@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -33,7 +34,8 @@ class FakeStack:
         self.workspace = self
         self.config: dict[str, Any] = {}
 
-    def up(self, config_file: str, on_output: Any = None) -> None:
+    def up(self, config_file: str, on_output: Any = None, show_secrets: bool = True) -> None:
+        assert not show_secrets  # see the real-API test below
         self.auto.calls.append(("up", self.name))
         self.config = yaml.safe_load(Path(config_file).read_text())["config"]
         if self.auto.fail_up:
@@ -50,7 +52,10 @@ class FakeStack:
             "checks": FakeOutput(["kubectl ..."]),
         }
 
-    def destroy(self, on_output: Any = None, config_file: str | None = None) -> None:
+    def destroy(
+        self, on_output: Any = None, config_file: str | None = None, show_secrets: bool = True
+    ) -> None:
+        assert not show_secrets
         self.auto.calls.append(("destroy", self.name))
 
     def remove_stack(self, name: str, preserve_config: bool = False) -> None:
@@ -325,6 +330,9 @@ elif args[:2] == ["stack", "output"]:
         "checks": [],
     }))
 elif args[:2] == ["stack", "history"]:
+    if "--show-secrets" in args and "--config-file" not in args:
+        # Like the real CLI: no salt in the default stack file, so it makes one there.
+        Path(f"stacks/Pulumi.{stack}.yaml").write_text("encryptionsalt: v1:bmV3\n")
     print(json.dumps([{
         "kind": "update", "startTime": "2026-01-01T00:00:00.000Z", "message": "",
         "environment": {}, "config": {}, "result": "succeeded",
@@ -388,7 +396,18 @@ def test_a_run_through_the_real_automation_api(cli: Any) -> None:
     # ephemeral stack file is left in stacks/.
     assert "up config: salt" in cli.calls()
     assert list((cli.project / "stacks").iterdir()) == []
+    assert [c for c in cli.calls() if c.startswith("stack history")]
+    # `stack output --show-secrets` reads only the state (stack_output.go); `stack history
+    # --show-secrets` would load the stack file and write a salt there.
+    assert not [c for c in cli.calls() if c.startswith("stack history --show-secrets")]
     assert not (cli.tmp / "backend" / "stack-config" / "Pulumi.ci-fake.yaml").exists()
+
+
+def test_up_alone_leaves_no_stack_file_in_stacks(cli: Any) -> None:
+    """Nothing the driver or the SDK runs after `stack init` writes into stacks/, so a run
+    whose teardown fails leaves nothing there either."""
+    cli.make().up()
+    assert list((cli.project / "stacks").iterdir()) == []
 
 
 def test_timeout_interrupts_up_waits_for_it_then_tears_down(
@@ -482,3 +501,25 @@ def test_no_pulumi_cli_is_one_line(command: list[str], tmp_path: Path) -> None:
     assert "Traceback" not in result.stderr
     assert "Pulumi CLI" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_a_cloud_base_needs_the_cloud_sdks_in_pulumis_environment(
+    fake: Any, tmp_path: Path
+) -> None:
+    """Pulumi would make the missing .venv from requirements.txt alone and the program
+    would stop at its first GKE cluster; the driver says so before creating anything."""
+    project = tmp_path / "project"
+    project.mkdir()
+    shutil.copy(ROOT / "Pulumi.yaml", project / "Pulumi.yaml")
+    options = Options(
+        base="gke", name="gke-t", out=tmp_path / "out", backend=tmp_path / "s", project=project
+    )
+    driver = Driver(options, automation=fake, log=lambda _: None, tools=lambda _: None)
+    with pytest.raises(DriverError) as info:
+        driver.up()
+    assert str(info.value) == (
+        "stack 'gke' has gke clusters, and Pulumi's environment for this program (.venv) "
+        "lacks pulumi_gcp; install them with "
+        "`.venv/bin/python -m pip install -r requirements-cloud.txt`"
+    )
+    assert fake.calls == []

@@ -3,12 +3,18 @@ touched). Each test skips, saying what is missing, unless its tools are present.
 
 from __future__ import annotations
 
+import functools
+import json
 import os
 import shutil
 import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 import pytest
+
+from components.program_env import CLOUD_SDKS, cloud_modules, missing_cloud_sdks
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.e2e
@@ -44,36 +50,69 @@ def _require(pulumi: bool = False, kind: bool = False, docker: bool = False) -> 
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
+    """A copy without environments: Pulumi's (.venv) is made from requirements.txt alone,
+    as scripts/up.sh makes it, never the tests' .venv-dev with the cloud SDKs."""
     copy = tmp_path / "project"
     shutil.copytree(
         ROOT,
         copy,
         ignore=shutil.ignore_patterns(
-            ".git", ".venv", ".tools", ".pulumi-state", ".render", "__pycache__"
+            ".git", ".venv*", ".tools", ".pulumi-state", ".render", ".fleet", "__pycache__"
         ),
     )
-    (copy / ".venv").symlink_to(ROOT / ".venv")
     return copy
 
 
-def _pulumi_env(project: Path) -> dict[str, str]:
+@functools.cache
+def _shared_program_env() -> Path:
+    """One program environment (requirements.txt only) for the tests that do not check
+    how it is made; built on first use, after a test found its tools."""
+    env = Path(tempfile.mkdtemp(prefix="mkf-e2e-venv-")) / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(env)], check=True, timeout=300)
+    subprocess.run(
+        [str(env / "bin" / "python"), "-m", "pip", "install", "-q", "-r", "requirements.txt"],
+        cwd=ROOT,
+        check=True,
+        timeout=1200,
+    )
+    return env
+
+
+def _with_program_env(project: Path) -> Path:
+    (project / ".venv").symlink_to(_shared_program_env())
+    return project
+
+
+DEV_PASSPHRASE = "multikueue-fleet-dev"  # scripts/env.sh; the dev stack's salt needs it
+CI_PASSPHRASE = "e2e"  # any: the ci stack's salt is made by its first `stack init`
+
+
+def _pulumi_env(project: Path, passphrase: str = DEV_PASSPHRASE) -> dict[str, str]:
+    """The project's local backend, with pulumi and kind on PATH (the driver and the
+    program call plain `kind`, found through PATH)."""
     (project / ".pulumi-state").mkdir(exist_ok=True)
-    pulumi = _pulumi()
+    pulumi, kind = _pulumi(), _kind()
     assert pulumi
-    return {
+    tools = [str(Path(pulumi).parent)] + ([str(Path(kind).parent)] if kind else [])
+    environment = {
         **os.environ,
         "PULUMI_BACKEND_URL": f"file://{project}/.pulumi-state",
-        "PULUMI_CONFIG_PASSPHRASE": "multikueue-fleet-dev",
+        "PULUMI_CONFIG_PASSPHRASE": passphrase,
         "PULUMI_SKIP_UPDATE_CHECK": "1",
-        "PATH": f"{Path(pulumi).parent}:{os.environ['PATH']}",
+        "PATH": os.pathsep.join([*tools, os.environ["PATH"]]),
     }
+    # Pulumi reads PULUMI_CONFIG_PASSPHRASE first, but a file set for other stacks is noise.
+    environment.pop("PULUMI_CONFIG_PASSPHRASE_FILE", None)
+    return environment
 
 
-def _pulumi_run(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def _pulumi_run(
+    project: Path, *args: str, passphrase: str = DEV_PASSPHRASE
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         ["pulumi", *args, "--non-interactive"],
         cwd=project,
-        env=_pulumi_env(project),
+        env=_pulumi_env(project, passphrase),
         capture_output=True,
         text=True,
         check=False,
@@ -85,6 +124,7 @@ def test_preview_under_the_real_engine(project: Path) -> None:
     """On a new stack every cluster's kubeconfig is unknown, yet the preview lists the
     fleet's own objects by cluster, kind and name, with their fields (--diff)."""
     _require(pulumi=True)
+    _with_program_env(project)
     assert _pulumi_run(project, "stack", "select", "--create", "dev").returncode == 0
     result = _pulumi_run(project, "preview", "--stack", "dev", "--diff")
     assert result.returncode == 0, result.stdout + result.stderr
@@ -100,6 +140,7 @@ def test_preview_under_the_real_engine(project: Path) -> None:
 
 def test_real_engine_reports_config_errors_before_any_change(project: Path) -> None:
     _require(pulumi=True)
+    _with_program_env(project)
     stack = project / "stacks" / "Pulumi.dev.yaml"
     stack.write_text(stack.read_text().replace("cpu: 4", "cpu: lots"))
     assert _pulumi_run(project, "stack", "select", "--create", "dev").returncode == 0
@@ -152,7 +193,6 @@ def test_ci_fleet_runs_a_job_a_jobset_and_a_leaderworkerset(project: Path) -> No
     _require(pulumi=True, kind=True, docker=True)
     if not shutil.which("kubectl"):
         pytest.skip("needs kubectl")
-    import json
     import uuid
 
     stack_file = project / "stacks" / "Pulumi.ci.yaml"
@@ -162,13 +202,15 @@ def test_ci_fleet_runs_a_job_a_jobset_and_a_leaderworkerset(project: Path) -> No
             "config:\n", f"config:\n  multikueue-fleet:fleetName: {name}\n", 1
         )
     )
-    env = {**os.environ, "PULUMI_CONFIG_PASSPHRASE": "e2e", "PULUMI_SKIP_UPDATE_CHECK": "1"}
+    env = {**os.environ, "PULUMI_CONFIG_PASSPHRASE": CI_PASSPHRASE, "PULUMI_SKIP_UPDATE_CHECK": "1"}
     try:
         up = _script(project, env, "up.sh", timeout=3600)
         assert up.returncode == 0, up.stdout[-4000:] + up.stderr[-4000:]
         outputs = json.loads(
             _pulumi_run(
-                project, "stack", "output", "--json", "--show-secrets", "--stack", "ci"
+                project,
+                *("stack", "output", "--json", "--show-secrets", "--stack", "ci"),
+                passphrase=CI_PASSPHRASE,
             ).stdout
         )
         manager = project / "manager.kubeconfig"
@@ -208,7 +250,9 @@ def test_ci_fleet_runs_a_job_a_jobset_and_a_leaderworkerset(project: Path) -> No
             ),
             "the Job to complete (status mirrored from the worker)",
         )
-        preview = _pulumi_run(project, "preview", "--stack", "ci", "--expect-no-changes")
+        preview = _pulumi_run(
+            project, "preview", "--stack", "ci", "--expect-no-changes", passphrase=CI_PASSPHRASE
+        )
         assert preview.returncode == 0, preview.stdout[-4000:]
         # The LeaderWorkerSet sleeps for an hour and holds quota: on kind the objects go
         # with their clusters, so teardown does not wait on Kueue's finalizers (a hang
@@ -219,9 +263,15 @@ def test_ci_fleet_runs_a_job_a_jobset_and_a_leaderworkerset(project: Path) -> No
         _script(project, env, "down.sh", timeout=1800)
 
 
-def test_readme_first_command_on_a_docker_machine(project: Path) -> None:
+def test_readme_first_command_on_a_docker_machine(project: Path, tmp_path: Path) -> None:
+    """scripts/up.sh on a copy with no environment and an empty Pulumi home, as on a fresh
+    laptop: it makes Pulumi's .venv without the cloud SDKs, so Pulumi fetches no GCP, AWS
+    or EKS plugin for this kind stack; and the tracked dev stack file stays as committed."""
     _require(pulumi=True, kind=True, docker=True)
-    env = {**os.environ, "PULUMI_SKIP_UPDATE_CHECK": "1"}
+    home = tmp_path / "pulumi-home"
+    env = {**os.environ, "PULUMI_SKIP_UPDATE_CHECK": "1", "PULUMI_HOME": str(home)}
+    env.pop("PULUMI_CONFIG_PASSPHRASE", None)
+    env.pop("PULUMI_CONFIG_PASSPHRASE_FILE", None)
     stack_file = project / "stacks" / "Pulumi.dev.yaml"
     stack_file.write_text(
         stack_file.read_text().replace(
@@ -240,6 +290,18 @@ def test_readme_first_command_on_a_docker_machine(project: Path) -> None:
         )
         assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
         assert "The fleet is up" in result.stdout
+        modules = cloud_modules(CLOUD_SDKS)
+        assert missing_cloud_sdks(project, CLOUD_SDKS) == modules  # none in .venv
+        plugins = sorted(p.name for p in (home / "plugins").iterdir())
+        assert any(p.startswith("resource-kubernetes-") for p in plugins), plugins
+        assert not [
+            p for p in plugins if p.startswith(("resource-gcp", "resource-aws", "resource-eks"))
+        ]
+        # Only the fleetName line this test added differs: stack init kept the committed salt.
+        committed = (ROOT / "stacks" / "Pulumi.dev.yaml").read_text()
+        assert stack_file.read_text() == committed.replace(
+            "config:\n", "config:\n  multikueue-fleet:fleetName: e2edev\n", 1
+        )
     finally:
         subprocess.run(
             ["bash", "scripts/down.sh", "dev"],
@@ -256,6 +318,7 @@ def test_run_gives_the_command_a_fleet_and_tears_it_down(project: Path) -> None:
     _require(pulumi=True, kind=True, docker=True)
     if not shutil.which("kubectl"):
         pytest.skip("needs kubectl")
+    _with_program_env(project)
     env = {**_pulumi_env(project), "PULUMI_CONFIG_PASSPHRASE": "e2e-run"}
     result = subprocess.run(
         [
@@ -280,5 +343,6 @@ def test_run_gives_the_command_a_fleet_and_tears_it_down(project: Path) -> None:
     )
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
     assert "the Job and the JobSet completed on a worker" in result.stdout
-    stacks = _pulumi_run(project, "stack", "ls", "--json")
-    assert "ci-" not in stacks.stdout  # run removed the stack it made
+    stacks = _pulumi_run(project, "stack", "ls", "--json", passphrase="e2e-run")
+    assert stacks.returncode == 0, stacks.stderr
+    assert not [s for s in json.loads(stacks.stdout) if s["name"].startswith("ci-")]

@@ -31,8 +31,13 @@ def project(tmp_path: Path) -> Path:
         shutil.copytree(ROOT / name, copy / name, ignore=shutil.ignore_patterns("__pycache__"))
     for name in ("requirements.txt", "requirements-cloud.txt", "Pulumi.yaml", "__main__.py"):
         shutil.copy(ROOT / name, copy / name)
-    # The environment running these tests has every pin: no pip download.
-    (copy / ".venv").symlink_to(Path(sys.prefix))
+    # Pulumi's environment for the program: this test's interpreter (every pin, so nothing
+    # to download), with `pip install` recorded instead of run.
+    _fake(
+        copy / ".venv" / "bin" / "python",
+        f'if [ "$1 $2 $3" = "-m pip install" ]; then echo "venv $*" >> {tmp_path / "calls.log"}; '
+        f'exit 0; fi\nexec {sys.executable} "$@"\n',
+    )
     return copy
 
 
@@ -132,8 +137,13 @@ def test_down_is_safe_when_there_is_nothing(project: Path, tmp_path: Path) -> No
     assert calls_of(tmp_path) == []
 
 
-def test_down_destroys_and_forgets_the_stack(project: Path, tmp_path: Path) -> None:
-    state = project / ".pulumi-state" / ".pulumi" / "stacks" / "multikueue-fleet" / "dev.json"
+@pytest.mark.parametrize("state_file", ["dev.json", "dev.json.gz", "dev.json.zst"])
+def test_down_destroys_and_forgets_the_stack(
+    project: Path, tmp_path: Path, state_file: str
+) -> None:
+    """Plain, gzip and zstd state: the local backend writes each (pulumi v3.259.0
+    pkg/backend/diy/store.go), and a missed one would leave the clusters running."""
+    state = project / ".pulumi-state" / ".pulumi" / "stacks" / "multikueue-fleet" / state_file
     state.parent.mkdir(parents=True)
     state.write_text("{}")
     result = run_up(project, tmp_path, script="down.sh")
@@ -156,7 +166,8 @@ def test_invalid_stack_stops_before_docker_or_tools(project: Path, tmp_path: Pat
     result = run_up(project, tmp_path)
     assert result.returncode == 1
     assert "duplicate cluster name 'worker1'" in result.stderr
-    assert calls_of(tmp_path) == []
+    # Only requirements.txt went into .venv (validate needs it); no tool was called.
+    assert [c for c in calls_of(tmp_path) if not c.startswith("venv -m pip")] == []
 
 
 def test_other_stacks_need_their_own_passphrase(project: Path, tmp_path: Path) -> None:
@@ -169,6 +180,32 @@ def test_other_stacks_need_their_own_passphrase(project: Path, tmp_path: Path) -
         c.startswith("pulumi stack select --create ci") and c.endswith("s3cret")
         for c in calls_of(tmp_path)
     )
+
+
+def test_dev_always_uses_the_passphrase_its_committed_salt_opens_with(
+    project: Path, tmp_path: Path
+) -> None:
+    """A passphrase exported for other stacks would meet the dev stack's committed salt
+    and Pulumi would stop with "incorrect passphrase"; the dev one is used, with a note."""
+    secret_file = tmp_path / "phrase"
+    secret_file.write_text("s3cret\n")
+    result = run_up(
+        project,
+        tmp_path,
+        env={
+            "PULUMI_CONFIG_PASSPHRASE": "s3cret",
+            "PULUMI_CONFIG_PASSPHRASE_FILE": str(secret_file),
+        },
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "the dev stack uses its documented passphrase" in result.stdout
+    # Every call on the stack (`pulumi version` comes before the backend is chosen).
+    on_stack = [c for c in calls_of(tmp_path) if c.startswith("pulumi ") and "file://" in c]
+    assert len(on_stack) >= 2, calls_of(tmp_path)
+    assert all(c.endswith("| multikueue-fleet-dev") for c in on_stack), on_stack
+    # Nothing to say when the environment already holds the dev passphrase.
+    again = run_up(project, tmp_path, env={"PULUMI_CONFIG_PASSPHRASE": "multikueue-fleet-dev"})
+    assert "documented passphrase" not in again.stdout
 
 
 def test_unknown_stack_lists_the_stacks(project: Path, tmp_path: Path) -> None:
@@ -193,6 +230,21 @@ def test_a_flow_style_cloud_stack_is_read_through_the_model(project: Path, tmp_p
     calls = [c.split(" | ")[0] for c in calls_of(tmp_path)]
     assert not any(c.startswith("docker") for c in calls)
     assert "pulumi up --yes --stack flow --non-interactive" in calls
+    # A stack with GKE clusters gets the cloud SDKs in Pulumi's environment, before `up`.
+    cloud = next(i for i, c in enumerate(calls) if "-r requirements-cloud.txt" in c)
+    assert calls[cloud].startswith("venv -m pip install")
+    assert cloud < calls.index("pulumi up --yes --stack flow --non-interactive")
+
+
+def test_a_kind_stack_puts_no_cloud_sdk_in_pulumis_environment(
+    project: Path, tmp_path: Path
+) -> None:
+    """Pulumi fetches the plugin of every Pulumi package in the program's environment
+    (components/program_env.py): for kind, requirements.txt alone goes there."""
+    result = run_up(project, tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    installs = [c for c in calls_of(tmp_path) if c.startswith("venv -m pip install")]
+    assert installs and all(c.endswith("-r requirements.txt") for c in installs), installs
 
 
 def test_docker_is_checked_when_a_cloud_stack_builds_the_image(
@@ -216,7 +268,7 @@ def test_an_old_python_is_named_with_what_to_install(project: Path, tmp_path: Pa
 
 
 def test_a_broken_venv_is_rebuilt(project: Path, tmp_path: Path) -> None:
-    (project / ".venv").unlink()
+    shutil.rmtree(project / ".venv")
     _fake(project / ".venv" / "bin" / "python", "exit 1\n")  # a half-made environment
     # `-m venv .venv` links the test's environment (every pin installed: no download).
     python = tmp_path / "py" / "python3"
