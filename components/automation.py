@@ -121,17 +121,20 @@ def stack_name(base: str, suffix: str) -> str:
 
 def require_tools(
     kind_stack: bool,
+    builds_image: bool = False,
     which: Callable[[str], str | None] = shutil.which,
     docker_running: Callable[[], bool] | None = None,
 ) -> None:
+    """kind needs kind and Docker; building the dispatcher image needs Docker on any
+    stack (it is pushed to a registry when the manager is not kind)."""
     missing = []
     if which("pulumi") is None:
         missing.append(
             "the Pulumi CLI (scripts/up.sh installs it into .tools/bin; put that on PATH)"
         )
-    if kind_stack:
-        if which("kind") is None:
-            missing.append("kind (scripts/up.sh installs it into .tools/bin)")
+    if kind_stack and which("kind") is None:
+        missing.append("kind (scripts/up.sh installs it into .tools/bin)")
+    if kind_stack or builds_image:
         if which("docker") is None:
             missing.append("docker")
         elif not (docker_running or _docker_running)():
@@ -336,7 +339,7 @@ class Driver:
         options: Options,
         automation: Any = None,
         log: Log = print,
-        tools: Callable[[bool], None] = require_tools,
+        tools: Callable[[bool, bool], None] = require_tools,
     ) -> None:
         # A faked Automation API (tests) brings its own CLI; the real one gets the owned one.
         self.owned_cli = automation is None
@@ -468,7 +471,7 @@ class Driver:
         o = self.options
         base_file = stack_path(o.base)
         spec, _ = load_stack(str(base_file))  # validated before anything is created
-        self.tools(any(c.provider == "kind" for c in spec.clusters))
+        self.tools(any(c.provider == "kind" for c in spec.clusters), spec.dispatcher.builds_image)
         providers = {c.provider for c in spec.clusters}
         missing = missing_cloud_sdks(o.project, providers)
         if missing:

@@ -786,6 +786,12 @@ class DispatcherSpec(_Model):
     replicas: int_range(1, 5) = 2
     policy: DispatchPolicyDefaults = Field(default={}, validate_default=True)
 
+    @property
+    def builds_image(self) -> bool:
+        """The image is built from controller/ (then loaded into kind or pushed), which
+        needs a running Docker engine on whatever kind of cluster it goes to."""
+        return self.enabled and not self.image
+
 
 # --- the fleet ---------------------------------------------------------------------------
 

@@ -20,9 +20,7 @@ def main(argv: list[str]) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     providers = ",".join(sorted({c.provider for c in spec.clusters}))
-    # The dispatcher image is built (then loaded into kind or pushed) unless one is given.
-    builds = spec.dispatcher.enabled and not spec.dispatcher.image
-    print(providers, "yes" if builds else "no")
+    print(providers, "yes" if spec.dispatcher.builds_image else "no")
     return 0
 
 

@@ -116,7 +116,7 @@ def fake(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Any:
         options = Options(
             base="ci", name=name, out=tmp_path / "out", backend=tmp_path / "state", **kw
         )
-        return Driver(options, automation=auto, log=lambda _: None, tools=lambda _: None)
+        return Driver(options, automation=auto, log=lambda _: None, tools=lambda *_: None)
 
     auto.make = make
     return auto
@@ -255,6 +255,23 @@ def test_missing_tools_are_named() -> None:
     with pytest.raises(DriverError, match="a running Docker engine"):
         require_tools(True, which=lambda n: f"/usr/bin/{n}", docker_running=lambda: False)
     require_tools(False, which=lambda n: "/x" if n == "pulumi" else None)
+    # A cloud stack that builds the dispatcher image needs Docker, not kind.
+    with pytest.raises(DriverError) as info:
+        require_tools(False, True, which=lambda n: "/x" if n == "pulumi" else None)
+    assert str(info.value) == "cannot create the fleet: missing docker"
+    with pytest.raises(DriverError, match="a running Docker engine"):
+        require_tools(False, True, which=lambda n: f"/usr/bin/{n}", docker_running=lambda: False)
+    require_tools(False, True, which=lambda n: f"/usr/bin/{n}", docker_running=lambda: True)
+
+
+def test_the_driver_asks_for_docker_when_the_stack_builds_the_image(
+    fake: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(driver_module, "missing_cloud_sdks", lambda *_: [])
+    seen: list[tuple[bool, ...]] = []
+    options = Options(base="gke", name="gke-t", out=tmp_path / "out", backend=tmp_path / "s")
+    Driver(options, automation=fake, log=lambda _: None, tools=lambda *a: seen.append(a)).up()
+    assert seen == [(False, True)]  # gke: no kind; the image is built from controller/
 
 
 def test_cli_exit_codes(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -369,7 +386,7 @@ def cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
             project=project,
             **kw,
         )
-        return Driver(options, log=lines.append, tools=lambda _: None)
+        return Driver(options, log=lines.append, tools=lambda *_: None)
 
     def calls() -> list[str]:
         return (state / "calls.log").read_text().splitlines()
@@ -447,7 +464,7 @@ from pathlib import Path
 from components.automation import Driver, Options
 options = Options(base="ci", name="ci-term", out=Path({str(cli.tmp / "out")!r}),
                   backend=Path({str(cli.tmp / "backend")!r}), project=Path({str(cli.project)!r}))
-sys.exit(Driver(options, tools=lambda _: None).run(["true"]))
+sys.exit(Driver(options, tools=lambda *_: None).run(["true"]))
 """
     driver = subprocess.Popen(
         [sys.executable, "-c", script],
@@ -514,7 +531,7 @@ def test_a_cloud_base_needs_the_cloud_sdks_in_pulumis_environment(
     options = Options(
         base="gke", name="gke-t", out=tmp_path / "out", backend=tmp_path / "s", project=project
     )
-    driver = Driver(options, automation=fake, log=lambda _: None, tools=lambda _: None)
+    driver = Driver(options, automation=fake, log=lambda _: None, tools=lambda *_: None)
     with pytest.raises(DriverError) as info:
         driver.up()
     assert str(info.value) == (
