@@ -582,17 +582,21 @@ class Driver:
         """On existing and cloud clusters, stop the fleet's ClusterQueues and let the work
         holding their quota end first (components/teardown.py). kind clusters need none:
         their objects go with the cluster."""
-        from components.teardown import DrainTimeout, lasting_kubeconfigs, stop_and_drain
+        from components.teardown import DrainTimeout, drain_plan, stop_and_drain
 
         outputs = {k: v.value for k, v in stack.outputs().items()}
-        kubeconfigs = lasting_kubeconfigs(outputs)
+        kubeconfigs, lasting = drain_plan(outputs)
         if not kubeconfigs or not outputs.get("fleet"):
             return
         try:
             asyncio.run(
                 self._until_interrupted(
                     stop_and_drain(
-                        kubeconfigs, outputs["fleet"], self.options.drain_timeout, log=self.log
+                        kubeconfigs,
+                        outputs["fleet"],
+                        self.options.drain_timeout,
+                        log=self.log,
+                        wait_on=lasting,
                     )
                 )
             )

@@ -201,8 +201,10 @@ def test_down_drains_lasting_clusters_first_and_stops_past_the_bound(
 
     drained: list[list[str]] = []
 
-    async def drain(kubeconfigs: dict[str, Any], fleet: str, bound: float, **_: Any) -> None:
-        drained.append(sorted(kubeconfigs))
+    async def drain(
+        kubeconfigs: dict[str, Any], fleet: str, bound: float, wait_on: set[str], **_: Any
+    ) -> None:
+        drained.append([*sorted(kubeconfigs), "waits on", *sorted(wait_on)])
         if fake.stuck:
             raise teardown.DrainTimeout("workloads still hold quota: team/job-a")
 
@@ -216,7 +218,9 @@ def test_down_drains_lasting_clusters_first_and_stops_past_the_bound(
     assert ("destroy", "ci-drain") not in fake.calls
     fake.stuck = False
     driver.down("ci-drain")
-    assert drained == [["worker1"], ["worker1"]]  # the kind manager needs no drain
+    # The kind manager is held too (it would go on placing copies on the lasting worker)
+    # but not waited on: its work goes with it.
+    assert drained == [["manager", "worker1", "waits on", "worker1"]] * 2
     assert ("destroy", "ci-drain") in fake.calls
 
 
