@@ -58,13 +58,27 @@ def _provider(
         # DiffConfig on clusterIdentifier).
         cluster_identifier=identity,
         # A kind cluster is gone when its container is: let destroy finish without it.
-        # Never on long-lived clusters, where an outage must not drop state.
-        delete_unreachable=ephemeral or None,
+        # Never on long-lived clusters, where an outage must not drop state. Every choice the
+        # fleet relies on is explicit: a None would let PULUMI_K8S_DELETE_UNREACHABLE,
+        # _UPSERT_EXISTING_OBJECTS or _ENABLE_SERVER_SIDE_APPLY from the environment decide
+        # (pulumi_kubernetes 4.34.2 provider.py). Creating an object that already exists
+        # must fail, not take it over (what the aliases and the one-fleet-per-cluster rule
+        # count on).
+        delete_unreachable=ephemeral,
+        enable_server_side_apply=True,
+        upsert_existing_objects=False,
         opts=pulumi.ResourceOptions(parent=parent),
     )
 
 
 # --- kind ----------------------------------------------------------------------------------
+
+
+# The bounds of kind's own commands. A dynamic provider gets no custom timeout from the
+# engine (pulumi 3.272.0 sdk/python/lib/pulumi/dynamic/__main__.py ignores it in Create and
+# Delete), so they are enforced here; `--wait 5m` is kind's own wait for the node.
+KIND_CREATE_TIMEOUT = 900.0
+KIND_DELETE_TIMEOUT = 300.0
 
 
 def node_owner(kind: str, name: str) -> str | None:
@@ -124,7 +138,7 @@ class KindClusterProvider(ResourceProvider):
             return CreateResult(id_=name, outs=self._outputs(props))
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         create = [kind, "create", "cluster", "--name", name, "--config", "-", "--wait", "5m"]
-        run([*create, "--kubeconfig", path], stdin=props["config"])
+        run([*create, "--kubeconfig", path], stdin=props["config"], timeout=KIND_CREATE_TIMEOUT)
         return CreateResult(id_=name, outs=self._outputs(props))
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
@@ -145,7 +159,7 @@ class KindClusterProvider(ResourceProvider):
         # Deleting a cluster that is already gone succeeds: destroy stays safe to repeat.
         args = [props["kind_binary"], "delete", "cluster", "--name", props["name"]]
         path = props.get("kubeconfig_path")
-        run([*args, "--kubeconfig", path] if path else args)
+        run([*args, "--kubeconfig", path] if path else args, timeout=KIND_DELETE_TIMEOUT)
         if path:
             Path(path).unlink(missing_ok=True)
 
@@ -188,10 +202,7 @@ class KindCluster(pulumi.dynamic.Resource, module="kind", name="Cluster"):
             },
             pulumi.ResourceOptions.merge(
                 opts,
-                pulumi.ResourceOptions(
-                    additional_secret_outputs=["kubeconfig"],
-                    custom_timeouts=pulumi.CustomTimeouts(create="15m", delete="5m"),
-                ),
+                pulumi.ResourceOptions(additional_secret_outputs=["kubeconfig"]),
             ),
         )
 

@@ -15,9 +15,9 @@ On kind, every in-cluster resource is `deleted_with` its kind cluster: destroyin
 fleet, or replacing a cluster, never deletes objects one by one into Kueue's finalizers,
 where pulumi-kubernetes waits up to 10 minutes per object for it to be gone
 (pulumi/pulumi-kubernetes v4.32.0 provider/pkg/await/await.go, Deletion)
-(pulumi/pulumi v3.272.0, sdk/python/lib/pulumi/resource.py, ResourceOptions.deleted_with:
-the provider's Delete is skipped when that resource is deleted too, and the resource is
-replaced when it is replaced).
+(pulumi/pulumi v3.259.0 pkg/resource/deploy/step.go `isDeletedWith`: the provider's
+Delete is skipped when that resource is deleted too; the cascade on replace arrived after
+v3.259.0, pulumi/pulumi#23818, hence `requiredPulumiVersion` in Pulumi.yaml).
 """
 
 from __future__ import annotations

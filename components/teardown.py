@@ -29,6 +29,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 import yaml
+from kubernetes_asyncio.config import ConfigException
 
 from components.labels import FLEET_LABEL
 from controller.kube import ApiError, Kind, Kube
@@ -116,13 +117,14 @@ async def stop_and_drain(
     reached to hold its queues is skipped with a note (destroy will report it in its own
     words); one that stops answering during the wait is retried until the bound."""
     waited = set(kubeconfigs if wait_on is None else wait_on)
-    kubes = {name: await Kube.from_kubeconfig(dict(cfg), name) for name, cfg in kubeconfigs.items()}
+    kubes: dict[str, Kube] = {}
     try:
         held: dict[str, dict[str, int]] = {}
-        for name, kube in kubes.items():
+        for name, cfg in kubeconfigs.items():
             try:
-                held[name] = await _stop(kube, fleet)
-            except ApiError as exc:
+                kubes[name] = await Kube.from_kubeconfig(dict(cfg), name)
+                held[name] = await _stop(kubes[name], fleet)
+            except (ApiError, ConfigException, OSError) as exc:
                 log(f"cluster {name}: cannot stop its ClusterQueues ({exc}); going on")
         if held:
             log(f"ClusterQueues held (stopPolicy: Hold); waiting up to {bound:.0f}s for work")

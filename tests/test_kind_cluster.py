@@ -28,9 +28,11 @@ class FakeKind:
     def __init__(self, existing: set[str]) -> None:
         self.existing = existing
         self.calls: list[list[str]] = []
+        self.timeouts: dict[str, float | None] = {}
 
-    def __call__(self, args: list[str], input: str | None = None, **_: Any) -> Any:
+    def __call__(self, args: list[str], input: str | None = None, **kw: Any) -> Any:
         self.calls.append(list(args))
+        self.timeouts[" ".join(args[1:3])] = kw.get("timeout")
         out = ""
         if args[1:3] == ["get", "clusters"]:
             out = "\n".join(sorted(self.existing))
@@ -75,6 +77,16 @@ def test_every_kind_write_uses_the_stacks_own_kubeconfig(kind: Any, tmp_path: Pa
     delete = next(c for c in fake.calls if c[1:3] == ["delete", "cluster"])
     assert delete[delete.index("--kubeconfig") + 1] == p["kubeconfig_path"]
     assert not (tmp_path / "home" / ".kube").exists()
+
+
+def test_kinds_commands_are_bounded_by_the_provider_itself(kind: Any, tmp_path: Path) -> None:
+    """The engine hands a dynamic provider no custom timeout (pulumi 3.272.0
+    sdk/python/lib/pulumi/dynamic/__main__.py), so create and delete carry their own."""
+    fake = kind()
+    result = KindClusterProvider().create(props(tmp_path))
+    KindClusterProvider().delete(result.id, result.outs)
+    assert fake.timeouts["create cluster"] == clusters.KIND_CREATE_TIMEOUT == 900
+    assert fake.timeouts["delete cluster"] == clusters.KIND_DELETE_TIMEOUT == 300
 
 
 def test_read_reports_a_cluster_deleted_out_of_band(kind: Any, tmp_path: Path) -> None:

@@ -146,3 +146,33 @@ def test_a_context_missing_from_the_kubeconfig_is_one_line() -> None:
     message = str(info.value)
     assert "\n" not in message
     assert "has no context 'lab-a'" in message and ".existing.context" in message
+
+
+def test_provider_choices_do_not_come_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """pulumi_kubernetes 4.34.2 fills an unset provider option from PULUMI_K8S_* variables;
+    each one the fleet relies on is set, so a user's environment cannot drop a lasting
+    cluster's state on an outage or let a create take over an existing object."""
+    from components.config_source import load_stack
+
+    monkeypatch.setenv("PULUMI_K8S_DELETE_UNREACHABLE", "true")
+    monkeypatch.setenv("PULUMI_K8S_UPSERT_EXISTING_OBJECTS", "true")
+    monkeypatch.setenv("PULUMI_K8S_ENABLE_SERVER_SIDE_APPLY", "false")
+    for stack in ("dev", "gke"):
+        spec = load_stack(str(ROOT / "stacks" / f"Pulumi.{stack}.yaml"))[0]
+        config, secret = engine_config(ROOT / "stacks" / f"Pulumi.{stack}.yaml")
+        run = run_program(stack, config, secret, preview=True)
+        providers = {p.name: p.inputs for p in run.monitor.of_type("pulumi:providers:kubernetes")}
+        for c in spec.clusters:
+            inputs = providers[f"{c.name}-k8s"]
+            got = {
+                k: json.loads(v) if isinstance(v, str) else v
+                for k, v in inputs.items()
+                if k in ("deleteUnreachable", "upsertExistingObjects", "enableServerSideApply")
+            }
+            assert got == {
+                "deleteUnreachable": c.provider == "kind",
+                "upsertExistingObjects": False,
+                "enableServerSideApply": True,
+            }, (stack, c.name, got)

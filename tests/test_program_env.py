@@ -99,3 +99,19 @@ def test_no_script_or_workflow_puts_dev_or_cloud_packages_there_for_kind() -> No
         assert "requirements-dev" not in line, (name, line)
         assert "requirements-cloud" not in line or name == "up.sh", (name, line)
     assert "ENV=.venv-dev" in (ROOT / "scripts" / "test.sh").read_text()
+
+
+def test_the_pinned_cli_meets_the_projects_required_version() -> None:
+    """Pulumi.yaml's floor (deletedWith cascading on replace) admits the CLI scripts/env.sh
+    installs, and refuses the last release without that engine change."""
+    import yaml
+
+    required = yaml.safe_load((ROOT / "Pulumi.yaml").read_text())["requiredPulumiVersion"]
+    match = re.fullmatch(r">=(\d+)\.(\d+)\.(\d+)", required)
+    assert match, required
+    floor = tuple(int(x) for x in match.groups())
+    pinned = re.search(
+        r'^PULUMI_VERSION="(\d+)\.(\d+)\.(\d+)"$', (ROOT / "scripts/env.sh").read_text(), re.M
+    )
+    assert pinned and tuple(int(x) for x in pinned.groups()) >= floor
+    assert floor > (3, 259, 0)

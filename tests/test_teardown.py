@@ -244,3 +244,21 @@ def test_a_fleet_all_on_kind_needs_no_drain() -> None:
         "kubeconfigs": {"manager": "kind: Config\n", "w": "kind: Config\n"},
     }
     assert drain_plan(outputs) == ({}, set())
+
+
+def test_a_cluster_whose_kubeconfig_cannot_be_used_is_skipped_with_a_note() -> None:
+    async def main() -> None:
+        worker = await cluster("worker1")
+        worker.put(f"{K}/workloads", workload("job-a", "cq", finished=True))
+        notes: list[str] = []
+        async with running(worker):
+            await stop_and_drain(
+                {"gone": {"apiVersion": "v1", "kind": "Config"}, "worker1": worker.kubeconfig()},
+                "ci-1",
+                bound=5,
+                interval=0.05,
+                log=notes.append,
+            )
+        assert notes[0].startswith("cluster gone: cannot stop its ClusterQueues (")
+
+    asyncio.run(main())
