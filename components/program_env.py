@@ -13,6 +13,7 @@ and EKS plugins, so they are installed there only for a stack with GKE or EKS cl
 from __future__ import annotations
 
 import subprocess
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -69,3 +70,36 @@ def missing_message(
         f"program ({env}) lacks {', '.join(sorted(missing))}; install them with "
         f"`{env}/bin/python -m pip install -r requirements-cloud.txt`"
     )
+
+
+def unneeded_cloud_sdks(project: Path, providers: Iterable[str]) -> list[str]:
+    """Cloud SDK modules in the program's environment that `providers` do not use (left by
+    a cloud stack, or by scripts/test.sh before the tests had their own environment)."""
+    needed = set(cloud_modules(providers))
+    every = cloud_modules(CLOUD_SDKS)
+    absent = set(missing_cloud_sdks(project, CLOUD_SDKS))
+    return [m for m in every if m not in needed and m not in absent]
+
+
+def main(argv: list[str]) -> int:
+    """`python -m components.program_env PROVIDERS` (comma-separated, as scripts/stack_facts
+    prints them): a note on stderr when Pulumi's environment holds cloud SDKs this stack
+    does not use, whose plugins Pulumi would fetch anyway. Always exits 0: it informs."""
+    if len(argv) != 1:
+        print("usage: python -m components.program_env PROVIDERS", file=sys.stderr)
+        return 2
+    root = Path(__file__).resolve().parent.parent
+    extra = unneeded_cloud_sdks(root, argv[0].split(","))
+    if extra:
+        print(
+            f"note: {program_env(root).name} holds {', '.join(extra)}, which this stack does not "
+            "use; Pulumi fetches the plugin of every Pulumi package there. To drop them: "
+            f"{program_env(root).name}/bin/python -m pip uninstall -y "
+            + " ".join(m.replace("_", "-") for m in extra),
+            file=sys.stderr,
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python3}"
 ENV=.venv-dev
 # One left half-made by an interrupted run is rebuilt, not reused.
-if [ -e "$ENV" ] && ! "$ENV/bin/python" -c 'import sys, pip; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+if { [ -e "$ENV" ] || [ -L "$ENV" ]; } && ! "$ENV/bin/python" -c 'import sys, pip; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
   echo "$ENV is incomplete or too old: rebuilding it"
   rm -rf "$ENV"
 fi

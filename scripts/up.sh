@@ -45,6 +45,10 @@ case ",$PROVIDERS," in
     .venv/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-cloud.txt \
       || die "installing requirements-cloud.txt into .venv failed (see pip's message above)"
     ;;
+  *)
+    # A note (never a removal) when an earlier run left cloud SDKs there.
+    .venv/bin/python -m components.program_env "$PROVIDERS"
+    ;;
 esac
 
 if [[ ",$PROVIDERS," == *,kind,* || "$BUILDS_IMAGE" == yes ]]; then

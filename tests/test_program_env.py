@@ -16,6 +16,7 @@ from components.program_env import (
     missing_cloud_sdks,
     missing_message,
     program_env,
+    unneeded_cloud_sdks,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -115,3 +116,29 @@ def test_the_pinned_cli_meets_the_projects_required_version() -> None:
     )
     assert pinned and tuple(int(x) for x in pinned.groups()) >= floor
     assert floor > (3, 259, 0)
+
+
+def test_up_notes_cloud_sdks_a_kind_stack_does_not_use(tmp_path: Path) -> None:
+    project = _project(tmp_path, f'exec {sys.executable} "$@"\n')  # every SDK installed
+    assert unneeded_cloud_sdks(project, ["kind"]) == ["pulumi_aws", "pulumi_eks", "pulumi_gcp"]
+    assert unneeded_cloud_sdks(project, ["gke", "kind"]) == ["pulumi_aws", "pulumi_eks"]
+    (tmp_path / "bare").mkdir()
+    bare = _project(tmp_path / "bare", f'exec {sys.executable} -S "$@"\n')
+    assert unneeded_cloud_sdks(bare, ["kind"]) == []
+
+
+def test_the_note_names_the_packages_and_how_to_drop_them(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from components import program_env as module
+
+    monkeypatch.setattr(module, "unneeded_cloud_sdks", lambda *_: ["pulumi_gcp"])
+    assert module.main(["kind"]) == 0
+    err = capsys.readouterr().err
+    assert err == (
+        "note: .venv holds pulumi_gcp, which this stack does not use; Pulumi fetches the "
+        "plugin of every Pulumi package there. To drop them: .venv/bin/python -m pip "
+        "uninstall -y pulumi-gcp\n"
+    )
+    monkeypatch.setattr(module, "unneeded_cloud_sdks", lambda *_: [])
+    assert module.main(["kind"]) == 0 and capsys.readouterr().err == ""

@@ -245,6 +245,8 @@ def test_a_kind_stack_puts_no_cloud_sdk_in_pulumis_environment(
     assert result.returncode == 0, result.stdout + result.stderr
     installs = [c for c in calls_of(tmp_path) if c.startswith("venv -m pip install")]
     assert installs and all(c.endswith("-r requirements.txt") for c in installs), installs
+    # This test's environment has them all (it stands in for .venv): up.sh says so, once.
+    assert result.stderr.count("note: .venv holds pulumi_aws, pulumi_eks, pulumi_gcp") == 1
 
 
 def test_docker_is_checked_when_a_cloud_stack_builds_the_image(
