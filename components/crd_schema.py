@@ -24,7 +24,6 @@ import datetime
 import re
 from collections.abc import Iterable, Mapping
 from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
 import celpy
@@ -138,20 +137,6 @@ def _as_cel_root(obj: Mapping[str, Any]) -> dict[str, Any]:
     meta = obj.get("metadata") or {}
     body["metadata"] = {k: v for k, v in meta.items() if k in ("name", "generateName")}
     return body
-
-
-def load_upstream_crds(root: Path | str) -> CrdSchemas | None:
-    """The CRDs under `root`: every *.yaml below it (a `../shared/upstream` checkout, or a
-    folder of CRD files); None when there are none."""
-    base = Path(root)
-    if not base.is_dir():
-        return None
-    docs: list[Mapping[str, Any]] = []
-    for path in sorted(base.rglob("*.yaml")):
-        text = path.read_text()
-        docs.extend(d for d in yaml.load_all(text, Loader=_LOADER) if isinstance(d, Mapping))
-    schemas = CrdSchemas.from_documents(docs)
-    return schemas if schemas.kinds() else None
 
 
 # --- pruning and defaulting --------------------------------------------------------------

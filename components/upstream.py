@@ -16,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from components import gomodule, toolchain
 from components.crd_schema import CrdSchemas
 from components.fleet_objects import build_fleet, object_key
 from components.kueue_config import (
@@ -30,6 +31,7 @@ from components.problems import Problem
 from components.spec import ClusterSpec, FleetSpec
 from components.versions import (
     IMAGE_VOLUME_MIN_KUBERNETES,
+    PINNED_SHA256,
     Bundle,
     clusterprofile_crd_bundle,
     kueue_bundle,
@@ -58,14 +60,19 @@ def cached(url: str) -> str | None:
     return path.read_text() if path.is_file() else None
 
 
-def fetch(url: str, timeout: float = 60, expect_kinds: Iterable[str] = ()) -> str:
+def fetch(
+    url: str,
+    timeout: float = 60,
+    expect_kinds: Iterable[str] = (),
+    cache_dir: Path | None = None,
+) -> str:
     """The document at `url`, from the local cache when it was fetched whole before (a
     pinned release never changes). A download is used and cached only when it is whole: as
     long as its Content-Length, parseable YAML with at least one object, and every kind in
     `expect_kinds` present; a truncated manifest would silently drop objects that Pulumi then
     deletes. The cache is written atomically (temporary file, then rename) with the content's
     SHA-256 beside it; a cached file that does not match it is fetched again."""
-    cache = _cache_dir()
+    cache = cache_dir or _cache_dir()
     cache.mkdir(parents=True, exist_ok=True)
     cached = cache / cache_key(url)
     digest = cached.with_suffix(".sha256")
@@ -78,6 +85,25 @@ def fetch(url: str, timeout: float = 60, expect_kinds: Iterable[str] = ()) -> st
             # Cached before digests were kept (or seeded by hand): whole, so recorded now.
             _write_atomically(digest, hashlib.sha256(text.encode()).hexdigest() + "\n")
             return text
+    try:
+        text = _download(url, timeout, expect_kinds)
+    except RuntimeError as download_error:
+        if not gomodule.has_source(url):
+            raise
+        # The same artifact from the Go module of its tag (a machine that reaches only the Go
+        # module proxy); checked by go.sum and the pinned SHA-256 like a download.
+        try:
+            text = gomodule.artifact_text(url)
+        except (gomodule.ModuleSourceError, toolchain.ToolchainError) as module_error:
+            raise RuntimeError(
+                f"{download_error}; nor from its Go module: {module_error}"
+            ) from None
+    _write_atomically(digest, hashlib.sha256(text.encode()).hexdigest() + "\n")
+    _write_atomically(cached, text)
+    return text
+
+
+def _download(url: str, timeout: float, expect_kinds: Iterable[str]) -> str:
     try:
         with urllib.request.urlopen(url, timeout=timeout) as response:
             body = response.read()
@@ -95,8 +121,12 @@ def fetch(url: str, timeout: float = 60, expect_kinds: Iterable[str] = ()) -> st
     problem = whole_manifest_problem(text, expect_kinds)
     if problem:
         raise RuntimeError(f"download of {url} is not a whole manifest: {problem}; run again")
-    _write_atomically(digest, hashlib.sha256(text.encode()).hexdigest() + "\n")
-    _write_atomically(cached, text)
+    pinned = PINNED_SHA256.get(url)
+    if pinned and (got := hashlib.sha256(body).hexdigest()) != pinned:
+        raise RuntimeError(
+            f"download of {url} has SHA-256 {got}, not the pinned {pinned}: the release was "
+            "changed or the download was tampered with; do not deploy it"
+        )
     return text
 
 

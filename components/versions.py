@@ -125,3 +125,17 @@ def clusterprofile_crd_bundle() -> Bundle:
         f"{ref}/config/crd/bases/multicluster.x-k8s.io_clusterprofiles.yaml",
         "manifests",
     )
+
+
+# The SHA-256 of each pinned artifact's whole text. A download, or the same artifact made
+# from its Go module (components/gomodule.py), is used only when it matches.
+PINNED_SHA256: dict[str, str] = {
+    # Kueue v0.19.2 release manifests.yaml: kustomize v5.8.1 build of config/default.
+    kueue_bundle(KUEUE_VERSION).url: (
+        "88881eb50734eb920b67486ebc2aa978ed325e1b12d99b22fc51a6d7e9e4d370"
+    ),
+    # cluster-inventory-api v0.1.3, config/crd/bases/multicluster.x-k8s.io_clusterprofiles.yaml.
+    clusterprofile_crd_bundle().url: (
+        "6ff09e298672dac644e85926774e1e5f9768c8a2c94b36e54408f737e05bd1c6"
+    ),
+}

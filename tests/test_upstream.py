@@ -1,5 +1,5 @@
-"""The edits made to Kueue's real v0.19.2 install manifest (from the download cache or
-../shared/upstream): our Configuration, gate flags, the restart hash, the plugin mount."""
+"""The edits made to Kueue's real v0.19.2 install manifest (the pinned release or its Go
+module): our Configuration, gate flags, the restart hash, the plugin mount."""
 
 from __future__ import annotations
 
@@ -20,17 +20,14 @@ from components.spec import FleetSpec
 from components.upstream import documents, kueue_objects, kustomize_directory, plugin_mount
 from components.versions import INIT_CONTAINER_PLUGIN_IMAGE
 from tests.conftest import base, load, only
-from tests.upstream_data import real_kueue_manifest
+from tests.upstream_data import real_kueue_manifest, why_missing
 
 
 @pytest.fixture(scope="module")
 def manifest() -> str:
     text = real_kueue_manifest()
     if text is None:
-        pytest.skip(
-            "Kueue v0.19.2's manifests.yaml is neither in the download cache nor in "
-            "../shared/upstream"
-        )
+        pytest.skip(why_missing())
     return text
 
 
