@@ -47,7 +47,7 @@ case ",$PROVIDERS," in
     ;;
   *)
     # A note (never a removal) when an earlier run left cloud SDKs there.
-    .venv/bin/python -m components.program_env "$PROVIDERS"
+    .venv/bin/python -m components.resources.program_env "$PROVIDERS"
     ;;
 esac
 
@@ -74,7 +74,7 @@ pulumi up --yes --stack "$STACK" --non-interactive
 # What `python -m components status --dir .fleet` reads: each cluster's kubeconfig (0600)
 # and a summary, from the stack's outputs.
 pulumi stack output --json --show-secrets --stack "$STACK" \
-  | .venv/bin/python -c 'import json, sys; from pathlib import Path; from components.automation import write_fleet_dir; write_fleet_dir(Path(".fleet"), sys.argv[1], json.load(sys.stdin))' "$STACK"
+  | .venv/bin/python -c 'import json, sys; from pathlib import Path; from components.cli.automation import write_fleet_dir; write_fleet_dir(Path(".fleet"), sys.argv[1], json.load(sys.stdin))' "$STACK"
 echo
 echo "The fleet is up. Check it with:"
 pulumi stack output checks --stack "$STACK" --json \

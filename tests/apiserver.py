@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from components.versions import KUEUE_VERSION
+from components.model.versions import KUEUE_VERSION
 from controller.kube import ApiError, Kind, Kube
 from controller.policy_api import crd as dispatch_policy_crd
 from tests.fleet_harness import NS, K

@@ -43,7 +43,7 @@ from typing import Any
 
 from aiohttp import web
 
-from components.crd_schema import CrdSchemas, load_upstream_crds
+from components.checks.crd_schema import CrdSchemas, load_upstream_crds
 from controller.policy_api import crd as dispatch_policy_crd
 from tests.upstream_data import SHARED_UPSTREAM
 

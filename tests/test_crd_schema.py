@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from components.crd_schema import CrdSchemas
+from components.checks.crd_schema import CrdSchemas
 
 V1B2 = "kueue.x-k8s.io/v1beta2"
 

@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 from pulumi.dynamic.dynamic import serialize_provider
 
-from components import clusters
-from components.clusters import KindClusterProvider
-from components.kind_config import OWNER_LABEL
-from components.providers import CommandFailed
+from components.objects.kind_config import OWNER_LABEL
+from components.resources import clusters
+from components.resources.clusters import KindClusterProvider
+from components.resources.providers import CommandFailed
 
 ROOT = Path(__file__).resolve().parent.parent
 KUBECONFIG = "apiVersion: v1\nkind: Config\nclusters: []\n"
@@ -131,8 +131,9 @@ def test_moving_the_checkout_does_not_replace_the_cluster(tmp_path: Path) -> Non
 
 
 def test_the_owner_label_is_on_the_control_plane(tmp_path: Path) -> None:
-    from components.config_source import load_stack, stack_path
-    from components.kind_config import kind_config
+    from components.checks.load import load_stack
+    from components.model.stack_file import stack_path
+    from components.objects.kind_config import kind_config
 
     spec, _ = load_stack(str(stack_path("dev")))
     cluster = next(c for c in spec.clusters if c.provider == "kind")
@@ -163,7 +164,7 @@ def test_the_provider_unpickles_in_a_fresh_interpreter_from_the_project() -> Non
         check=False,
     )
     assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == ["components.clusters", "['config']"]
+    assert result.stdout.split() == ["components.resources.clusters", "['config']"]
 
 
 def test_a_kind_failure_is_reported_with_its_stderr(
@@ -195,7 +196,7 @@ def test_a_provider_pickled_before_the_move_still_loads() -> None:
     (a by-reference GLOBAL); the engine must still load it to read or delete that cluster."""
     import pickle
 
-    from components.clusters import KindClusterProvider as moved
+    from components.resources.clusters import KindClusterProvider as moved
 
     old_reference = b"ccomponents.providers\nKindClusterProvider\n."  # pickle's GLOBAL opcode
     assert pickle.loads(old_reference) is moved

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from components.crd_schema import CrdSchemas
+from components.checks.crd_schema import CrdSchemas
 from controller.dispatcher import Dispatcher
 from controller.inventory import InventoryKeeper, Plan
 from controller.kube import Kind, Kube

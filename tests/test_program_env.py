@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from components.program_env import (
+from components.resources.program_env import (
     CLOUD_SDKS,
     cloud_modules,
     missing_cloud_sdks,
@@ -130,7 +130,7 @@ def test_up_notes_cloud_sdks_a_kind_stack_does_not_use(tmp_path: Path) -> None:
 def test_the_note_names_the_packages_and_how_to_drop_them(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from components import program_env as module
+    from components.resources import program_env as module
 
     monkeypatch.setattr(module, "unneeded_cloud_sdks", lambda *_: ["pulumi_gcp"])
     assert module.main(["kind"]) == 0

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import yaml
 
-from components.crd_schema import CrdSchemas, load_upstream_crds
-from components.upstream import DEFAULT_CACHE, cache_key
-from components.versions import KUEUE_VERSION, clusterprofile_crd_bundle, kueue_bundle
+from components.checks.crd_schema import CrdSchemas, load_upstream_crds
+from components.model.versions import KUEUE_VERSION, clusterprofile_crd_bundle, kueue_bundle
+from components.upstream.releases import DEFAULT_CACHE, cache_key
 
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 ROOT = Path(__file__).resolve().parent.parent
