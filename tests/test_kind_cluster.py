@@ -200,3 +200,52 @@ def test_a_provider_pickled_before_the_move_still_loads() -> None:
 
     old_reference = b"ccomponents.providers\nKindClusterProvider\n."  # pickle's GLOBAL opcode
     assert pickle.loads(old_reference) is moved
+
+
+# (module path an older program pickled the provider under, class): components/ was flat
+# before the stage packages, and the kind provider lived in providers.py before clusters.py.
+OLD_PATHS = [
+    ("components.clusters", "KindClusterProvider"),
+    ("components.providers", "KindClusterProvider"),
+    ("components.providers", "ServiceAccountTokenProvider"),
+    ("components.providers", "ControllerImageProvider"),
+]
+
+
+@pytest.mark.parametrize(("module", "name"), OLD_PATHS)
+def test_a_provider_an_older_state_holds_loads_in_the_provider_host(module: str, name: str) -> None:
+    """The pickle is made as the older program made it: Pulumi's serialize_provider on a
+    provider whose class had that module path (dill pickles a class by module and name).
+    Then it is loaded the way the engine's provider host loads a state's `__provider`: in a
+    fresh interpreter started in the project directory (pulumi 3.272.0
+    sdk/python/lib/pulumi/dynamic/__main__.py get_provider)."""
+    make = (
+        "import base64, importlib, sys\n"
+        "from pulumi.dynamic.dynamic import serialize_provider\n"
+        "from components.resources import clusters, providers\n"
+        f"cls = next(getattr(m, {name!r}) for m in (clusters, providers) if hasattr(m, {name!r}))\n"
+        f"cls.__module__ = {module!r}\n"
+        "blob = serialize_provider(cls())\n"
+        f"assert {module!r}.encode() in base64.b64decode(blob), 'not pickled by that path'\n"
+        "print(blob)\n"
+    )
+    made = subprocess.run(
+        [sys.executable, "-c", make], cwd=ROOT, capture_output=True, text=True, check=False
+    )
+    assert made.returncode == 0, made.stderr
+    load = (
+        "import base64, sys, dill\n"
+        "p = dill.loads(base64.b64decode(sys.stdin.read()))\n"
+        "print(type(p).__module__, type(p).__name__, callable(p.diff))\n"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", load],
+        input=made.stdout.strip(),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert loaded.returncode == 0, loaded.stderr
+    home = "components.resources.clusters" if name == "KindClusterProvider" else None
+    assert loaded.stdout.split() == [home or "components.resources.providers", name, "True"]
