@@ -177,6 +177,7 @@ def test_diff_cli_against_a_git_revision() -> None:
 
 
 def test_reader_access_prints_the_read_only_identity_for_a_new_worker() -> None:
+    from components.objects.labels import with_fleet_labels
     from components.objects.worker_access import worker_access_objects
 
     result = cli("reader-access", "--stack", "gke", "--cluster", "gke-new")
@@ -195,7 +196,7 @@ def test_reader_access_prints_the_read_only_identity_for_a_new_worker() -> None:
     ]
     # The same identity the stack gives its own workers, and nothing of Kueue's.
     spec, _ = load_stack(str(ROOT / "stacks" / "Pulumi.gke.yaml"))
-    stack_objects = worker_access_objects(spec)
+    stack_objects = with_fleet_labels(spec, worker_access_objects(spec))
     assert all(o in stack_objects for o in objects)
     assert not any("multikueue-token" in str(o) for o in objects)
 

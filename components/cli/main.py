@@ -281,7 +281,7 @@ def cmd_reader_access(args: argparse.Namespace) -> int:
 
     from components.model.spec import DNS_LABEL
     from components.objects.dispatcher import WORKER_LABEL
-    from components.objects.labels import FLEET_NAMESPACE
+    from components.objects.labels import FLEET_NAMESPACE, with_fleet_labels
     from components.objects.worker_access import READER_TOKEN, reader_access_objects
 
     if len(args.cluster) > 63 or not DNS_LABEL.match(args.cluster):
@@ -303,7 +303,11 @@ def cmd_reader_access(args: argparse.Namespace) -> int:
         token=READER_TOKEN,
         label=WORKER_LABEL,
     )
-    print(steps + "---\n" + yaml.safe_dump_all(reader_access_objects(spec), sort_keys=False))
+    print(
+        steps
+        + "---\n"
+        + yaml.safe_dump_all(with_fleet_labels(spec, reader_access_objects()), sort_keys=False)
+    )
     return 0
 
 

@@ -111,18 +111,18 @@ def rbac(spec: FleetSpec) -> list[dict[str, Any]]:
         {
             "apiVersion": "v1",
             "kind": "ServiceAccount",
-            "metadata": metadata(spec, NAME, FLEET_NAMESPACE),
+            "metadata": metadata(NAME, FLEET_NAMESPACE),
         },
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "ClusterRole",
-            "metadata": metadata(spec, ROLE),
+            "metadata": metadata(ROLE),
             "rules": _rules(spec),
         },
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "ClusterRoleBinding",
-            "metadata": metadata(spec, ROLE),
+            "metadata": metadata(ROLE),
             "roleRef": _binding("ClusterRole", ROLE),
             "subjects": subject,
         },
@@ -130,13 +130,13 @@ def rbac(spec: FleetSpec) -> list[dict[str, Any]]:
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "Role",
-            "metadata": metadata(spec, NAME, FLEET_NAMESPACE),
+            "metadata": metadata(NAME, FLEET_NAMESPACE),
             "rules": own,
         },
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "RoleBinding",
-            "metadata": metadata(spec, NAME, FLEET_NAMESPACE),
+            "metadata": metadata(NAME, FLEET_NAMESPACE),
             "roleRef": _binding("Role", NAME),
             "subjects": subject,
         },
@@ -162,13 +162,13 @@ def rbac(spec: FleetSpec) -> list[dict[str, Any]]:
             {
                 "apiVersion": "rbac.authorization.k8s.io/v1",
                 "kind": "Role",
-                "metadata": metadata(spec, NAME, KUEUE_NAMESPACE),
+                "metadata": metadata(NAME, KUEUE_NAMESPACE),
                 "rules": profiles,
             },
             {
                 "apiVersion": "rbac.authorization.k8s.io/v1",
                 "kind": "RoleBinding",
-                "metadata": metadata(spec, NAME, KUEUE_NAMESPACE),
+                "metadata": metadata(NAME, KUEUE_NAMESPACE),
                 "roleRef": _binding("Role", NAME),
                 "subjects": subject,
             },
@@ -207,7 +207,7 @@ def deployment(spec: FleetSpec, image: str, config_text: str) -> dict[str, Any]:
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": metadata(spec, NAME, FLEET_NAMESPACE, labels=APP_LABELS),
+        "metadata": metadata(NAME, FLEET_NAMESPACE, labels=APP_LABELS),
         "spec": {
             "replicas": spec.dispatcher.replicas,
             "selector": {"matchLabels": dict(APP_LABELS)},
@@ -239,13 +239,13 @@ def deployment(spec: FleetSpec, image: str, config_text: str) -> dict[str, Any]:
     }
 
 
-def reader_secret(spec: FleetSpec, worker: ClusterSpec, kubeconfig: str) -> dict[str, Any]:
+def reader_secret(worker: ClusterSpec, kubeconfig: str) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Secret",
         "type": "Opaque",
         "metadata": metadata(
-            spec, reader_secret_name(worker), FLEET_NAMESPACE, labels={WORKER_LABEL: worker.name}
+            reader_secret_name(worker), FLEET_NAMESPACE, labels={WORKER_LABEL: worker.name}
         ),
         "stringData": {"kubeconfig": kubeconfig},
     }
@@ -263,22 +263,22 @@ def dispatcher_objects(
         return []
     config_text = yaml.safe_dump(settings(spec, endpoints or {}), sort_keys=False)
     definition = crd()
-    definition["metadata"] = metadata(spec, definition["metadata"]["name"])
+    definition["metadata"] = metadata(definition["metadata"]["name"])
     objects: list[dict[str, Any]] = [
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": metadata(spec, FLEET_NAMESPACE)},
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": metadata(FLEET_NAMESPACE)},
         definition,
         *rbac(spec),
         {
             "apiVersion": "v1",
             "kind": "ConfigMap",
-            "metadata": metadata(spec, NAME, FLEET_NAMESPACE),
+            "metadata": metadata(NAME, FLEET_NAMESPACE),
             "data": {SETTINGS_KEY: config_text},
         },
         deployment(spec, image, config_text),
         {
             "apiVersion": "v1",
             "kind": "Service",
-            "metadata": metadata(spec, NAME, FLEET_NAMESPACE, labels=APP_LABELS),
+            "metadata": metadata(NAME, FLEET_NAMESPACE, labels=APP_LABELS),
             "spec": {
                 "selector": dict(APP_LABELS),
                 "ports": [{"name": "metrics", "port": 8080, "targetPort": "metrics"}],
@@ -287,15 +287,15 @@ def dispatcher_objects(
         {
             "apiVersion": "policy/v1",
             "kind": "PodDisruptionBudget",
-            "metadata": metadata(spec, NAME, FLEET_NAMESPACE),
+            "metadata": metadata(NAME, FLEET_NAMESPACE),
             "spec": {"maxUnavailable": 1, "selector": {"matchLabels": dict(APP_LABELS)}},
         },
     ]
     policy = policy_object("default", default_policy(spec))
-    policy["metadata"] = metadata(spec, "default")
+    policy["metadata"] = metadata("default")
     objects.append(policy)
     given = reader_kubeconfigs or {}
     for w in spec.workers:
         text = given.get(w.name, placeholder(w, "dispatcher read-only kubeconfig"))
-        objects.append(reader_secret(spec, w, text))
+        objects.append(reader_secret(w, text))
     return objects

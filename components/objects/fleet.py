@@ -12,6 +12,7 @@ from components.model.spec import ClusterSpec, FleetSpec
 from components.model.versions import Bundle, clusterprofile_crd_bundle, kueue_bundle
 from components.objects.dispatcher import BUILT_IMAGE, dispatcher_objects
 from components.objects.kueue_config import config_map, kueue_pod_annotations
+from components.objects.labels import with_fleet_labels
 from components.objects.multikueue import manager_multikueue_objects
 from components.objects.queues import queue_objects
 from components.objects.worker_access import external_framework_rbac, worker_access_objects
@@ -74,7 +75,10 @@ def cluster_objects(
     else:
         objects += worker_access_objects(spec)
     objects += queue_objects(spec, cluster)
-    return ClusterObjects(cluster, bundles(spec, cluster), _ordered(objects))
+    # The fleet's labels, on every object the cluster gets: here, not in each builder.
+    return ClusterObjects(
+        cluster, bundles(spec, cluster), _ordered(with_fleet_labels(spec, objects))
+    )
 
 
 def build_fleet(

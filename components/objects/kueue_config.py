@@ -203,7 +203,7 @@ def config_map(spec: FleetSpec, cluster: ClusterSpec) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": metadata(spec, CONFIG_MAP, KUEUE_NAMESPACE),
+        "metadata": metadata(CONFIG_MAP, KUEUE_NAMESPACE),
         "data": {CONFIG_KEY: text},
     }
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from components.model.spec import FleetSpec
@@ -21,16 +22,30 @@ def fleet_labels(spec: FleetSpec) -> dict[str, str]:
 
 
 def metadata(
-    spec: FleetSpec,
     name: str,
     namespace: str | None = None,
     labels: dict[str, str] | None = None,
     annotations: dict[str, str] | None = None,
 ) -> dict[str, Any]:
+    """An object's metadata as a builder writes it: the fleet's labels are not its concern
+    (with_fleet_labels adds them where a cluster's objects are gathered)."""
     meta: dict[str, Any] = {"name": name}
     if namespace:
         meta["namespace"] = namespace
-    meta["labels"] = {**(labels or {}), **fleet_labels(spec)}
+    meta["labels"] = dict(labels or {})
     if annotations:
         meta["annotations"] = dict(annotations)
     return meta
+
+
+def with_fleet_labels(spec: FleetSpec, objects: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Copies of `objects` with the fleet's labels added to their own (the fleet's win on a
+    shared key). Called once per set of objects a cluster gets: in objects/fleet.py for
+    what is rendered and checked, in resources/fleet.py as each ObjectSet is handed its
+    objects for what is deployed."""
+    ours = fleet_labels(spec)
+    stamped = []
+    for obj in objects:
+        meta = obj["metadata"]
+        stamped.append({**obj, "metadata": {**meta, "labels": {**meta.get("labels", {}), **ours}}})
+    return stamped

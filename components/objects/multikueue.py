@@ -36,11 +36,11 @@ def placeholder(worker: ClusterSpec, what: str) -> str:
     return f"<secret: {what} of worker '{worker.name}', assembled by pulumi up>"
 
 
-def admission_check(spec: FleetSpec) -> dict[str, Any]:
+def admission_check() -> dict[str, Any]:
     return {
         "apiVersion": KUEUE_API,
         "kind": "AdmissionCheck",
-        "metadata": metadata(spec, MULTIKUEUE_CHECK),
+        "metadata": metadata(MULTIKUEUE_CHECK),
         "spec": {
             "controllerName": "kueue.x-k8s.io/multikueue",
             "parameters": {
@@ -57,7 +57,7 @@ def multikueue_config(spec: FleetSpec) -> dict[str, Any]:
     return {
         "apiVersion": KUEUE_API,
         "kind": "MultiKueueConfig",
-        "metadata": metadata(spec, MULTIKUEUE_CONFIG),
+        "metadata": metadata(MULTIKUEUE_CONFIG),
         "spec": {"clusters": [w.name for w in spec.workers]},
     }
 
@@ -73,17 +73,17 @@ def multikueue_cluster(spec: FleetSpec, worker: ClusterSpec) -> dict[str, Any]:
     return {
         "apiVersion": KUEUE_API,
         "kind": "MultiKueueCluster",
-        "metadata": metadata(spec, worker.name, labels=worker.labels),
+        "metadata": metadata(worker.name, labels=worker.labels),
         "spec": {"clusterSource": source},
     }
 
 
-def kubeconfig_secret(spec: FleetSpec, worker: ClusterSpec, kubeconfig: str) -> dict[str, Any]:
+def kubeconfig_secret(worker: ClusterSpec, kubeconfig: str) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Secret",
         "type": "Opaque",
-        "metadata": metadata(spec, kubeconfig_secret_name(worker), KUEUE_NAMESPACE),
+        "metadata": metadata(kubeconfig_secret_name(worker), KUEUE_NAMESPACE),
         "stringData": {KUBECONFIG_KEY: kubeconfig},
     }
 
@@ -94,7 +94,6 @@ def cluster_profile(spec: FleetSpec, worker: ClusterSpec) -> dict[str, Any]:
         "apiVersion": CLUSTER_PROFILE_API,
         "kind": "ClusterProfile",
         "metadata": metadata(
-            spec,
             worker.name,
             KUEUE_NAMESPACE,
             labels={**worker.labels, CLUSTER_MANAGER_LABEL: OWNER},
@@ -106,13 +105,13 @@ def cluster_profile(spec: FleetSpec, worker: ClusterSpec) -> dict[str, Any]:
     }
 
 
-def profile_token_secret(spec: FleetSpec, worker: ClusterSpec, token: str) -> dict[str, Any]:
+def profile_token_secret(worker: ClusterSpec, token: str) -> dict[str, Any]:
     # The secretreader plugin reads key `token` of the Secret its exec config names.
     return {
         "apiVersion": "v1",
         "kind": "Secret",
         "type": "Opaque",
-        "metadata": metadata(spec, profile_token_secret_name(worker), KUEUE_NAMESPACE),
+        "metadata": metadata(profile_token_secret_name(worker), KUEUE_NAMESPACE),
         "stringData": {"token": token},
     }
 
@@ -124,7 +123,7 @@ def profile_token_rbac(spec: FleetSpec) -> list[dict[str, Any]]:
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "Role",
-            "metadata": metadata(spec, PROFILE_SECRETS_ROLE, KUEUE_NAMESPACE),
+            "metadata": metadata(PROFILE_SECRETS_ROLE, KUEUE_NAMESPACE),
             "rules": [
                 {
                     "apiGroups": [""],
@@ -137,7 +136,7 @@ def profile_token_rbac(spec: FleetSpec) -> list[dict[str, Any]]:
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "RoleBinding",
-            "metadata": metadata(spec, PROFILE_SECRETS_ROLE, KUEUE_NAMESPACE),
+            "metadata": metadata(PROFILE_SECRETS_ROLE, KUEUE_NAMESPACE),
             "roleRef": {
                 "apiGroup": "rbac.authorization.k8s.io",
                 "kind": "Role",
@@ -168,16 +167,16 @@ def manager_multikueue_objects(
         if profile_mode:
             objects.append(
                 profile_token_secret(
-                    spec, w, credentials.get(w.name, placeholder(w, "ServiceAccount token"))
+                    w, credentials.get(w.name, placeholder(w, "ServiceAccount token"))
                 )
             )
             objects.append(cluster_profile(spec, w))
         else:
             objects.append(
                 kubeconfig_secret(
-                    spec, w, credentials.get(w.name, placeholder(w, "MultiKueue kubeconfig"))
+                    w, credentials.get(w.name, placeholder(w, "MultiKueue kubeconfig"))
                 )
             )
         objects.append(multikueue_cluster(spec, w))
-    objects += [multikueue_config(spec), admission_check(spec)]
+    objects += [multikueue_config(spec), admission_check()]
     return objects

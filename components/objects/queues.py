@@ -25,7 +25,7 @@ from components.objects.labels import KUEUE_API, metadata
 MULTIKUEUE_CHECK = "multikueue"
 
 
-def flavor_object(spec: FleetSpec, f: FlavorSpec) -> dict[str, Any]:
+def flavor_object(f: FlavorSpec) -> dict[str, Any]:
     body: dict[str, Any] = {}
     if f.node_labels:
         body["nodeLabels"] = dict(f.node_labels)
@@ -38,16 +38,16 @@ def flavor_object(spec: FleetSpec, f: FlavorSpec) -> dict[str, Any]:
     return {
         "apiVersion": KUEUE_API,
         "kind": "ResourceFlavor",
-        "metadata": metadata(spec, f.name),
+        "metadata": metadata(f.name),
         "spec": body,
     }
 
 
-def topology_object(spec: FleetSpec, t: TopologySpec) -> dict[str, Any]:
+def topology_object(t: TopologySpec) -> dict[str, Any]:
     return {
         "apiVersion": KUEUE_API,
         "kind": "Topology",
-        "metadata": metadata(spec, t.name),
+        "metadata": metadata(t.name),
         "spec": {"levels": [{"nodeLabel": level} for level in t.levels]},
     }
 
@@ -99,7 +99,6 @@ def manager_quotas(spec: FleetSpec, cq: ClusterQueueSpec) -> dict[str, dict[str,
 
 
 def cluster_queue_object(
-    spec: FleetSpec,
     cq: ClusterQueueSpec,
     quotas: dict[str, dict[str, ResourceQuota]],
     admission_check: str | None,
@@ -137,7 +136,7 @@ def cluster_queue_object(
     return {
         "apiVersion": KUEUE_API,
         "kind": "ClusterQueue",
-        "metadata": metadata(spec, cq.name),
+        "metadata": metadata(cq.name),
         "spec": body,
     }
 
@@ -145,7 +144,7 @@ def cluster_queue_object(
 def namespace_objects(spec: FleetSpec) -> list[dict[str, Any]]:
     names = dict.fromkeys(lq.namespace for lq in spec.queues.local_queues)
     return [
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": metadata(spec, ns)}
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": metadata(ns)}
         for ns in names
         if ns != "default"
     ]
@@ -156,7 +155,7 @@ def local_queue_objects(spec: FleetSpec) -> list[dict[str, Any]]:
         {
             "apiVersion": KUEUE_API,
             "kind": "LocalQueue",
-            "metadata": metadata(spec, lq.name, lq.namespace),
+            "metadata": metadata(lq.name, lq.namespace),
             "spec": {"clusterQueue": lq.cluster_queue},
         }
         for lq in spec.queues.local_queues
@@ -166,14 +165,12 @@ def local_queue_objects(spec: FleetSpec) -> list[dict[str, Any]]:
 def queue_objects(spec: FleetSpec, cluster: ClusterSpec) -> list[dict[str, Any]]:
     """Every queue-related object of one cluster, manager or worker."""
     objects = namespace_objects(spec)
-    objects += [topology_object(spec, t) for t in spec.queues.topologies]
-    objects += [flavor_object(spec, f) for f in spec.queues.flavors]
+    objects += [topology_object(t) for t in spec.queues.topologies]
+    objects += [flavor_object(f) for f in spec.queues.flavors]
     for cq in spec.queues.cluster_queues:
         if cluster.role == "manager":
-            objects.append(
-                cluster_queue_object(spec, cq, manager_quotas(spec, cq), MULTIKUEUE_CHECK)
-            )
+            objects.append(cluster_queue_object(cq, manager_quotas(spec, cq), MULTIKUEUE_CHECK))
         else:
-            objects.append(cluster_queue_object(spec, cq, worker_quotas(cq, cluster), None))
+            objects.append(cluster_queue_object(cq, worker_quotas(cq, cluster), None))
     objects += local_queue_objects(spec)
     return objects

@@ -104,20 +104,20 @@ def multikueue_rules(spec: FleetSpec) -> list[dict[str, Any]]:
 
 
 def _service_account_with_token(
-    spec: FleetSpec, name: str, token: str, namespace: str, role: str, rules: list[dict[str, Any]]
+    name: str, token: str, namespace: str, role: str, rules: list[dict[str, Any]]
 ) -> list[dict[str, Any]]:
     return [
-        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": metadata(spec, name, namespace)},
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": metadata(name, namespace)},
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "ClusterRole",
-            "metadata": metadata(spec, role),
+            "metadata": metadata(role),
             "rules": rules,
         },
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "ClusterRoleBinding",
-            "metadata": metadata(spec, role),
+            "metadata": metadata(role),
             "roleRef": {
                 "apiGroup": "rbac.authorization.k8s.io",
                 "kind": "ClusterRole",
@@ -132,13 +132,13 @@ def _service_account_with_token(
             "kind": "Secret",
             "type": "kubernetes.io/service-account-token",
             "metadata": metadata(
-                spec, token, namespace, annotations={"kubernetes.io/service-account.name": name}
+                token, namespace, annotations={"kubernetes.io/service-account.name": name}
             ),
         },
     ]
 
 
-def reader_access_objects(spec: FleetSpec) -> list[dict[str, Any]]:
+def reader_access_objects() -> list[dict[str, Any]]:
     """The dispatcher's read-only identity on a worker: it reads queues, nothing else."""
     reader_rules = [
         {
@@ -148,9 +148,9 @@ def reader_access_objects(spec: FleetSpec) -> list[dict[str, Any]]:
         }
     ]
     return [
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": metadata(spec, FLEET_NAMESPACE)},
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": metadata(FLEET_NAMESPACE)},
         *_service_account_with_token(
-            spec, READER_SA, READER_TOKEN, FLEET_NAMESPACE, READER_ROLE, reader_rules
+            READER_SA, READER_TOKEN, FLEET_NAMESPACE, READER_ROLE, reader_rules
         ),
     ]
 
@@ -158,7 +158,6 @@ def reader_access_objects(spec: FleetSpec) -> list[dict[str, Any]]:
 def worker_access_objects(spec: FleetSpec) -> list[dict[str, Any]]:
     """The objects every worker gets so the manager and the dispatcher can reach it."""
     objects = _service_account_with_token(
-        spec,
         MULTIKUEUE_SA,
         MULTIKUEUE_TOKEN,
         KUEUE_NAMESPACE,
@@ -166,7 +165,7 @@ def worker_access_objects(spec: FleetSpec) -> list[dict[str, Any]]:
         multikueue_rules(spec),
     )
     if spec.dispatcher.enabled:
-        reader = reader_access_objects(spec)
+        reader = reader_access_objects()
         objects = [reader[0], *objects, *reader[1:]]  # the namespace first
     return objects
 
@@ -182,13 +181,13 @@ def external_framework_rbac(spec: FleetSpec) -> list[dict[str, Any]]:
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "ClusterRole",
-            "metadata": metadata(spec, EXTERNAL_ROLE),
+            "metadata": metadata(EXTERNAL_ROLE),
             "rules": _rules(with_status, ["get", "list", "patch", "update", "watch"]),
         },
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "ClusterRoleBinding",
-            "metadata": metadata(spec, EXTERNAL_ROLE),
+            "metadata": metadata(EXTERNAL_ROLE),
             "roleRef": {
                 "apiGroup": "rbac.authorization.k8s.io",
                 "kind": "ClusterRole",

@@ -39,7 +39,7 @@ from components.objects import dispatcher
 from components.objects.fleet import bundles
 from components.objects.kubeconfig import worker_kubeconfig
 from components.objects.kueue_install import kueue_objects
-from components.objects.labels import KUEUE_NAMESPACE
+from components.objects.labels import KUEUE_NAMESPACE, with_fleet_labels
 from components.objects.multikueue import manager_multikueue_objects
 from components.objects.queues import queue_objects
 from components.objects.worker_access import (
@@ -191,7 +191,7 @@ class WorkerAccess(pulumi.ComponentResource):
             "WorkerIdentities",
             f"{name}-identities",
             handle.spec.name,
-            worker_access_objects(spec),
+            with_fleet_labels(spec, worker_access_objects(spec)),
             object_opts,
             known,
             pulumi.ResourceOptions(parent=self),
@@ -311,7 +311,7 @@ class Fleet(pulumi.ComponentResource):
             typ,
             name,
             handle.spec.name,
-            objects,
+            with_fleet_labels(self.spec, objects),
             object_opts,
             self.known[handle.spec.name],
             pulumi.ResourceOptions(parent=self),
