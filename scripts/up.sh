@@ -41,7 +41,7 @@ read -r PROVIDERS BUILDS_IMAGE < <(.venv/bin/python -m scripts.stack_facts "$STA
 case ",$PROVIDERS," in
   *,gke,*|*,eks,*)
     # Cloud SDKs only for stacks that have cloud clusters: Pulumi fetches the plugin of
-    # every Pulumi package in .venv, used or not (components/program_env.py).
+    # every Pulumi package in .venv, used or not (components/resources/program_env.py).
     .venv/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-cloud.txt \
       || die "installing requirements-cloud.txt into .venv failed (see pip's message above)"
     ;;

@@ -24,7 +24,7 @@ kube-apiserver does (each rule names the upstream file it follows, kubernetes v1
 - custom resources of the CRDs it serves (Kueue's real ones from ../shared/upstream, the
   ClusterProfile's, the DispatchPolicy's; `served_crds`) are pruned to their structural
   schema, defaulted, and checked against the OpenAPI rules and the CEL rules, with oldSelf
-  on update (components/crd_schema.py); without those files it keeps what is sent.
+  on update (components/checks/crd_schema.py); without those files it keeps what is sent.
 Tests can inject failures (throttling, conflicts, outages, a server that stops answering)
 and read every request made. One emulator is one cluster.
 """

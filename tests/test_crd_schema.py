@@ -1,4 +1,4 @@
-"""components/crd_schema.py against Kueue v0.19.2's real CRDs (../shared/upstream or the
+"""components/checks/crd_schema.py against Kueue v0.19.2's real CRDs (../shared/upstream or the
 download cache): what a kube-apiserver prunes, defaults and refuses. The rules checked here
 are read from the CRD files themselves (config/components/crd/bases at tag v0.19.2)."""
 

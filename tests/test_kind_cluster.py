@@ -1,4 +1,4 @@
-"""The kind dynamic provider (components/clusters.py) with kind faked: the stack's own
+"""The kind dynamic provider (components/resources/clusters.py) with kind faked: the stack's own
 kubeconfig file on every kind command, `read` seeing a cluster deleted out of band, adopting
 an interrupted create of the same stack and refusing anyone else's cluster; and the provider
 unpickled in a fresh interpreter from the project directory, as Pulumi's provider host does."""

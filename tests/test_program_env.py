@@ -1,5 +1,6 @@
-"""Pulumi's environment for the program (components/program_env.py): where Pulumi.yaml puts
-it, which cloud SDK modules a stack needs there, and how their absence is found."""
+"""Pulumi's environment for the program (components/resources/program_env.py): where
+Pulumi.yaml puts it, which cloud SDK modules a stack needs there, and how their absence is
+found."""
 
 from __future__ import annotations
 

@@ -246,7 +246,7 @@ CASES = [
         GKE.replace('"1.35"', '"99.99"'),
         "workers[0].kubernetesVersion",
         "Kubernetes 99.99 is newer than any release this project knows",
-        "components/versions.py",
+        "components/model/versions.py",
     ),
     (
         "not a version",

@@ -581,7 +581,7 @@ class Driver:
 
     def _drain(self, stack: Any) -> None:
         """On existing and cloud clusters, stop the fleet's ClusterQueues and let the work
-        holding their quota end first (components/teardown.py). kind clusters need none:
+        holding their quota end first (components/cli/teardown.py). kind clusters need none:
         their objects go with the cluster."""
         from components.cli.teardown import DrainTimeout, drain_plan, stop_and_drain
 

@@ -134,7 +134,7 @@ def _render_diff(args: argparse.Namespace) -> int:
             return 1
         old_spec = None  # a stack added since: everything in it is new
         print(f"{old} does not exist: the whole stack is added", file=sys.stderr)
-    # Immutable fields: what is replaced, and what cannot change (components/immutable.py).
+    # Immutable fields: what is replaced, and what cannot change (components/checks/immutable.py).
     changes = change_problems(old_spec, new_spec) if old_spec is not None else []
     lines = diff_fleets(old_spec, new_spec, old, new) + [str(p) for p in changes]
     print("\n".join(lines) if lines else f"no changes between {old} and {new}")

@@ -35,7 +35,7 @@ def stack_schema() -> dict[str, Any]:
         "title": f"{PROJECT} stack file",
         "description": (
             "A Pulumi stack file of multikueue-fleet (stacks/Pulumi.<stack>.yaml). "
-            "Generated from components/spec.py by `python -m components schema`: do not "
+            "Generated from components/model/spec.py by `python -m components schema`: do not "
             "edit by hand."
         ),
         "type": "object",

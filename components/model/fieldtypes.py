@@ -3,7 +3,7 @@
 Each type checks a value the way the API server (or the tool that receives it) would, and
 refuses it with a message and a fix in the project's form: `fail(message, fix)`. Each also
 carries the JSON Schema that editors use to check stack files as they are typed
-(components/schema.py).
+(components/cli/schema.py).
 
 Sources of the rules:
 - names and labels: Kubernetes apimachinery validation (IsDNS1123Label, IsDNS1123Subdomain,

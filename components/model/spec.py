@@ -7,7 +7,7 @@ the API server or a tool would refuse) comes back as a Problem with the
 `pulumi config set --path` path that locates it and a fix. Checks that look across the
 whole fleet live in validate.py, as plain functions over this model.
 
-The JSON Schema of the stack file is generated from these models (components/schema.py).
+The JSON Schema of the stack file is generated from these models (components/cli/schema.py).
 """
 
 from __future__ import annotations
@@ -401,7 +401,7 @@ class ClusterSpec(_Model):
                     f"Kubernetes {version} is newer than any release this project knows "
                     f"({_version_text(newest)})",
                     f"use {_version_text(lowest)} to {_version_text(newest)} (newer "
-                    "releases need a newer multikueue-fleet: components/versions.py)",
+                    "releases need a newer multikueue-fleet: components/model/versions.py)",
                 )
             )
 

@@ -86,7 +86,7 @@ class Bundle:
     # reads at start); shown by `render`, so `render --diff` shows when the pods restart.
     pod_annotations: tuple[tuple[str, str], ...] = ()
     # kustomize: objects of the kustomization left out, by name (regular expressions), when
-    # another bundle installs them (components/upstream.py, local_kustomization).
+    # another bundle installs them (components/upstream/releases.py, kustomization_without).
     without: tuple[str, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:

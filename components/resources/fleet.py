@@ -2,7 +2,7 @@
 the order the fleet needs. The components add no objects of their own: they take the
 builders' lists and hand them to Pulumi. Upstream installs stay grouped (ConfigGroup,
 ConfigFile, kustomize Directory); the project's own objects are one resource each
-(components/kube_objects.py), so a preview lists them all with their fields.
+(components/resources/kube_objects.py), so a preview lists them all with their fields.
 
 Order on each cluster: (the ClusterProfile CRD, on the manager in that mode) -> Kueue,
 waited for until its Deployment and webhook Service are ready -> job frameworks, each

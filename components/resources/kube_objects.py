@@ -41,7 +41,7 @@ class KubeObject(pulumi.CustomResource):
         extra = pulumi.ResourceOptions(
             # As pulumi_kubernetes' Secret class does: what the API server returns stays secret.
             additional_secret_outputs=["data", "stringData"] if obj["kind"] == "Secret" else None,
-            # A change to an immutable field replaces the object (components/immutable.py).
+            # A change to an immutable field replaces the object (components/checks/immutable.py).
             **(replacement_options(resource_type(obj)) or {}),
         )
         super().__init__(
@@ -137,7 +137,7 @@ class ObjectSet(pulumi.ComponentResource):
     """A unit of the project's objects on one cluster (its queues, a worker's access, the
     manager's MultiKueue objects, the dispatcher), each object its own resource.
 
-    Objects are registered in the order of fleet_objects.APPLY_ORDER, and each depends on
+    Objects are registered in the order of objects/fleet.py's APPLY_ORDER, and each depends on
     the objects registered before it on the same cluster that it refers to (`refers_to`),
     so creation runs in that order and deletion in the reverse one (a LocalQueue before its
     ClusterQueue, a token Secret after its ServiceAccount), with one edge per reference
