@@ -4,9 +4,9 @@ rules and their upstream files)."""
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING
+
+from dq_sim import CQ, Dispatcher, Sim, Wl
 
 from controller import policy as real_policy
 from controller.model import (
@@ -17,29 +17,9 @@ from controller.model import (
 )
 from controller.policy import InFlightIndex
 
-if TYPE_CHECKING:
-    from dq_sim import Sim, Wl
-
 STEP = 3  # pkg/controller/workloaddispatcher/incrementaldispatcher.go DefaultStepSize
 ROUND = 300.0  # the same file, incrementalDispatcherRoundTimeout
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
-CQ = "cq"
-LOCAL_QUEUE = "team/user-queue"
-
-
-class Dispatcher(ABC):
-    """Chooses nominatedClusterNames for a workload whose check is Pending."""
-
-    name = ""
-    refreshes = False  # decides again when its view of the workers changes
-
-    widen_after = 0.0  # seconds between widenings, if it widens
-
-    @abstractmethod
-    def nominate(self, sim: Sim, wl: Wl) -> tuple[str, ...]: ...
-
-    def done(self, wl: Wl) -> None:  # noqa: B027 (a hook; Kueue's two keep nothing)
-        """`wl` was admitted or evicted: forget what was in flight for it."""
 
 
 class AllAtOnce(Dispatcher):

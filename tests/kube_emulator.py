@@ -24,7 +24,7 @@ kube-apiserver does (each rule names the upstream file it follows, kubernetes v1
 - custom resources of the CRDs it serves (Kueue's real ones from the pinned release, the
   ClusterProfile's, the DispatchPolicy's; `served_crds`) are pruned to their structural
   schema, defaulted, and checked against the OpenAPI rules and the CEL rules, with oldSelf
-  on update (components/crd_schema.py); without those files it keeps what is sent.
+  on update (components/checks/crd_schema.py); without those files it keeps what is sent.
 Tests can inject failures (throttling, conflicts, outages, a server that stops answering)
 and read every request made. One emulator is one cluster.
 """
@@ -43,7 +43,7 @@ from typing import Any
 
 from aiohttp import web
 
-from components.crd_schema import CrdSchemas
+from components.checks.crd_schema import CrdSchemas
 from controller.policy_api import crd as dispatch_policy_crd
 from tests.upstream_data import find_upstream_crds
 

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from components.config_source import load_stack
-from components.crd_schema import CrdSchemas
-from components.fleet_objects import build_fleet
-from components.upstream import cache_key, schema_problems
-from components.versions import KUEUE_VERSION, kueue_bundle
+from components.checks.crd_schema import CrdSchemas, schema_problems
+from components.checks.load import load_stack
+from components.model.versions import KUEUE_VERSION, kueue_bundle
+from components.objects.fleet import build_fleet
+from components.upstream.releases import cache_key
 from tests.stack_texts import cli
 from tests.upstream_data import real_crd_documents, real_kueue_manifest, why_missing
 

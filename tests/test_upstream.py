@@ -12,13 +12,15 @@ from typing import Any
 import pytest
 import yaml
 
-from components.fleet_objects import build_fleet
-from components.frameworks import FRAMEWORKS
-from components.kueue_config import RESTART_ANNOTATION, startup_hash
-from components.render import diff_fleets
-from components.spec import FleetSpec
-from components.upstream import documents, kueue_objects, kustomize_directory, plugin_mount
-from components.versions import INIT_CONTAINER_PLUGIN_IMAGE
+from components.cli.render import diff_fleets
+from components.model.frameworks import FRAMEWORKS
+from components.model.spec import FleetSpec
+from components.model.versions import INIT_CONTAINER_PLUGIN_IMAGE
+from components.objects.fleet import build_fleet
+from components.objects.kueue_config import RESTART_ANNOTATION, startup_hash
+from components.objects.kueue_install import kueue_objects, plugin_mount
+from components.objects.manifests import documents
+from components.upstream.releases import kustomize_directory
 from tests.conftest import base, load, only
 from tests.upstream_data import real_kueue_manifest, why_missing
 

@@ -12,9 +12,9 @@ from typing import Any
 
 import yaml
 
-from components import upstream
-from components.crd_schema import CrdSchemas
-from components.versions import KUEUE_VERSION, clusterprofile_crd_bundle, kueue_bundle
+from components.checks.crd_schema import CrdSchemas
+from components.model.versions import KUEUE_VERSION, clusterprofile_crd_bundle, kueue_bundle
+from components.upstream import releases as upstream
 
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
