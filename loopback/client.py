@@ -1,5 +1,5 @@
 """The launcher's few calls to an API server, through the kubernetes client's dynamic
-client: server-side apply, list, and a dry-run create."""
+client: server-side apply, list, a dry-run create, and a ServiceAccount's token."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from kubernetes import client
 from kubernetes import config as kube_config
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
@@ -67,13 +68,34 @@ class Client:
         except NotFoundError:
             return None
 
-    def delete(self, obj: dict[str, Any]) -> None:
-        """Deletes the object if it is there (foreground: gone once its dependents are)."""
+    def create(self, obj: dict[str, Any]) -> dict[str, Any]:
+        resource = self._resource(obj["apiVersion"], obj["kind"])
+        namespace = obj["metadata"].get("namespace") if resource.namespaced else None
+        return resource.create(body=obj, namespace=namespace).to_dict()
+
+    def delete(self, obj: dict[str, Any], propagation: str | None = None) -> None:
+        """Deletes the object if it is there. `propagation` ("Background", "Foreground")
+        overrides the kind's default, which for a batch/v1 Job is to orphan its pods."""
         resource = self._resource(obj["apiVersion"], obj["kind"])
         meta = obj["metadata"]
         namespace = meta.get("namespace") if resource.namespaced else None
+        body = {"propagationPolicy": propagation} if propagation else None
         with contextlib.suppress(NotFoundError):
-            resource.delete(name=meta["name"], namespace=namespace)
+            resource.delete(name=meta["name"], namespace=namespace, body=body)
+
+    def service_account_token(self, name: str, namespace: str, seconds: int) -> str:
+        """A token of the ServiceAccount from the TokenRequest API: what the kubelet
+        projects into a pod that runs as it."""
+        answer = client.CoreV1Api(self.dynamic.client).create_namespaced_service_account_token(
+            name,
+            namespace,
+            {
+                "apiVersion": "authentication.k8s.io/v1",
+                "kind": "TokenRequest",
+                "spec": {"expirationSeconds": seconds},
+            },
+        )
+        return str(answer.status.token)
 
     def dry_run_create(self, obj: dict[str, Any]) -> None:
         resource = self._resource(obj["apiVersion"], obj["kind"])

@@ -16,6 +16,7 @@ import ssl
 import tempfile
 import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,7 @@ from typing import Any
 import yaml
 
 from loopback import pki
-from loopback.processes import Started, free_port, log_tail, start
+from loopback.processes import Started, free_port, log_tail, start, stop_all
 
 ADMIN = pki.Identity("admin", "loopback-admin", ("system:masters",))
 CONTROLLER_MANAGER = pki.Identity("kube-controller-manager", "system:kube-controller-manager")
@@ -265,23 +266,63 @@ class ControlPlane:
         """Until /readyz is ok and the controller manager has made the default namespace's
         ServiceAccount (its service-account controller runs)."""
         deadline = time.monotonic() + timeout
-        checks = [
-            ("/readyz", "kube-apiserver"),
-            ("/api/v1/namespaces/default/serviceaccounts/default", "kube-controller-manager"),
-        ]
-        for path, who in checks:
-            while True:
-                self.check_alive()
-                try:
-                    self.get(path)
-                    break
-                except OSError:
-                    if time.monotonic() > deadline:
-                        raise StartError(
-                            f"{self.name}: {who} not ready after {timeout:.0f} s; "
-                            f"its log ends: {log_tail(self.folder / f'{who}.log')}"
-                        ) from None
-                    time.sleep(0.3)
+        self._wait_for("/readyz", "kube-apiserver", timeout, deadline, self.check_alive)
+        self._wait_for(
+            "/api/v1/namespaces/default/serviceaccounts/default",
+            "kube-controller-manager",
+            timeout,
+            deadline,
+            self.check_alive,
+        )
+
+    def _wait_for(
+        self, path: str, who: str, timeout: float, deadline: float, alive: Callable[[], None]
+    ) -> None:
+        while True:
+            alive()
+            try:
+                self.get(path)
+                return
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise StartError(
+                        f"{self.name}: {who} not ready after {timeout:.0f} s; "
+                        f"its log ends: {log_tail(self.folder / f'{who}.log')}"
+                    ) from None
+                time.sleep(0.3)
+
+    # --- an outage ------------------------------------------------------------------------
+
+    def _records(self, program: str) -> list[Started]:
+        return [p for p in self.started if p.name == f"{self.name}/{program}"]
+
+    def stop_apiserver(self, grace: float = 5.0) -> None:
+        """Stops the kube-apiserver: SIGTERM, then SIGKILL after `grace` seconds. On SIGTERM
+        a v1.36 server stops listening at once but keeps the connections it has, watches
+        included, for up to a minute, so its clients would not notice the outage for that
+        long. etcd keeps the cluster's state; the other processes keep running and find the
+        server gone."""
+        records = self._records("kube-apiserver")
+        stop_all([p.as_dict() for p in records], grace)
+        self.started = [p for p in self.started if p not in records]
+
+    def restart_apiserver(self, timeout: float) -> None:
+        """Starts the kube-apiserver again on the same port, with the same certificates
+        and etcd (so with every object as it was), and waits until it is ready. Clients
+        that knew it reconnect by themselves: its address and CA are unchanged. Go's
+        listener sets SO_REUSEADDR, so the port is free again at once even with
+        connections of the old process in TIME_WAIT."""
+        self.stop_apiserver()
+        self.start_apiserver()
+        (started,) = self._records("kube-apiserver")
+
+        def alive() -> None:
+            if started.exited():
+                raise StartError(
+                    f"{started.name} exited after a restart; its log ends: {log_tail(started.log)}"
+                )
+
+        self._wait_for("/readyz", "kube-apiserver", timeout, time.monotonic() + timeout, alive)
 
     def check_alive(self) -> None:
         for process in self.started:

@@ -28,9 +28,9 @@ from components.objects.kueue_install import kueue_objects
 from components.objects.manifests import documents
 from components.upstream import gomodule, releases, toolchain
 from loopback.client import Client
-from loopback.controlplane import ADMIN, ControlPlane
+from loopback.controlplane import ADMIN, ControlPlane, StartError
 from loopback.kueue import VISIBILITY_CERT_DIR, Kueue, ensure_visibility_certs
-from loopback.processes import stop_all
+from loopback.processes import Started, stop_all
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_STATE = ROOT / ".fleet" / "loopback"
@@ -60,11 +60,21 @@ def _save(state: Path, record: dict[str, Any], planes: list[ControlPlane]) -> No
 
 
 class Fleet:
-    """A stack's control planes as `up` leaves them."""
+    """A stack's control planes as `up` leaves them. The processes themselves (`planes`,
+    `kueues`) are known only to the command that started them: there a test can stop a
+    cluster's API server and start it again."""
 
-    def __init__(self, state: Path, record: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        state: Path,
+        record: dict[str, Any],
+        planes: dict[str, ControlPlane] | None = None,
+        kueues: dict[str, Kueue] | None = None,
+    ) -> None:
         self.state = state
         self.record = record
+        self.planes = planes or {}
+        self.kueues = kueues or {}
 
     @property
     def clusters(self) -> dict[str, dict[str, Any]]:
@@ -72,6 +82,51 @@ class Fleet:
 
     def kubeconfig(self, cluster: str) -> Path:
         return Path(self.clusters[cluster]["kubeconfig"])
+
+    def _plane(self, cluster: str) -> ControlPlane:
+        if cluster not in self.planes:
+            raise FleetError(
+                f"cluster {cluster!r} was not started by this process: only the command that "
+                "ran `up` can stop and restart its API server"
+            )
+        return self.planes[cluster]
+
+    def _save(self) -> None:
+        _save(self.state, self.record, list(self.planes.values()))
+
+    def record_process(self, cluster: str, started: Started) -> None:
+        """A process started beside the cluster (a controller run locally), recorded so that
+        `down` stops it with the rest."""
+        self._plane(cluster).started.append(started)
+        self._save()
+
+    def stop_apiserver(self, cluster: str, grace: float = 5.0) -> None:
+        """The cluster's API server stopped (its etcd, controller manager and Kueue keep
+        running); `down` still stops everything."""
+        self._plane(cluster).stop_apiserver(grace)
+        self._save()
+
+    def restart_apiserver(self, cluster: str, timeout: float = 120) -> None:
+        """The cluster's API server started again on the same address with the same state,
+        and, as a kubelet would restart its pod, Kueue if it exited meanwhile (it does
+        when its leader lease could not be renewed for longer than the renew deadline)."""
+        plane = self._plane(cluster)
+        plane.restart_apiserver(timeout)
+        self._save()
+        kueue = self.kueues.get(cluster)
+        if kueue is None:
+            return
+        client = Client(plane.kubeconfig_path(ADMIN))
+        if kueue.running():
+            try:
+                kueue.wait_ready(client, timeout)
+                return
+            except StartError:
+                if kueue.running():
+                    raise
+        # Exited before or while its server came back.
+        kueue.restart(client, timeout)
+        self._save()
 
 
 def cluster_crds(spec: FleetSpec, cluster: ClusterSpec) -> list[dict[str, Any]]:
@@ -149,7 +204,12 @@ def up(
         (state / RECORD).write_text(json.dumps(record, indent=2))
         raise
     log(f"  Kueue ready on {len(planes)} clusters in {time.monotonic() - began:.1f} s")
-    return Fleet(state, record)
+    return Fleet(
+        state,
+        record,
+        {plane.name: plane for plane in planes},
+        {kueue.plane.name: kueue for kueue, _ in kueues},
+    )
 
 
 def down(state: Path = DEFAULT_STATE, *, log: Log = print) -> bool:

@@ -41,7 +41,7 @@ from components.objects.kueue_config import CONFIG_KEY, CONFIG_MAP
 from components.objects.kueue_install import KUEUE_CONTAINER, KUEUE_DEPLOYMENT
 from loopback import pki
 from loopback.controlplane import KUEUE, ControlPlane, StartError
-from loopback.processes import free_port, log_tail, start
+from loopback.processes import free_port, log_tail, start, stop_all
 
 NAMESPACE = "kueue-system"
 # The container ports of Kueue's manager in its install (config/components/manager and
@@ -210,6 +210,21 @@ class Kueue:
                 self.plane.folder / "kueue.log",
             )
         )
+
+    def running(self) -> bool:
+        return any(
+            not p.exited() for p in self.plane.started if p.name == f"{self.plane.name}/kueue"
+        )
+
+    def restart(self, client: Any, timeout: float) -> None:
+        """What the kubelet does for Kueue's pod (restartPolicy Always) once its manager
+        exited, e.g. on losing its leader lease while its API server was away: the same
+        binary, Configuration, ports and certificates, started again; then ready."""
+        records = [p for p in self.plane.started if p.name == f"{self.plane.name}/kueue"]
+        stop_all([p.as_dict() for p in records])
+        self.plane.started = [p for p in self.plane.started if p not in records]
+        self.start(client)
+        self.wait_ready(client, timeout)
 
     def mount_cert_secret(self, client: Any) -> None:
         """What the kubelet does for the Deployment's secret volume: the Secret's keys as

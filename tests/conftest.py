@@ -100,4 +100,4 @@ def upstream_crds() -> CrdSchemas:
 
 
 # The real tier's fixtures (tests/real_fleet.py), for every test module.
-from tests.real_fleet import dev_fleet, kueue_plane  # noqa: E402, F401
+from tests.real_fleet import dev_fleet, dev_multikueue, kueue_plane  # noqa: E402, F401

@@ -13,10 +13,8 @@ on loopback (python -m loopback), judge what the project renders.
 
 from __future__ import annotations
 
-import base64
 import copy
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,18 +24,20 @@ from kubernetes.client.exceptions import ApiException
 from components.checks.load import load_checked
 from components.model.problems import FleetConfigError
 from components.objects.fleet import cluster_objects
-from components.objects.kubeconfig import worker_kubeconfig
-from components.objects.kueue_config import KUEUE_NAMESPACE
 from components.objects.kueue_install import kueue_objects
-from components.objects.worker_access import MULTIKUEUE_TOKEN
 from loopback.client import Client
-from loopback.fleet import Fleet
 from loopback.kueue import split_install
 from loopback.processes import log_tail
 from tests.conftest import base
-from tests.real_fleet import STACKS, KueuePlane, manifest, spec_of
-
-K = "kueue.x-k8s.io"
+from tests.real_fleet import (
+    STACKS,
+    KueuePlane,
+    MultiKueueFleet,
+    apply_all,
+    manifest,
+    not_active_message,
+    spec_of,
+)
 
 
 def _distinct_clusters(stack: str) -> list[Any]:
@@ -52,18 +52,6 @@ def _distinct_clusters(stack: str) -> list[Any]:
             seen.add(key)
             found.append(cluster)
     return found
-
-
-def _apply_all(client: Client, objects: tuple[dict[str, Any], ...]) -> list[str]:
-    refused = []
-    for obj in objects:
-        try:
-            client.apply(copy.deepcopy(obj))
-        except ApiException as exc:
-            refused.append(f"{obj['kind']} {obj['metadata'].get('name')}: {exc.status} {exc.body}")
-        if obj["kind"] == "CustomResourceDefinition":
-            client.wait_established(obj["metadata"]["name"])
-    return refused
 
 
 def _delete_all(client: Client, objects: tuple[dict[str, Any], ...]) -> None:
@@ -88,7 +76,7 @@ def test_kueue_runs_every_rendered_configuration_and_accepts_every_object(
     for cluster in _distinct_clusters(stack):
         kueue = kueue_plane.start_kueue_for(spec, cluster)
         objects = cluster_objects(spec, cluster).objects
-        refused = _apply_all(kueue_plane.client, objects)
+        refused = apply_all(kueue_plane.client, objects)
         assert not refused, f"{stack}/{cluster.name}: the API server refused\n" + "\n".join(refused)
         # Still up after it has seen the objects: the configuration is not only decoded
         # but lived with (a bad one makes the manager exit once its controllers start).
@@ -172,61 +160,15 @@ def test_a_cluster_queue_validate_refuses_is_refused_by_the_server(
 # --- MultiKueue across a whole loopback fleet -------------------------------------------
 
 
-def _token(client: Client, timeout: float = 60) -> str:
-    """The MultiKueue identity's token, once the token controller has filled its Secret."""
-    deadline = time.monotonic() + timeout
-    while True:
-        secret = client.get("v1", "Secret", MULTIKUEUE_TOKEN, KUEUE_NAMESPACE) or {}
-        token = (secret.get("data") or {}).get("token")
-        if token:
-            return base64.b64decode(token).decode()
-        assert time.monotonic() < deadline, "the token controller never filled the Secret"
-        time.sleep(0.3)
-
-
-def _active(client: Client, name: str) -> dict[str, Any] | None:
-    found = client.get(f"{K}/v1beta2", "MultiKueueCluster", name)
-    for condition in ((found or {}).get("status") or {}).get("conditions") or []:
-        if condition["type"] == "Active":
-            return condition
-    return None
-
-
 def test_multikueue_reaches_every_worker_with_the_generated_credentials(
-    dev_fleet: Fleet,
+    dev_multikueue: MultiKueueFleet,
 ) -> None:
-    spec = spec_of("dev")
-    credentials: dict[str, str] = {}
-    for worker in spec.workers:
-        client = Client(dev_fleet.kubeconfig(worker.name))
-        refused = _apply_all(client, cluster_objects(spec, worker).objects)
-        assert not refused, refused
-        admin = yaml.safe_load(dev_fleet.kubeconfig(worker.name).read_text())
-        cluster = admin["clusters"][0]["cluster"]
-        credentials[worker.name] = yaml.safe_dump(
-            worker_kubeconfig(
-                worker.name,
-                cluster["server"],
-                cluster["certificate-authority-data"],
-                _token(client),
-            )
-        )
-    manager = Client(dev_fleet.kubeconfig(spec.manager.name))
-    refused = _apply_all(manager, cluster_objects(spec, spec.manager, credentials).objects)
-    assert not refused, refused
-
-    deadline = time.monotonic() + 120
-    states: dict[str, Any] = {}
-    while time.monotonic() < deadline:
-        states = {w.name: _active(manager, w.name) for w in spec.workers}
-        if all(s and s["status"] == "True" for s in states.values()):
-            break
-        time.sleep(1)
-    manager_log = Path(dev_fleet.state / spec.manager.name / "kueue.log")
-    assert all(s and s["status"] == "True" for s in states.values()), (
-        f"{states}; manager Kueue log ends: {log_tail(manager_log, 20)}"
-    )
+    """connect_multikueue (tests/real_fleet.py) applies what the project renders for each
+    worker, builds the MultiKueue and reader kubeconfigs from the tokens the token
+    controller fills, and applies the manager's objects with them."""
+    assert dev_multikueue.all_active(), not_active_message(dev_multikueue)
     # Kueue connected with the project's RBAC: no request of its was forbidden anywhere.
-    for name in dev_fleet.clusters:
-        text = (dev_fleet.state / name / "kueue.log").read_text(errors="replace").lower()
-        assert "forbidden" not in text, f"{name}: {log_tail(dev_fleet.state / name / 'kueue.log')}"
+    fleet = dev_multikueue.fleet
+    for name in fleet.clusters:
+        text = (fleet.state / name / "kueue.log").read_text(errors="replace").lower()
+        assert "forbidden" not in text, f"{name}: {log_tail(fleet.state / name / 'kueue.log')}"

@@ -64,14 +64,21 @@ def bundles(spec: FleetSpec, cluster: ClusterSpec) -> tuple[Bundle, ...]:
 
 
 def cluster_objects(
-    spec: FleetSpec, cluster: ClusterSpec, credentials: Mapping[str, str] | None = None
+    spec: FleetSpec,
+    cluster: ClusterSpec,
+    credentials: Mapping[str, str] | None = None,
+    readers: Mapping[str, str] | None = None,
 ) -> ClusterObjects:
+    """`credentials`: see multikueue.manager_multikueue_objects; `readers`: worker -> the
+    dispatcher's read-only kubeconfig there (placeholders where absent, as in `render`)."""
     objects = [config_map(spec, cluster)]
     if cluster.role == "manager":
         given = {n: s.value for n, s in spec.worker_kubeconfigs.items() if s.value is not None}
         objects += external_framework_rbac(spec)
         objects += manager_multikueue_objects(spec, {**given, **(credentials or {})})
-        objects += dispatcher_objects(spec, spec.dispatcher.image or BUILT_IMAGE)
+        objects += dispatcher_objects(
+            spec, spec.dispatcher.image or BUILT_IMAGE, reader_kubeconfigs=readers
+        )
     else:
         objects += worker_access_objects(spec)
     objects += queue_objects(spec, cluster)
