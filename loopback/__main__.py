@@ -41,6 +41,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     up.add_argument("--state", type=Path, default=fleet.DEFAULT_STATE, help=state_help)
     up.add_argument("--timeout", type=float, default=180, help="seconds to wait for readiness")
+    up.add_argument(
+        "--framework-controllers",
+        action="store_true",
+        help="also run the LeaderWorkerSet controller where the stack enables it (build it "
+        "first: python -m loopback build " + " ".join(toolchain.FRAMEWORK_CONTROLLERS) + ")",
+    )
     down = sub.add_parser("down", help="stop what `up` started and remove its state")
     down.add_argument("--state", type=Path, default=fleet.DEFAULT_STATE, help=state_help)
     kubeconfig = sub.add_parser("kubeconfig", help="the path of a cluster's admin kubeconfig")
@@ -57,7 +63,12 @@ def main(argv: list[str] | None = None) -> int:
             toolchain.build(args.tools or None)
         elif args.command == "up":
             print(f"starting the clusters of stack {args.stack} in {args.state}:")
-            started = fleet.up(args.stack, args.state, timeout=args.timeout)
+            started = fleet.up(
+                args.stack,
+                args.state,
+                timeout=args.timeout,
+                framework_controllers=args.framework_controllers,
+            )
             for name, cluster in started.clusters.items():
                 print(f"  {name:<16} {cluster['server']:<26} {cluster['kubeconfig']}")
             print("stop it with: python -m loopback down")

@@ -30,6 +30,7 @@ from components.upstream import gomodule, releases, toolchain
 from loopback.client import Client
 from loopback.controlplane import ADMIN, ControlPlane, StartError
 from loopback.kueue import VISIBILITY_CERT_DIR, Kueue, ensure_visibility_certs
+from loopback.operators import OPERATORS, OperatorProcess, install_manifest
 from loopback.processes import Started, stop_all
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -61,8 +62,8 @@ def _save(state: Path, record: dict[str, Any], planes: list[ControlPlane]) -> No
 
 class Fleet:
     """A stack's control planes as `up` leaves them. The processes themselves (`planes`,
-    `kueues`) are known only to the command that started them: there a test can stop a
-    cluster's API server and start it again."""
+    `kueues`, `operators`) are known only to the command that started them: there a test can
+    stop a cluster's API server and start it again."""
 
     def __init__(
         self,
@@ -70,11 +71,13 @@ class Fleet:
         record: dict[str, Any],
         planes: dict[str, ControlPlane] | None = None,
         kueues: dict[str, Kueue] | None = None,
+        operators: dict[str, list[OperatorProcess]] | None = None,
     ) -> None:
         self.state = state
         self.record = record
         self.planes = planes or {}
         self.kueues = kueues or {}
+        self.operators = operators or {}
 
     @property
     def clusters(self) -> dict[str, dict[str, Any]]:
@@ -107,26 +110,33 @@ class Fleet:
         self._save()
 
     def restart_apiserver(self, cluster: str, timeout: float = 120) -> None:
-        """The cluster's API server started again on the same address with the same state,
-        and, as a kubelet would restart its pod, Kueue if it exited meanwhile (it does
-        when its leader lease could not be renewed for longer than the renew deadline)."""
+        """The cluster's API server started again on the same address with the same state;
+        then, as a kubelet restarts a pod's container, every controller of the cluster that
+        exited meanwhile (Kueue and controller-runtime managers exit when they cannot renew
+        their leader lease for the renew deadline, 10 s by default), until all are ready."""
         plane = self._plane(cluster)
         plane.restart_apiserver(timeout)
         self._save()
-        kueue = self.kueues.get(cluster)
-        if kueue is None:
-            return
+        supervised: list[Kueue | OperatorProcess] = [
+            *([self.kueues[cluster]] if cluster in self.kueues else []),
+            *self.operators.get(cluster, []),
+        ]
         client = Client(plane.kubeconfig_path(ADMIN))
-        if kueue.running():
+        deadline = time.monotonic() + timeout
+        while True:
+            for controller in supervised:
+                if not controller.running():
+                    controller.relaunch(client)
+            self._save()
             try:
-                kueue.wait_ready(client, timeout)
+                for controller in supervised:
+                    controller.wait_ready(client, max(deadline - time.monotonic(), 1))
                 return
             except StartError:
-                if kueue.running():
+                # One may exit after it was looked at: its lease ran out as the server came
+                # back. Started again, unless nothing exited or the time is up.
+                if all(c.running() for c in supervised) or time.monotonic() > deadline:
                     raise
-        # Exited before or while its server came back.
-        kueue.restart(client, timeout)
-        self._save()
 
 
 def cluster_crds(spec: FleetSpec, cluster: ClusterSpec) -> list[dict[str, Any]]:
@@ -149,11 +159,14 @@ def up(
     *,
     spec: FleetSpec | None = None,
     timeout: float = 180,
+    framework_controllers: bool = False,
     log: Log = print,
 ) -> Fleet:
     """Starts a control plane and Kueue for each cluster of the stack (or of `spec`), and
-    returns once every Kueue serves its webhooks. Anything started is stopped again when a
-    step fails; the logs stay in `state` until `down`."""
+    returns once every Kueue serves its webhooks; with `framework_controllers`, also the
+    controller of each framework a cluster enables that has one here (loopback/operators.py),
+    once Kueue is ready (its webhooks admit their kinds too). Anything started is stopped
+    again when a step fails; the logs stay in `state` until `down`."""
     began = time.monotonic()
     if read_record(state) is not None:
         raise FleetError(
@@ -162,6 +175,7 @@ def up(
     if spec is None:
         spec, _ = load_stack(stack if stack.endswith(".yaml") else str(stack_path(stack)))
     binaries = toolchain.require(list(toolchain.CONTROL_PLANE))
+    operators: dict[str, list[OperatorProcess]] = {}
     manifest = releases.fetch(kueue_bundle(spec.kueue.version).url, expect_kinds=("Deployment",))
     state.mkdir(parents=True, exist_ok=True)
     record: dict[str, Any] = {"stack": spec.stack or stack, "clusters": {}, "processes": []}
@@ -198,6 +212,9 @@ def up(
         for kueue, client in kueues:
             kueue.wait_ready(client, timeout)
         _save(state, record, planes)
+        if framework_controllers:
+            operators = _start_operators(spec, planes, timeout)
+            _save(state, record, planes)
     except BaseException:
         stop_all([p.as_dict() for plane in planes for p in plane.started])
         record["processes"] = []
@@ -209,7 +226,32 @@ def up(
         record,
         {plane.name: plane for plane in planes},
         {kueue.plane.name: kueue for kueue, _ in kueues},
+        operators,
     )
+
+
+def _start_operators(
+    spec: FleetSpec, planes: list[ControlPlane], timeout: float
+) -> dict[str, list[OperatorProcess]]:
+    manifests: dict[str, list[dict[str, Any]]] = {}
+    started: dict[str, list[OperatorProcess]] = {}
+    for plane, cluster in zip(planes, spec.clusters, strict=True):
+        client = Client(plane.kubeconfig_path(ADMIN))
+        for key in cluster.frameworks or ():
+            operator = OPERATORS.get(key)
+            if operator is None:
+                continue
+            if key not in manifests:
+                manifests[key] = install_manifest(operator)
+            process = OperatorProcess(plane, operator, manifests[key])
+            process.apply_install(client)
+            process.start(client)
+            started.setdefault(cluster.name, []).append(process)
+    for cluster_name, processes in started.items():
+        plane = next(p for p in planes if p.name == cluster_name)
+        for process in processes:
+            process.wait_ready(Client(plane.kubeconfig_path(ADMIN)), timeout)
+    return started
 
 
 def down(state: Path = DEFAULT_STATE, *, log: Log = print) -> bool:

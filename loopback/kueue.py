@@ -111,6 +111,84 @@ def process_args(args: list[str], config_file: Path, kubeconfig: Path) -> list[s
     return [*args, f"--kubeconfig={kubeconfig}"]
 
 
+def service_routes(
+    client: Any, namespace: str, by_container: dict[int, int], named: dict[str, int]
+) -> dict[str, int]:
+    """Each Service of `namespace`, by ClusterIP:port, to the local port its target
+    container port (`by_container`; a named target port through `named`) listens on."""
+    found: dict[str, int] = {}
+    for service in client.list("v1", "Service", namespace):
+        ip = service["spec"].get("clusterIP")
+        for port in service["spec"].get("ports") or []:
+            target = port.get("targetPort", port["port"])
+            number = named.get(target) if isinstance(target, str) else target
+            if ip and ip != "None" and number in by_container:
+                found[f"{ip}:{port['port']}"] = by_container[number]
+    return found
+
+
+def add_egress_routes(plane: ControlPlane, routes: dict[str, int]) -> None:
+    """Adds routes to the plane's egress routes file (read by the proxy at each connection):
+    several processes serve Services on one cluster, each adds its own."""
+    path = plane.folder / "egress-routes.json"
+    known = json.loads(path.read_text() or "{}") if path.is_file() else {}
+    path.write_text(json.dumps({**known, **routes}))
+
+
+def publish_endpoints(client: Any, namespace: str) -> None:
+    """What the endpoint-slice controller publishes once a pod behind them is Ready: an
+    EndpointSlice per Service of the namespace, so that the aggregator finds an API it serves
+    available (kube-aggregator's availability controller checks the Service's endpoints
+    before it calls it, k8s.io/kube-aggregator v0.36). The address is never dialled, as the
+    API server calls the Service's ClusterIP through the egress proxy; it is from TEST-NET-1
+    (RFC 5737), as Endpoints refuse loopback addresses."""
+    for service in client.list("v1", "Service", namespace):
+        name = service["metadata"]["name"]
+        ports = service["spec"].get("ports") or []
+        client.apply(
+            {
+                "apiVersion": "discovery.k8s.io/v1",
+                "kind": "EndpointSlice",
+                "metadata": {
+                    "name": f"{name}-loopback",
+                    "namespace": namespace,
+                    "labels": {
+                        "kubernetes.io/service-name": name,
+                        "endpointslice.kubernetes.io/managed-by": "loopback-launcher",
+                    },
+                },
+                "addressType": "IPv4",
+                "endpoints": [{"addresses": [STAND_IN_ADDRESS], "conditions": {"ready": True}}],
+                "ports": [
+                    {"name": port.get("name"), "port": port.get("targetPort"), "protocol": "TCP"}
+                    for port in ports
+                    if isinstance(port.get("targetPort"), int)
+                ]
+                or [
+                    {"name": port.get("name"), "port": port["port"], "protocol": "TCP"}
+                    for port in ports
+                ],
+            }
+        )
+
+
+def mount_secret(client: Any, name: str, namespace: str, folder: Path) -> bool:
+    """What the kubelet does for a secret volume: the Secret's keys as files in `folder`,
+    once its controller has filled it with a serving certificate; True when they are there."""
+    secret = client.get("v1", "Secret", name, namespace)
+    data = (secret or {}).get("data") or {}
+    if not {"tls.crt", "tls.key"} <= set(data):
+        return False
+    folder.mkdir(parents=True, exist_ok=True)
+    for key, value in data.items():
+        target = folder / key
+        content = base64.b64decode(value)
+        if not target.is_file() or target.read_bytes() != content:
+            target.write_bytes(content)
+            target.chmod(0o600)
+    return True
+
+
 def install_order(obj: dict[str, Any]) -> int:
     """Namespaces and CRDs first (what the rest lives in), webhook configurations last."""
     kind = obj["kind"]
@@ -146,59 +224,15 @@ class Kueue:
         container port it targets."""
         by_container = {v: self.ports[k] for k, v in CONTAINER_PORTS.items()}
         named = {"webhook-server": 9443, "https": 8443, "visibility": 8082}
-        found: dict[str, int] = {}
-        for service in client.list("v1", "Service", NAMESPACE):
-            ip = service["spec"].get("clusterIP")
-            for port in service["spec"].get("ports") or []:
-                target = port.get("targetPort", port["port"])
-                number = named.get(target) if isinstance(target, str) else target
-                if ip and ip != "None" and number in by_container:
-                    found[f"{ip}:{port['port']}"] = by_container[number]
-        return found
+        return service_routes(client, NAMESPACE, by_container, named)
 
     def publish_endpoints(self, client: Any) -> None:
-        """What the endpoint-slice controller publishes once Kueue's pod is Ready: an
-        EndpointSlice per Service of Kueue's namespace, so that the aggregator finds its
-        visibility API available (kube-aggregator's availability controller checks the
-        Service's endpoints before it calls it, k8s.io/kube-aggregator v0.36). The address is
-        never dialled, as the API server calls the Service's ClusterIP through the egress
-        proxy; it is from TEST-NET-1 (RFC 5737), as Endpoints refuse loopback addresses."""
-        for service in client.list("v1", "Service", NAMESPACE):
-            name = service["metadata"]["name"]
-            client.apply(
-                {
-                    "apiVersion": "discovery.k8s.io/v1",
-                    "kind": "EndpointSlice",
-                    "metadata": {
-                        "name": f"{name}-loopback",
-                        "namespace": NAMESPACE,
-                        "labels": {
-                            "kubernetes.io/service-name": name,
-                            "endpointslice.kubernetes.io/managed-by": "loopback-launcher",
-                        },
-                    },
-                    "addressType": "IPv4",
-                    "endpoints": [{"addresses": [STAND_IN_ADDRESS], "conditions": {"ready": True}}],
-                    "ports": [
-                        {
-                            "name": port.get("name"),
-                            "port": port.get("targetPort"),
-                            "protocol": "TCP",
-                        }
-                        for port in service["spec"].get("ports") or []
-                        if isinstance(port.get("targetPort"), int)
-                    ]
-                    or [
-                        {"name": port.get("name"), "port": port["port"], "protocol": "TCP"}
-                        for port in service["spec"].get("ports") or []
-                    ],
-                }
-            )
+        publish_endpoints(client, NAMESPACE)
 
     def start(self, client: Any) -> None:
         self.config_file.write_text(yaml.safe_dump(self.config, sort_keys=False))
         (self.plane.folder / "kueue-config-changes.txt").write_text("\n".join(self.changes) + "\n")
-        (self.plane.folder / "egress-routes.json").write_text(json.dumps(self.routes(client)))
+        add_egress_routes(self.plane, self.routes(client))
         self.publish_endpoints(client)
         self.plane.started.append(
             start(
@@ -216,32 +250,20 @@ class Kueue:
             not p.exited() for p in self.plane.started if p.name == f"{self.plane.name}/kueue"
         )
 
-    def restart(self, client: Any, timeout: float) -> None:
+    def relaunch(self, client: Any) -> None:
         """What the kubelet does for Kueue's pod (restartPolicy Always) once its manager
-        exited, e.g. on losing its leader lease while its API server was away: the same
-        binary, Configuration, ports and certificates, started again; then ready."""
+        exited, e.g. on losing its leader lease while its API server was away (Kueue v0.19.2
+        exits then: "Could not run manager", cmd/kueue/main.go): the same binary,
+        Configuration, ports and certificates, started again."""
         records = [p for p in self.plane.started if p.name == f"{self.plane.name}/kueue"]
         stop_all([p.as_dict() for p in records])
         self.plane.started = [p for p in self.plane.started if p not in records]
         self.start(client)
-        self.wait_ready(client, timeout)
 
     def mount_cert_secret(self, client: Any) -> None:
-        """What the kubelet does for the Deployment's secret volume: the Secret's keys as
-        files in the certificate folder, once Kueue has filled it."""
         name = (self.config.get("internalCertManagement") or {}).get("webhookSecretName")
-        secret = client.get("v1", "Secret", name, NAMESPACE) if name else None
-        data = (secret or {}).get("data") or {}
-        if not {"tls.crt", "tls.key"} <= set(data):
-            return
-        folder = Path(self.config["webhook"]["certDir"])
-        folder.mkdir(parents=True, exist_ok=True)
-        for key, value in data.items():
-            target = folder / key
-            content = base64.b64decode(value)
-            if not target.is_file() or target.read_bytes() != content:
-                target.write_bytes(content)
-                target.chmod(0o600)
+        if name:
+            mount_secret(client, name, NAMESPACE, Path(self.config["webhook"]["certDir"]))
 
     def wait_ready(self, client: Any, timeout: float) -> None:
         """Until Kueue's readiness probe answers and the API server has called its webhook

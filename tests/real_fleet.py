@@ -50,10 +50,10 @@ def go_missing() -> str:
     return ""
 
 
-def binaries() -> dict[str, Path]:
+def binaries(tools: tuple[str, ...] = toolchain.CONTROL_PLANE) -> dict[str, Path]:
     if why := go_missing():
         pytest.skip(why)
-    return toolchain.build(list(toolchain.CONTROL_PLANE), log=lambda _line: None)
+    return toolchain.build(list(tools), log=lambda _line: None)
 
 
 def manifest() -> str:
@@ -124,12 +124,19 @@ def kueue_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KueuePlane
 
 
 @pytest.fixture(scope="module")
-def dev_fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[loopback_fleet.Fleet]:
-    """The dev stack's manager and two workers, each with Kueue running as rendered."""
-    binaries()
+def dev_fleet(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[loopback_fleet.Fleet]:
+    """The dev stack's manager and two workers, each with Kueue running as rendered; with
+    the JobSet and LeaderWorkerSet controllers as well where the test module sets
+    FRAMEWORK_CONTROLLERS = True."""
+    controllers = bool(getattr(request.module, "FRAMEWORK_CONTROLLERS", False))
+    binaries(toolchain.CONTROL_PLANE + (toolchain.FRAMEWORK_CONTROLLERS if controllers else ()))
     manifest()
     state = tmp_path_factory.mktemp("fleet")
-    started = loopback_fleet.up("dev", state, log=lambda _line: None)
+    started = loopback_fleet.up(
+        "dev", state, framework_controllers=controllers, log=lambda _line: None
+    )
     try:
         yield started
     finally:

@@ -14,13 +14,16 @@ from pathlib import Path
 
 import pytest
 
+from components.model.frameworks import FRAMEWORKS
 from components.model.versions import PINNED_SHA256, kueue_bundle
 from components.objects.kueue_install import kueue_objects
 from components.upstream import toolchain
 from loopback import egress, fleet
+from loopback.controlplane import ControlPlane
 from loopback.kueue import CONTAINER_PORTS, process_args, process_config, split_install
+from loopback.operators import OPERATORS, OperatorProcess, install_manifest
 from loopback.processes import is_ours, start, stop_all
-from tests.real_fleet import spec_of
+from tests.real_fleet import go_missing, spec_of
 from tests.upstream_data import real_kueue_manifest, why_missing
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -174,3 +177,45 @@ def test_the_toolchain_pins_what_kueue_is_tested_with() -> None:
     minor = versions["k8s.io/kubernetes"].split(".")[1]
     assert versions["k8s.io/api"] == f"v0.{minor}.{versions['k8s.io/kubernetes'].split('.')[2]}"
     assert kueue_bundle("v0.19.2").url in PINNED_SHA256
+
+
+def test_each_framework_controller_is_built_at_the_version_the_project_installs() -> None:
+    versions = toolchain.module_versions()
+    go_mod = (toolchain.TOOLS_MODULE / "go.mod").read_text()
+    tool_block = go_mod[go_mod.index("tool (") :].split(")")[0].split()
+    assert all(tool.package in tool_block for tool in toolchain.TOOLS.values())
+    assert set(toolchain.FRAMEWORK_CONTROLLERS) == {o.tool for o in OPERATORS.values()}
+    for key, operator in OPERATORS.items():
+        tool = toolchain.TOOLS[operator.tool]
+        assert tool.module == operator.module
+        assert versions[tool.module] == FRAMEWORKS[key].bundles[0].version == operator.version
+
+
+def test_a_framework_controller_runs_with_only_the_fields_a_process_needs_changed(
+    tmp_path: Path,
+) -> None:
+    if why := go_missing():
+        pytest.skip(why)
+    operator = OPERATORS["leaderworkerset"]
+    process = OperatorProcess(ControlPlane("t", tmp_path, {}), operator, install_manifest(operator))
+    assert {line.split(":")[0] for line in process.changes} == {
+        "webhook.port",
+        "webhook.host",
+        "webhook.certDir",
+        "metrics.bindAddress",
+        "health.healthProbeBindAddress",
+        "leaderElection.resourceNamespace",
+    }
+    assert process.config["internalCertManagement"] == process.rendered["internalCertManagement"]
+    assert process.config["leaderElection"]["leaderElect"] is True
+    assert process.config["leaderElection"]["resourceNamespace"] == operator.namespace
+    # Everything of its install is applied as it is, but the Deployment that runs it here.
+    assert {o["kind"] for o in process.install} >= {
+        "CustomResourceDefinition",
+        "ClusterRole",
+        "ValidatingWebhookConfiguration",
+        "MutatingWebhookConfiguration",
+        "Service",
+    }
+    assert not [o for o in process.install if o["kind"] == "Deployment"]
+    assert process.service_account == "lws-controller-manager"

@@ -42,6 +42,10 @@ GROUP_INDEX = "kueue.x-k8s.io/component-workload-index"
 DISPATCHER = "multikueue-fleet-dispatcher"  # the reportingComponent of its Events
 # Generous for a loaded 2-core machine; a healthy run takes a few seconds per step.
 STEP = 90.0
+ADMISSION_GATE = "kueue.x-k8s.io/admission"
+# The LeaderWorkerSet controller runs on every cluster (tests/real_fleet.py: dev_fleet);
+# JobSet's cannot (loopback/operators.py says why).
+FRAMEWORK_CONTROLLERS = True
 
 
 # --- what is submitted ------------------------------------------------------------------
@@ -88,25 +92,16 @@ def jobset(name: str, cpu: str) -> dict[str, Any]:
 
 
 def leader_worker_set(name: str, cpu: str, groups: int) -> dict[str, Any]:
-    """Written out as LWS's defaulting webhook would leave it (rolloutStrategy,
-    startupPolicy, restartPolicy): no LWS controller runs here, and its CRD's schema requires
-    what the webhook fills in (sigs.k8s.io/lws v0.9.0 api/leaderworkerset/v1)."""
+    """As a user writes it: LWS's webhook (its controller runs on every cluster here) fills
+    in the rest."""
+    pod = {k: v for k, v in _pod(cpu).items() if k != "restartPolicy"}  # StatefulSet pods
     return {
         "apiVersion": "leaderworkerset.x-k8s.io/v1",
         "kind": "LeaderWorkerSet",
         "metadata": {"name": name, "namespace": NAMESPACE, "labels": {QUEUE_LABEL: QUEUE}},
         "spec": {
             "replicas": groups,
-            "startupPolicy": "LeaderCreated",
-            "rolloutStrategy": {
-                "type": "RollingUpdate",
-                "rollingUpdateConfiguration": {"maxUnavailable": 1, "maxSurge": 0},
-            },
-            "leaderWorkerTemplate": {
-                "size": 2,
-                "restartPolicy": "RecreateGroupOnPodRestart",
-                "workerTemplate": {"spec": {**_pod(cpu), "restartPolicy": "Always"}},
-            },
+            "leaderWorkerTemplate": {"size": 2, "workerTemplate": {"spec": pod}},
         },
     }
 
@@ -343,6 +338,19 @@ class Dispatching:
         self.wait("every worker's ClusterQueue to report its quota free", free)
 
 
+def _pods_of(client: Client, owner: str, gated: bool) -> int:
+    """How many pods of the LeaderWorkerSet `owner` are (not) held by Kueue's admission
+    gate."""
+    count = 0
+    for pod in client.list("v1", "Pod", NAMESPACE):
+        labels = pod["metadata"].get("labels") or {}
+        if labels.get("leaderworkerset.sigs.k8s.io/name") != owner:
+            continue
+        gates = [g["name"] for g in pod["spec"].get("schedulingGates") or []]
+        count += (ADMISSION_GATE in gates) == gated
+    return count
+
+
 def _reserved(queue: dict[str, Any]) -> bool:
     status = queue.get("status") or {}
     return bool(status.get("reservingWorkloads")) or any(
@@ -445,6 +453,18 @@ def test_a_leader_worker_set_goes_whole_to_the_worker_nominated_for_its_first_gr
         for w in d.worker_names
     }
     assert {w for w, found in copies.items() if found} == {cluster}, copies
+    # There, the LWS controller made the groups' 4 pods and Kueue let them be scheduled.
+    d.wait(
+        f"4 pods of the LeaderWorkerSet on {cluster}, none held by Kueue's admission gate",
+        lambda: _pods_of(d.worker(cluster), "serving", gated=False) == 4,
+    )
+    # On the manager its controller made them too: Kueue holds them there, they never run.
+    d.wait(
+        "the manager's 4 pods of the LeaderWorkerSet, each held by Kueue's admission gate",
+        lambda: _pods_of(d.manager, "serving", gated=True) == 4,
+    )
+    time.sleep(3)  # and they stay held, now that the set is admitted (on the worker)
+    assert _pods_of(d.manager, "serving", gated=False) == 0, d.logs()
     d.clear()
 
 

@@ -232,4 +232,5 @@ tool (
 	k8s.io/kubernetes/cmd/kube-controller-manager
 	sigs.k8s.io/kueue/cmd/kueue
 	sigs.k8s.io/kustomize/kustomize/v5
+	sigs.k8s.io/lws/cmd
 )

@@ -53,6 +53,7 @@ KUBE_STAMPS = (
     "k8s.io/component-base/version.gitTreeState=clean",
 )
 KUEUE_STAMPS = ("sigs.k8s.io/kueue/pkg/version.GitVersion={version}",)
+LWS_STAMPS = ("sigs.k8s.io/lws/pkg/version.GitVersion={version}",)
 
 
 KUSTOMIZE = "sigs.k8s.io/kustomize/kustomize/v5"
@@ -78,8 +79,15 @@ TOOLS: dict[str, Tool] = {
         Tool(
             "kustomize", "sigs.k8s.io/kustomize/kustomize/v5", "sigs.k8s.io/kustomize/kustomize/v5"
         ),
+        # The LeaderWorkerSet controller, at the version the project installs and Kueue v0.19.2
+        # requires; stamped as its Makefile does (LD_FLAGS at v0.9.0). JobSet v0.12.0 builds
+        # the same way but cannot run beside others as a process: loopback/operators.py.
+        Tool("lws", "sigs.k8s.io/lws/cmd", "sigs.k8s.io/lws", LWS_STAMPS),
     )
 }
+# The framework controllers the loopback fleet can run (python -m loopback up
+# --framework-controllers); built on demand.
+FRAMEWORK_CONTROLLERS = ("lws",)
 # What the loopback fleet runs; the Pulumi CLI and plugins are built on demand only.
 CONTROL_PLANE = ("etcd", "kube-apiserver", "kube-controller-manager", "kueue")
 
