@@ -24,8 +24,9 @@ fi
 # The real tier: kube-apiserver, etcd, kube-controller-manager and Kueue built from the pinned
 # Go modules in tools/ (Go's caches make a rebuild a link); without Go its tests skip, saying so.
 if command -v go >/dev/null 2>&1; then
-  echo "== real engines (python -m loopback build)"
+  echo "== real engines (python -m loopback build; and lws, the LeaderWorkerSet controller)"
   "$ENV/bin/python" -m loopback build
+  "$ENV/bin/python" -m loopback build lws
   export KUBEBUILDER_ASSETS="$PWD/.tools/bin"
 else
   echo "== real engines: go is not on PATH, so the real tier is skipped (install Go 1.26+)"
