@@ -1,9 +1,11 @@
-"""The dispatchers the simulation compares: Kueue v0.19.2's AllAtOnce and Incremental, and
-the project's policy through one adapter, `policy_nominate` (see bench/dq_sim.py for the
-rules and their upstream files)."""
+"""The dispatchers the simulation compares: Kueue v0.19.2's AllAtOnce and Incremental, the
+project's policy through one adapter, `policy_nominate`, and an oracle, the limit of what a
+dispatcher could do in this model (see bench/dq_sim.py for the rules and their upstream
+files)."""
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
@@ -15,13 +17,17 @@ from controller.model import (
     WorkerView,
     WorkloadView,
 )
-from controller.policy import InFlightIndex
+from controller.policy import FitMemo, InFlightIndex
 
 if TYPE_CHECKING:
-    from dq_sim import Sim, Wl
+    from dq_sim import Settings, Sim, Wl, Worker
 
-STEP = 3  # pkg/controller/workloaddispatcher/incrementaldispatcher.go DefaultStepSize
-ROUND = 300.0  # the same file, incrementalDispatcherRoundTimeout
+# pkg/controller/workloaddispatcher/incrementaldispatcher.go at v0.19.2: DefaultStepSize,
+# used unless the configuration's incrementalDispatcher.stepSize says otherwise (stepSize(),
+# feature MultiKueueIncrementalDispatcherConfig, beta and on: pkg/features/kube_features.go
+# lines 862-864), and incrementalDispatcherRoundTimeout.
+STEP = 3
+ROUND = 300.0
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 CQ = "cq"
 LOCAL_QUEUE = "team/user-queue"
@@ -32,8 +38,12 @@ class Dispatcher(ABC):
 
     name = ""
     refreshes = False  # decides again when its view of the workers changes
-
+    reads_snapshot = False  # decides on the watches' view of the workers (`Sim.snapshot`)
     widen_after = 0.0  # seconds between widenings, if it widens
+
+    def period(self, settings: Settings) -> float:
+        """How often it looks again at the workers (0: never)."""
+        return settings.staleness if self.refreshes else 0.0
 
     @abstractmethod
     def nominate(self, sim: Sim, wl: Wl) -> tuple[str, ...]: ...
@@ -50,14 +60,24 @@ class AllAtOnce(Dispatcher):
 
 
 class Incremental(Dispatcher):
-    name = "Incremental"
+    """`step` more clusters every round, appended to the earlier ones, in the
+    MultiKueueConfig's order: getNextNominatedWorkers sorts them by name only when
+    MultiKueueIncrementalDispatcherRespectConfigOrder is off, and in v0.19.2 it is beta and
+    on (pkg/features/kube_features.go lines 865-867)."""
+
+    def __init__(self, step: int = STEP, config_order: bool = True) -> None:
+        self.step = step
+        self.config_order = config_order
+        self.name = "Incremental" if step == STEP else f"Incremental (step {step})"
 
     def nominate(self, sim: Sim, wl: Wl) -> tuple[str, ...]:
-        rest = sorted(c for c in sim.clusters if c not in wl.nominated)
+        rest = [c for c in sim.clusters if c not in wl.nominated]
+        if not self.config_order:
+            rest.sort()
         if rest:
             wl.round += 1
             sim.at(sim.now + ROUND, "round", (wl, wl.round))
-        return wl.nominated + tuple(rest[:STEP])
+        return wl.nominated + tuple(rest[: self.step])
 
 
 def policy_nominate(
@@ -67,11 +87,12 @@ def policy_nominate(
     policy: Policy,
     in_flight: InFlightIndex,
     now: datetime,
+    memo: FitMemo | None = None,
 ) -> tuple[str, ...]:
     """The one call into the project's policy: `controller.policy.decide`, and the in-flight
     demand recorded the way controller/dispatcher.py `_record_in_flight` does. Returns the
     clusters to nominate."""
-    decision = real_policy.decide(view, clusters, workers, policy, in_flight, now)
+    decision = real_policy.decide(view, clusters, workers, policy, in_flight, now, memo)
     if not decision.nominate:
         return ()  # the controller writes nothing (a NoFeasibleCluster Event)
     in_flight.replace(
@@ -87,12 +108,14 @@ def policy_nominate(
 
 class OurPolicy(Dispatcher):
     refreshes = True
+    reads_snapshot = True
 
     def __init__(self, policy: Policy | None = None, name: str = "policy") -> None:
         self.policy = policy or Policy()
         self.name = name
         self.widen_after = self.policy.widen_after_seconds
         self.in_flight = InFlightIndex()
+        self.memo = FitMemo()  # as controller/dispatcher.py keeps one; never changes a decision
 
     def nominate(self, sim: Sim, wl: Wl) -> tuple[str, ...]:
         # A LeaderWorkerSet group's demand is the sum of its workloads.
@@ -106,8 +129,155 @@ class OurPolicy(Dispatcher):
             wl.job.priority,
         )
         now = EPOCH + timedelta(seconds=sim.now)
-        chosen = policy_nominate(view, sim.clusters, sim.snapshot, self.policy, self.in_flight, now)
+        chosen = policy_nominate(
+            view, sim.clusters, sim.snapshot, self.policy, self.in_flight, now, self.memo
+        )
         return chosen or wl.nominated
 
     def done(self, wl: Wl) -> None:
         self.in_flight.remove(f"team/{wl.key}")
+
+
+class Oracle(Dispatcher):
+    """The best single cluster, as far as anything in this model can know it: it reads
+    every worker's live state (no watch lag; it looks again every second), orders each
+    worker's queue as its Kueue will, knows which preemptions would succeed and when running
+    work ends, and nominates the one cluster where the workload is admitted soonest (ties:
+    fewest new preemptions, then the tightest fit, against fragmenting big workers). What
+    it cannot know is the future: arrivals and local work yet to come. It moves a waiting
+    workload only to a cluster where it would be admitted sooner by more than a worker's
+    cycle, never away from an admitted copy."""
+
+    name = "oracle"
+    refreshes = True
+
+    def period(self, settings: Settings) -> float:
+        return settings.sync_delay
+
+    def __init__(self) -> None:
+        self._ahead: dict[tuple[str, int, int], tuple[dict[str, dict[str, int]], bool]] = {}
+
+    def nominate(self, sim: Sim, wl: Wl) -> tuple[str, ...]:
+        from dq_sim import ADMITTED
+
+        requests = {r: a * wl.job.parts for r, a in wl.requests.items()}
+        current = wl.nominated[0] if wl.nominated else None
+        copy = wl.copies.get(current) if current is not None else None
+        if copy is not None and copy.state == ADMITTED:
+            return wl.nominated  # admitted there: the manager is about to take it
+        best: tuple[tuple[float, int, float], str] | None = None
+        estimates: dict[str, tuple[float, int, float]] = {}
+        for name in sim.clusters:
+            estimate = self._estimate(sim, sim.workers[name], wl, requests)
+            if estimate is None:
+                continue
+            estimates[name] = estimate
+            if best is None or estimate < best[0]:
+                best = (estimate, name)
+        if best is None:
+            return wl.nominated
+        if current in estimates and estimates[current][0] <= best[0][0] + sim.s.admission_delay:
+            return wl.nominated
+        return (best[1],)
+
+    def _usage_after_queue(
+        self, sim: Sim, worker: Worker, wl: Wl
+    ) -> tuple[dict[str, dict[str, int]], bool]:
+        """Quota in use once the worker's next cycle has admitted what is ahead of the
+        workload's copy (a new copy, or the one already queued there), and whether a
+        StrictFIFO head stops the queue before it."""
+        from dq_sim import PENDING, queue_order
+
+        own = wl.copies.get(worker.spec.name)
+        cache_key = (worker.spec.name, worker.version, wl.job.priority)
+        if own is None and cache_key in self._ahead:
+            return self._ahead[cache_key]
+        usage = {f: dict(u) for f, u in worker.used.items()}
+        stuck = False
+        mine = queue_order(own) if own is not None else (-wl.job.priority, math.inf, 0.0)
+        for other in sorted(worker.pending, key=queue_order):
+            if other is own or other.state != PENDING or queue_order(other) >= mine:
+                continue
+            flavors = worker.assign(other.requests, usage)
+            if flavors is None:
+                if worker.spec.queueing == "StrictFIFO":
+                    stuck = True
+                    break
+                continue
+            _add(usage, other.requests, flavors, 1)
+        if own is None:
+            self._ahead[cache_key] = (usage, stuck)
+        return usage, stuck
+
+    def _estimate(
+        self, sim: Sim, worker: Worker, wl: Wl, requests: dict[str, int]
+    ) -> tuple[float, int, float] | None:
+        """(seconds to admission, new preemptions, share left free) on `worker`, or None
+        where the workload can never fit."""
+        from dq_sim import ADMITTED, EVICTING
+
+        usage, stuck = self._usage_after_queue(sim, worker, wl)
+        flavors = worker.assign(requests, usage)
+        if flavors is not None and not stuck:
+            return (0.0, 0, _left(worker, usage, requests, flavors))
+        s = sim.s
+        if not stuck and worker.spec.preemption == "LowerPriority":
+            victims = sorted(
+                (
+                    c
+                    for c in worker.running
+                    if c.priority < wl.job.priority and c.state in (ADMITTED, EVICTING)
+                ),
+                key=lambda c: (c.state != EVICTING, c.priority, -(c.admitted_at or 0.0)),
+            )
+            trial = {f: dict(u) for f, u in usage.items()}
+            new = 0
+            for victim in victims:
+                _add(trial, victim.requests, victim.flavors, -1)
+                new += victim.state != EVICTING
+                if worker.assign(requests, trial) is not None:
+                    return (s.release_delay + s.admission_delay, new, 0.0)
+        # Waits for running work to end, soonest first.
+        ends = sorted(
+            (
+                (c.admitted_at or 0.0) + c.duration
+                if c.state == ADMITTED
+                else sim.now + s.release_delay,
+                id(c),
+                c,
+            )
+            for c in worker.running
+        )
+        trial = {f: dict(u) for f, u in usage.items()}
+        for end, _, c in ends:
+            _add(trial, c.requests, c.flavors, -1)
+            if worker.assign(requests, trial) is not None:
+                return (max(end - sim.now, 0.0) + s.admission_delay, 0, 0.0)
+        return None
+
+
+def _add(
+    usage: dict[str, dict[str, int]], requests: dict[str, int], flavors: dict[str, str], sign: int
+) -> None:
+    for r, a in requests.items():
+        flavor = flavors.get(r)
+        if flavor is not None:
+            usage[flavor][r] = usage[flavor].get(r, 0) + sign * a
+
+
+def _left(
+    worker: Worker,
+    usage: dict[str, dict[str, int]],
+    requests: dict[str, int],
+    flavors: dict[str, str],
+) -> float:
+    """The smallest share of a requested flavor left free after placing `requests`: lower
+    is a tighter fit."""
+    left = 1.0
+    for group in worker.groups:
+        for flavor, nominal in group:
+            for r, a in requests.items():
+                if flavors.get(r) == flavor and nominal.get(r):
+                    free = nominal[r] - usage[flavor].get(r, 0) - a
+                    left = min(left, free / nominal[r])
+    return left
