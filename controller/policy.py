@@ -514,7 +514,6 @@ def decide(
             if verdicts
             else "no clusters",
         )
-    count = widened_count(policy, workload, now)
     # A nominated cluster that can still admit the workload stays, fitting or not: it may be
     # admitting it right now (see the module docstring). Filtered clusters leave: admission
     # there is impossible or unwanted.
@@ -523,6 +522,11 @@ def decide(
     }
     kept = [c for c, s in standing.items() if s != _OUT]
     anything_fits = bool(shape.fitting)
+    # Widening is for a workload that nothing can take now: where it fits somewhere, the
+    # policy's own count of clusters where it fits is enough, however long it waited (every
+    # further copy is one more worker's queue to disturb, and, on a worker that preempts,
+    # one more set of evictions).
+    count = policy.clusters_to_nominate if anything_fits else widened_count(policy, workload, now)
     # `count` is how many clusters where the workload fits to reach (or, when nothing fits,
     # how many to wait on); a kept cluster that only waits does not count toward it when
     # another fits, so a full nominated cluster gains a companion rather than losing its

@@ -250,7 +250,13 @@ def test_never_fits_anywhere() -> None:
 
 
 def test_widening_after_the_wait() -> None:
-    workers = fleet(w1=queue(8, reserved=7), w2=queue(8, reserved=6), w3=queue(8, reserved=5))
+    # Something waits in every queue (the workload's copy, where it is nominated): nothing
+    # fits anywhere.
+    workers = fleet(
+        w1=replace(queue(8, reserved=7), pending=1),
+        w2=replace(queue(8, reserved=6), pending=1),
+        w3=replace(queue(8, reserved=5), pending=1),
+    )
     policy = Policy(widen_after_seconds=60, when_nothing_fits="WaitOnBest")
     fresh = demand(4, nominated=("w3",), nominated_at=NOW - timedelta(seconds=30))
     assert run(fresh, workers, policy).nominate == ("w3",)
@@ -258,6 +264,21 @@ def test_widening_after_the_wait() -> None:
     assert run(waited, workers, policy).nominate == ("w3", "w2")
     long = demand(4, nominated=("w3", "w2"), nominated_at=NOW - timedelta(seconds=150))
     assert run(long, workers, policy).nominate == ("w3", "w2", "w1")
+
+
+def test_no_widening_while_it_fits_somewhere() -> None:
+    """Widening is for a workload nothing can take now. Nominated where it fits (w1) and
+    waiting long, it gains no second cluster; nominated where it does not fit (w2, its copy
+    queued behind others), it gains one where it fits, not one per `widenAfter` waited."""
+    policy = Policy(widen_after_seconds=60)
+    long_ago = NOW - timedelta(seconds=600)
+    fits = fleet(w1=replace(queue(8, reserved=2), pending=1), w2=queue(8), w3=queue(8))
+    assert run(demand(4, nominated=("w1",), nominated_at=long_ago), fits, policy).nominate == (
+        "w1",
+    )
+    full = fleet(w1=queue(8), w2=replace(queue(8, reserved=7), pending=2), w3=queue(8, 1))
+    decision = run(demand(4, nominated=("w2",), nominated_at=long_ago), full, policy)
+    assert decision.nominate == ("w2", "w1")
 
 
 def test_nominations_are_capped_at_twenty() -> None:
