@@ -172,6 +172,10 @@ class _Fit:
         self.fits = True
         self.possible = True
         self.headroom = 1.0  # smallest share of a flavor left free after placement
+        # The same over whole devices (extended resources: nvidia.com/gpu, google.com/tpu),
+        # None when the workload requests none.
+        self.device_headroom: float | None = None
+        self.other_headroom = 1.0  # and over the rest (cores, memory)
         self.deficit = 0.0  # largest share of a flavor missing to fit now
         self.blocker: str | Callable[[], str] = ""
         for group in queue.groups:
@@ -202,6 +206,14 @@ class _Fit:
             else:
                 if short <= 0:
                     self.headroom = min(self.headroom, 0.0 - short)  # never -0.0
+                    for r, amount in wanted.items():
+                        n = nominal[r]
+                        left = (n - reserved.get(r, 0) - used.get(r, 0) - amount) / n
+                        if "/" in r:  # an extended resource: a device
+                            if self.device_headroom is None or left < self.device_headroom:
+                                self.device_headroom = left
+                        elif left < self.other_headroom:
+                            self.other_headroom = left
                     for r in wanted:
                         self.flavors[r] = flavor.name
                     return
@@ -308,7 +320,7 @@ class _Judged(NamedTuple):
 
     verdict: Verdict
     standing: int  # _FITS, _WAITS or _OUT
-    key: tuple[int, float]  # rank among the clusters of the same standing (lower first)
+    key: tuple[int, float, float]  # rank among the clusters of the same standing (lower first)
 
 
 def _stuck(queue: QueueCapacity, cluster: str, workload: WorkloadView) -> int:
@@ -335,7 +347,7 @@ def _judge(
 ) -> _Judged:
     category, reason, queue = _filter(worker, local_queue, workload, policy)
     if queue is None:
-        return _Judged(Verdict(name, "filtered", reason, category=category), _OUT, 0.0)
+        return _Judged(Verdict(name, "filtered", reason, category=category), _OUT, (0, 0.0, 0.0))
     used = in_flight.usage(name, queue.name, workload.key)
     # Nominated there and nothing waits in the ClusterQueue: the worker's Kueue has taken
     # the workload's copy, so its reservation may already hold this workload's own demand
@@ -350,7 +362,7 @@ def _judge(
         )
         # Scored as short of its whole quota at least: nothing gets in before the head does.
         verdict = Verdict(name, "waits", why, float(-max(fit.deficit, 1.0)), fit.flavors)
-        return _Judged(verdict, _WAITS, (_STUCK, _rank_waiting(policy, fit, queue, used)))
+        return _Judged(verdict, _WAITS, (_STUCK, _rank_waiting(policy, fit, queue, used), 0.0))
     if fit.fits:
         verdict = Verdict(
             name,
@@ -360,19 +372,25 @@ def _judge(
             fit.flavors,
         )
         strategy = policy.strategy
-        key = (
-            -fit.headroom
-            if strategy == "MostFreeQuota"
-            else (fit.headroom if strategy == "BestFit" else 0.0)
-        )
-        return _Judged(verdict, _FITS, (0, key))
+        if strategy == "MostFreeQuota":
+            # Most free quota spreads cores and memory, but not devices: a workload asking
+            # for GPUs goes where they fit most tightly, so that 1-GPU jobs do not take one
+            # GPU from each 8-GPU worker and leave no worker for an 8-GPU job (measured in
+            # BENCHMARKS.md section 4, mixed-gpu).
+            device = fit.device_headroom
+            key = (0, -fit.headroom, 0.0) if device is None else (0, device, -fit.other_headroom)
+        else:
+            key = (0, fit.headroom if strategy == "BestFit" else 0.0, 0.0)
+        return _Judged(verdict, _FITS, key)
     if fit.possible:
         verdict = Verdict(name, "waits", fit.blocker, float(-fit.deficit), fit.flavors)
         # Where the queue may preempt, the workload can get in before anything ends
         # there; elsewhere it waits for running work to finish, however small its deficit.
         first = _MAY_PREEMPT if queue.preempts else _NO_PREEMPTION
-        return _Judged(verdict, _WAITS, (first, _rank_waiting(policy, fit, queue, used)))
-    return _Judged(Verdict(name, "filtered", fit.blocker, category="too-large"), _OUT, (0, 0.0))
+        return _Judged(verdict, _WAITS, (first, _rank_waiting(policy, fit, queue, used), 0.0))
+    return _Judged(
+        Verdict(name, "filtered", fit.blocker, category="too-large"), _OUT, (0, 0.0, 0.0)
+    )
 
 
 def _rank_waiting(
@@ -401,11 +419,13 @@ class _Shape:
         self.position = {name: order for order, name in reversed(list(enumerate(clusters)))}
         self.verdicts: list[Verdict] = []
         self.standing: list[int] = []
-        self.fitting: dict[int, tuple[tuple[int, float], int, Verdict]] = {}
-        self.waiting: dict[int, tuple[tuple[int, float], int, Verdict]] = {}
+        self.fitting: dict[int, tuple[tuple[int, float, float], int, Verdict]] = {}
+        self.waiting: dict[int, tuple[tuple[int, float, float], int, Verdict]] = {}
         self.dirty: set[str] = set()  # judged with a workload's own share: judge again
 
-    def set(self, order: int, standing: int, key: tuple[int, float], verdict: Verdict) -> None:
+    def set(
+        self, order: int, standing: int, key: tuple[int, float, float], verdict: Verdict
+    ) -> None:
         if order == len(self.verdicts):
             self.verdicts.append(verdict)
             self.standing.append(standing)

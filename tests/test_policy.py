@@ -116,6 +116,20 @@ def test_each_strategy(strategy: str, expected: str) -> None:
     assert decision.outcome == "nominated"
 
 
+def test_most_free_quota_packs_devices_and_spreads_cores() -> None:
+    """A 1-GPU workload goes to the 1-GPU worker, not to the 8-GPU one with the most free
+    quota (which an 8-GPU workload needs whole); a CPU-only workload still goes where the
+    most is free. Measured in BENCHMARKS.md section 4 (mixed-gpu)."""
+    workers = fleet(big=queue(64, 8, gpu=8), small=queue(8, gpu=1), mid=queue(16, gpu=4))
+    one_gpu = run(demand(4, gpu=1), workers)
+    assert one_gpu.nominate == ("small",)
+    assert run(demand(4, gpu=4), workers).nominate == ("mid",)
+    assert run(demand(4), workers).nominate == ("big",)
+    # Among devices equally tight, cores still decide: the 8-GPU workload on the emptier.
+    two_big = fleet(a=queue(64, 40, gpu=8), b=queue(64, 8, gpu=8))
+    assert run(demand(8, gpu=8), two_big).nominate == ("b",)
+
+
 def test_ordered_spillover_follows_config_order_past_full_clusters() -> None:
     workers = fleet(w1=queue(8, reserved=8), w2=queue(8, reserved=7), w3=queue(8))
     decision = run(demand(2), workers, Policy(strategy="OrderedSpillover"))
