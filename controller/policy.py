@@ -172,10 +172,10 @@ class _Fit:
         self.fits = True
         self.possible = True
         self.headroom = 1.0  # smallest share of a flavor left free after placement
-        # The same over whole devices (extended resources: nvidia.com/gpu, google.com/tpu),
-        # None when the workload requests none.
-        self.device_headroom: float | None = None
-        self.other_headroom = 1.0  # and over the rest (cores, memory)
+        # The smallest quota of a device the workload requests (extended resources:
+        # nvidia.com/gpu, google.com/tpu) in the flavor it lands on; None when it requests
+        # none.
+        self.device_quota: int | None = None
         self.deficit = 0.0  # largest share of a flavor missing to fit now
         self.blocker: str | Callable[[], str] = ""
         for group in queue.groups:
@@ -206,14 +206,11 @@ class _Fit:
             else:
                 if short <= 0:
                     self.headroom = min(self.headroom, 0.0 - short)  # never -0.0
-                    for r, amount in wanted.items():
-                        n = nominal[r]
-                        left = (n - reserved.get(r, 0) - used.get(r, 0) - amount) / n
+                    for r in wanted:
                         if "/" in r:  # an extended resource: a device
-                            if self.device_headroom is None or left < self.device_headroom:
-                                self.device_headroom = left
-                        elif left < self.other_headroom:
-                            self.other_headroom = left
+                            n = nominal[r]
+                            if self.device_quota is None or n < self.device_quota:
+                                self.device_quota = n
                     for r in wanted:
                         self.flavors[r] = flavor.name
                     return
@@ -373,12 +370,13 @@ def _judge(
         )
         strategy = policy.strategy
         if strategy == "MostFreeQuota":
-            # Most free quota spreads cores and memory, but not devices: a workload asking
-            # for GPUs goes where they fit most tightly, so that 1-GPU jobs do not take one
-            # GPU from each 8-GPU worker and leave no worker for an 8-GPU job (measured in
-            # BENCHMARKS.md section 4, mixed-gpu).
-            device = fit.device_headroom
-            key = (0, -fit.headroom, 0.0) if device is None else (0, device, -fit.other_headroom)
+            # Most free quota, but a workload asking for devices goes first to the clusters
+            # with the fewest of them that hold it: 1-GPU jobs do not take one GPU from each
+            # 8-GPU worker while 1-GPU workers stand idle, leaving no worker for an 8-GPU
+            # job. Where every worker has the same devices, this is most free quota alone
+            # (both measured in BENCHMARKS.md section 4: mixed-gpu, balanced-10).
+            device = fit.device_quota
+            key = (0, -fit.headroom, 0.0) if device is None else (0, device, -fit.headroom)
         else:
             key = (0, fit.headroom if strategy == "BestFit" else 0.0, 0.0)
         return _Judged(verdict, _FITS, key)
@@ -542,11 +540,12 @@ def decide(
     }
     kept = [c for c, s in standing.items() if s != _OUT]
     anything_fits = bool(shape.fitting)
-    # Widening is for a workload that nothing can take now: where it fits somewhere, the
-    # policy's own count of clusters where it fits is enough, however long it waited (every
-    # further copy is one more worker's queue to disturb, and, on a worker that preempts,
-    # one more set of evictions).
-    count = policy.clusters_to_nominate if anything_fits else widened_count(policy, workload, now)
+    # Widening goes on while the workload waits, even where the view says it fits
+    # somewhere: nominated where it "fits" and still not admitted after `widenAfter`, the
+    # view is what is wrong (work of higher priority queued there first, a stale
+    # reservation). Widening only while nothing fits was measured and made P95 worse
+    # (BENCHMARKS.md section 4: balanced-10 9.9 -> 12.4 minutes over 8 seeds).
+    count = widened_count(policy, workload, now)
     # `count` is how many clusters where the workload fits to reach (or, when nothing fits,
     # how many to wait on); a kept cluster that only waits does not count toward it when
     # another fits, so a full nominated cluster gains a companion rather than losing its
