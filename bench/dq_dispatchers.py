@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -20,7 +21,7 @@ from controller.model import (
 from controller.policy import FitMemo, InFlightIndex
 
 if TYPE_CHECKING:
-    from dq_sim import Settings, Sim, Wl, Worker
+    from dq_sim import Copy, Settings, Sim, Wl, Worker
 
 # pkg/controller/workloaddispatcher/incrementaldispatcher.go at v0.19.2: DefaultStepSize,
 # used unless the configuration's incrementalDispatcher.stepSize says otherwise (stepSize(),
@@ -138,6 +139,10 @@ class OurPolicy(Dispatcher):
         self.in_flight.remove(f"team/{wl.key}")
 
 
+# (delay, moment or 0, new preemptions, share left free): see Oracle._estimate
+Estimate = tuple[float, float, int, float]
+
+
 class Oracle(Dispatcher):
     """The best single cluster, as far as anything in this model can know it: it reads
     every worker's live state (no watch lag; it looks again every second), orders each
@@ -156,6 +161,10 @@ class Oracle(Dispatcher):
 
     def __init__(self) -> None:
         self._ahead: dict[tuple[str, int, int], tuple[dict[str, dict[str, int]], bool]] = {}
+        self._prefixes: dict[
+            tuple[str, int, int | None], tuple[list[Copy], list[dict[str, dict[str, int]]]]
+        ] = {}
+        self._estimates: dict[tuple[str, int, object], Estimate | None] = {}
 
     def nominate(self, sim: Sim, wl: Wl) -> tuple[str, ...]:
         from dq_sim import ADMITTED
@@ -167,10 +176,23 @@ class Oracle(Dispatcher):
             return wl.nominated  # admitted there: the manager is about to take it
         best: tuple[tuple[float, int, float], str] | None = None
         estimates: dict[str, tuple[float, int, float]] = {}
+        shape = (wl.job.priority, tuple(sorted(requests.items())))
         for name in sim.clusters:
-            estimate = self._estimate(sim, sim.workers[name], wl, requests)
-            if estimate is None:
+            worker = sim.workers[name]
+            if name in wl.copies:  # its own copy's place in that queue decides
+                found = self._estimate(sim, worker, wl, requests)
+            else:  # the same for every new copy of this shape while the worker is unchanged
+                key = (name, worker.version, shape)
+                if key not in self._estimates:
+                    if len(self._estimates) > 65536:
+                        self._estimates.clear()
+                    self._estimates[key] = self._estimate(sim, worker, wl, requests)
+                found = self._estimates[key]
+            if found is None:
                 continue
+            # Waiting for running work to end is known as a moment, the rest as a delay.
+            delay, at, new, left = found
+            estimate = (max(at - sim.now, 0.0) + delay if at else delay, new, left)
             estimates[name] = estimate
             if best is None or estimate < best[0]:
                 best = (estimate, name)
@@ -206,54 +228,113 @@ class Oracle(Dispatcher):
                 continue
             _add(usage, other.requests, flavors, 1)
         if own is None:
+            if len(self._ahead) > 4096:
+                self._ahead.clear()
             self._ahead[cache_key] = (usage, stuck)
         return usage, stuck
 
     def _estimate(
         self, sim: Sim, worker: Worker, wl: Wl, requests: dict[str, int]
-    ) -> tuple[float, int, float] | None:
-        """(seconds to admission, new preemptions, share left free) on `worker`, or None
-        where the workload can never fit."""
+    ) -> Estimate | None:
+        """When the workload would be admitted on `worker` (a delay from now, plus the
+        moment running work ends if it must wait for that), the new preemptions it takes
+        and the share left free; None where it can never fit."""
         from dq_sim import ADMITTED, EVICTING
 
         usage, stuck = self._usage_after_queue(sim, worker, wl)
         flavors = worker.assign(requests, usage)
         if flavors is not None and not stuck:
-            return (0.0, 0, _left(worker, usage, requests, flavors))
+            return (0.0, 0.0, 0, _left(worker, usage, requests, flavors))
         s = sim.s
         if not stuck and worker.spec.preemption == "LowerPriority":
-            victims = sorted(
-                (
-                    c
-                    for c in worker.running
-                    if c.priority < wl.job.priority and c.state in (ADMITTED, EVICTING)
+            # Victims in CandidatesOrdering (dq_sim.Sim._preempt), taken until it fits.
+            victims = self._prefix(
+                (worker.spec.name, worker.version, wl.job.priority),
+                lambda: sorted(
+                    (
+                        c
+                        for c in worker.running
+                        if c.priority < wl.job.priority and c.state in (ADMITTED, EVICTING)
+                    ),
+                    key=lambda c: (c.state != EVICTING, c.priority, -(c.admitted_at or 0.0)),
                 ),
-                key=lambda c: (c.state != EVICTING, c.priority, -(c.admitted_at or 0.0)),
             )
-            trial = {f: dict(u) for f, u in usage.items()}
-            new = 0
-            for victim in victims:
-                _add(trial, victim.requests, victim.flavors, -1)
-                new += victim.state != EVICTING
-                if worker.assign(requests, trial) is not None:
-                    return (s.release_delay + s.admission_delay, new, 0.0)
+            k = _first_fit(worker, requests, usage, victims)
+            if k is not None:
+                new = sum(c.state != EVICTING for c in victims[0][: k + 1])
+                return (s.release_delay + s.admission_delay, 0.0, new, 0.0)
         # Waits for running work to end, soonest first.
-        ends = sorted(
-            (
-                (c.admitted_at or 0.0) + c.duration
-                if c.state == ADMITTED
-                else sim.now + s.release_delay,
-                id(c),
-                c,
-            )
-            for c in worker.running
+        ending = self._prefix(
+            (worker.spec.name, worker.version, None),
+            lambda: sorted(
+                worker.running,
+                key=lambda c: (
+                    (c.admitted_at or 0.0) + c.duration
+                    if c.state == ADMITTED
+                    else sim.now + s.release_delay
+                ),
+            ),
         )
+        k = _first_fit(worker, requests, usage, ending)
+        if k is None:
+            return None
+        c = ending[0][k]
+        end = (
+            (c.admitted_at or 0.0) + c.duration
+            if c.state == ADMITTED
+            else sim.now + s.release_delay
+        )
+        return (s.admission_delay, end, 0, 0.0)
+
+    def _prefix(
+        self, key: tuple[str, int, int | None], ordered: Callable[[], list[Copy]]
+    ) -> tuple[list[Copy], list[dict[str, dict[str, int]]]]:
+        """The copies `ordered` gives and, for each k, the quota freed by the first k + 1 of
+        them (cached while the worker is unchanged)."""
+        if key not in self._prefixes:
+            copies = ordered()
+            freed: dict[str, dict[str, int]] = {}
+            steps = []
+            for c in copies:
+                freed = {f: dict(u) for f, u in freed.items()}
+                for r, a in c.requests.items():
+                    flavor = c.flavors.get(r)
+                    if flavor is not None:
+                        bucket = freed.setdefault(flavor, {})
+                        bucket[r] = bucket.get(r, 0) + a
+                steps.append(freed)
+            if len(self._prefixes) > 4096:
+                self._prefixes.clear()
+            self._prefixes[key] = (copies, steps)
+        return self._prefixes[key]
+
+
+def _first_fit(
+    worker: Worker,
+    requests: dict[str, int],
+    usage: dict[str, dict[str, int]],
+    prefix: tuple[list[Copy], list[dict[str, dict[str, int]]]],
+) -> int | None:
+    """The smallest k such that freeing the first k + 1 copies makes `requests` fit (fit
+    only grows as more is freed, so a binary search), or None."""
+
+    def fits(k: int) -> bool:
         trial = {f: dict(u) for f, u in usage.items()}
-        for end, _, c in ends:
-            _add(trial, c.requests, c.flavors, -1)
-            if worker.assign(requests, trial) is not None:
-                return (max(end - sim.now, 0.0) + s.admission_delay, 0, 0.0)
+        for flavor, freed in prefix[1][k].items():
+            for r, a in freed.items():
+                trial[flavor][r] = trial[flavor].get(r, 0) - a
+        return worker.assign(requests, trial) is not None
+
+    lo, hi = 0, len(prefix[0]) - 1
+    if hi < 0 or not fits(hi):
         return None
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if fits(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
 
 
 def _add(

@@ -558,7 +558,7 @@ class Sim:
             ),
             key=lambda c: (c.state != EVICTING, c.priority, -(c.admitted_at or 0.0)),
         )
-        usage = cycle.usage()
+        usage = cycle.usage() or {f: dict(u) for f, u in worker.used.items()}
         taken: list[Copy] = []
         flavors = None
         for victim in candidates:
@@ -628,8 +628,11 @@ class _Cycle:
                 bucket = self.held.setdefault(flavor, {})
                 bucket[r] = bucket.get(r, 0) + a
 
-    def usage(self) -> dict[str, Resources]:
-        """The quota in use plus what is held, as a fresh mapping."""
+    def usage(self) -> dict[str, Resources] | None:
+        """The quota in use plus what is held; None when nothing is held (then it is the
+        worker's own, read-only for the caller)."""
+        if not self.held:
+            return None
         out = {f: dict(u) for f, u in self.worker.used.items()}
         for flavor, held in self.held.items():
             _add(out, held, dict.fromkeys(held, flavor), 1)
