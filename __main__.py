@@ -6,9 +6,10 @@ problem listed and nothing changed on any cluster.
 
 import pulumi
 
-from components.config_source import from_pulumi_config, load_checked
-from components.fleet import Fleet
-from components.problems import FleetConfigError
+from components.checks.load import load_checked
+from components.model.problems import FleetConfigError
+from components.model.stack_file import from_pulumi_config
+from components.resources.fleet import Fleet
 
 config, secret_keys = from_pulumi_config()
 try:

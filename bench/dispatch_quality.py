@@ -25,8 +25,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from dq_dispatchers import AllAtOnce, Dispatcher, Incremental, Oracle, OurPolicy
-from dq_sim import Settings, Sim
+from dq_dispatchers import AllAtOnce, Incremental, Oracle, OurPolicy
+from dq_sim import Dispatcher, Settings, Sim
 from dq_trace import SCENARIOS, Scenario, TraceError, fleet, read_csv, scenario
 
 from controller.model import Policy

@@ -6,10 +6,22 @@ files)."""
 from __future__ import annotations
 
 import math
-from abc import ABC, abstractmethod
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING
+
+from dq_sim import (
+    ADMITTED,
+    CQ,
+    EVICTING,
+    PENDING,
+    Copy,
+    Dispatcher,
+    Settings,
+    Sim,
+    Wl,
+    Worker,
+    queue_order,
+)
 
 from controller import policy as real_policy
 from controller.model import (
@@ -20,9 +32,6 @@ from controller.model import (
 )
 from controller.policy import FitMemo, InFlightIndex
 
-if TYPE_CHECKING:
-    from dq_sim import Copy, Settings, Sim, Wl, Worker
-
 # pkg/controller/workloaddispatcher/incrementaldispatcher.go at v0.19.2: DefaultStepSize,
 # used unless the configuration's incrementalDispatcher.stepSize says otherwise (stepSize(),
 # feature MultiKueueIncrementalDispatcherConfig, beta and on: pkg/features/kube_features.go
@@ -30,27 +39,6 @@ if TYPE_CHECKING:
 STEP = 3
 ROUND = 300.0
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
-CQ = "cq"
-LOCAL_QUEUE = "team/user-queue"
-
-
-class Dispatcher(ABC):
-    """Chooses nominatedClusterNames for a workload whose check is Pending."""
-
-    name = ""
-    refreshes = False  # decides again when its view of the workers changes
-    reads_snapshot = False  # decides on the watches' view of the workers (`Sim.snapshot`)
-    widen_after = 0.0  # seconds between widenings, if it widens
-
-    def period(self, settings: Settings) -> float:
-        """How often it looks again at the workers (0: never)."""
-        return settings.staleness if self.refreshes else 0.0
-
-    @abstractmethod
-    def nominate(self, sim: Sim, wl: Wl) -> tuple[str, ...]: ...
-
-    def done(self, wl: Wl) -> None:  # noqa: B027 (a hook; Kueue's two keep nothing)
-        """`wl` was admitted or evicted: forget what was in flight for it."""
 
 
 class AllAtOnce(Dispatcher):
@@ -167,8 +155,6 @@ class Oracle(Dispatcher):
         self._estimates: dict[tuple[str, int, object], Estimate | None] = {}
 
     def nominate(self, sim: Sim, wl: Wl) -> tuple[str, ...]:
-        from dq_sim import ADMITTED
-
         requests = {r: a * wl.job.parts for r, a in wl.requests.items()}
         current = wl.nominated[0] if wl.nominated else None
         copy = wl.copies.get(current) if current is not None else None
@@ -208,8 +194,6 @@ class Oracle(Dispatcher):
         """Quota in use once the worker's next cycle has admitted what is ahead of the
         workload's copy (a new copy, or the one already queued there), and whether a
         StrictFIFO head stops the queue before it."""
-        from dq_sim import PENDING, queue_order
-
         own = wl.copies.get(worker.spec.name)
         cache_key = (worker.spec.name, worker.version, wl.job.priority)
         if own is None and cache_key in self._ahead:
@@ -239,8 +223,6 @@ class Oracle(Dispatcher):
         """When the workload would be admitted on `worker` (a delay from now, plus the
         moment running work ends if it must wait for that), the new preemptions it takes
         and the share left free; None where it can never fit."""
-        from dq_sim import ADMITTED, EVICTING
-
         usage, stuck = self._usage_after_queue(sim, worker, wl)
         flavors = worker.assign(requests, usage)
         if flavors is not None and not stuck:

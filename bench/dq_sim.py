@@ -47,14 +47,38 @@ import itertools
 import math
 import random
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from dq_dispatchers import CQ, LOCAL_QUEUE, Dispatcher
 from dq_trace import GPU, Job, Resources, Scenario, WorkerSpec, res
 
 from controller.model import FlavorCapacity, QueueCapacity, WorkerView
+
+# The interface the simulation drives, and the names of the queue every worker has: the
+# dispatchers (dq_dispatchers.py) build on them.
+CQ = "cq"
+LOCAL_QUEUE = "team/user-queue"
+
+
+class Dispatcher(ABC):
+    """Chooses nominatedClusterNames for a workload whose check is Pending."""
+
+    name = ""
+    refreshes = False  # decides again when its view of the workers changes
+    reads_snapshot = False  # decides on the watches' view of the workers (`Sim.snapshot`)
+    widen_after = 0.0  # seconds between widenings, if it widens
+
+    def period(self, settings: Settings) -> float:
+        """How often it looks again at the workers (0: never)."""
+        return settings.staleness if self.refreshes else 0.0
+
+    @abstractmethod
+    def nominate(self, sim: Sim, wl: Wl) -> tuple[str, ...]: ...
+
+    def done(self, wl: Wl) -> None:  # noqa: B027 (a hook; Kueue's two keep nothing)
+        """`wl` was admitted or evicted: forget what was in flight for it."""
 
 
 @dataclass

@@ -1,5 +1,5 @@
 """The controller's own settings, read from the YAML file the stack mounts from a
-ConfigMap (components/dispatcher_objects.py renders it). Everything has a default, so an
+ConfigMap (components/objects/dispatcher.py renders it). Everything has a default, so an
 empty file is a working configuration; every mistake is refused at start with one line per
 mistake (the key, what is wrong, the fix), never run with a silently different meaning."""
 

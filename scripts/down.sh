@@ -32,7 +32,7 @@ if [[ ",$PROVIDERS," =~ ,(existing|gke|eks), ]]; then
   # quota. Hold the fleet's ClusterQueues and wait (MKF_DRAIN_TIMEOUT seconds, default 600).
   step "Stopping the fleet's ClusterQueues and waiting for running work to end"
   pulumi stack output --json --show-secrets --stack "$STACK" --non-interactive \
-    | .venv/bin/python -m components.teardown
+    | .venv/bin/python -m components.cli.teardown
 fi
 step "Destroying stack '$STACK'"
 pulumi destroy --yes --stack "$STACK" --non-interactive

@@ -2,7 +2,7 @@
 # Shared by up.sh and down.sh: the tool pins, installing them into .tools/bin, and the
 # local Pulumi backend. Sourced, not run.
 
-# One place for the tool pins; components/versions.py holds the same numbers for Python.
+# One place for the tool pins; components/model/versions.py holds the same numbers for Python.
 KIND_VERSION="v0.33.0"
 PULUMI_VERSION="3.272.0"
 # The dev stack's passphrase (its salt is committed in stacks/Pulumi.dev.yaml).

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import sys
 
-from components.config_source import load_stack, stack_path
-from components.problems import FleetConfigError
+from components.checks.load import load_stack
+from components.model.problems import FleetConfigError
+from components.model.stack_file import stack_path
 
 
 def main(argv: list[str]) -> int:

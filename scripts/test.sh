@@ -5,7 +5,7 @@
 #
 # The tests get their own environment: .venv is the one Pulumi runs the program in, and
 # the cloud SDKs the tests need there would make every kind stack download the GCP, AWS
-# and EKS plugins (components/program_env.py).
+# and EKS plugins (components/resources/program_env.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -41,13 +41,13 @@ read -r PROVIDERS BUILDS_IMAGE < <(.venv/bin/python -m scripts.stack_facts "$STA
 case ",$PROVIDERS," in
   *,gke,*|*,eks,*)
     # Cloud SDKs only for stacks that have cloud clusters: Pulumi fetches the plugin of
-    # every Pulumi package in .venv, used or not (components/program_env.py).
+    # every Pulumi package in .venv, used or not (components/resources/program_env.py).
     .venv/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-cloud.txt \
       || die "installing requirements-cloud.txt into .venv failed (see pip's message above)"
     ;;
   *)
     # A note (never a removal) when an earlier run left cloud SDKs there.
-    .venv/bin/python -m components.program_env "$PROVIDERS"
+    .venv/bin/python -m components.resources.program_env "$PROVIDERS"
     ;;
 esac
 
@@ -74,7 +74,7 @@ pulumi up --yes --stack "$STACK" --non-interactive
 # What `python -m components status --dir .fleet` reads: each cluster's kubeconfig (0600)
 # and a summary, from the stack's outputs.
 pulumi stack output --json --show-secrets --stack "$STACK" \
-  | .venv/bin/python -c 'import json, sys; from pathlib import Path; from components.automation import write_fleet_dir; write_fleet_dir(Path(".fleet"), sys.argv[1], json.load(sys.stdin))' "$STACK"
+  | .venv/bin/python -c 'import json, sys; from pathlib import Path; from components.cli.automation import write_fleet_dir; write_fleet_dir(Path(".fleet"), sys.argv[1], json.load(sys.stdin))' "$STACK"
 echo
 echo "The fleet is up. Check it with:"
 pulumi stack output checks --stack "$STACK" --json \

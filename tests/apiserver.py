@@ -1,13 +1,14 @@
 """A real kube-apiserver (the envtest convention): KUBEBUILDER_ASSETS names a directory
 holding `kube-apiserver` and `etcd`. `missing()` says why one cannot run here;
 `running_apiserver` starts one with etcd; `install` gives it the CRDs the controller reads
-(Kueue's real ones from ../shared/upstream when that folder has them).
+(Kueue's real ones from the pinned release or its Go module: tests/upstream_data.py).
 No pytest here: the controller benchmark uses it too (tests/envtest.py has the fixture)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import os
 import shutil
 import socket
@@ -19,13 +20,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from components.versions import KUEUE_VERSION
 from controller.kube import ApiError, Kind, Kube
 from controller.policy_api import crd as dispatch_policy_crd
 from tests.fleet_harness import NS, K
-from tests.upstream_data import SHARED_UPSTREAM
+from tests.upstream_data import real_crd_documents
 
 ASSETS = os.environ.get("KUBEBUILDER_ASSETS", "")
 
@@ -202,14 +200,19 @@ def open_crd(group: str, kind: str, plural: str, scope: str) -> dict[str, Any]:
 
 
 def real_crds() -> list[dict[str, Any]] | None:
-    """Kueue's CRDs (tag v0.19.2, config/components/crd/bases) and the ClusterProfile CRD
-    from ../shared/upstream, as files; None when that folder does not have them."""
-    files = sorted((SHARED_UPSTREAM / f"kueue-{KUEUE_VERSION}" / "crds").glob("*.yaml"))
-    profiles = SHARED_UPSTREAM / "cluster-inventory-api" / "clusterprofiles.yaml"
-    if not files or not profiles.is_file():
+    """Kueue's CRDs (tag v0.19.2) and the ClusterProfile CRD; None when they cannot be had.
+    Without Kueue running beside this API server nothing serves the conversion webhook that
+    Kueue's install gives its CRDs, so they are served without one (one stored version)."""
+    docs = real_crd_documents()
+    if not docs:
         return None
-    docs = [d for f in [*files, profiles] for d in yaml.safe_load_all(f.read_text())]
-    return [d for d in docs if isinstance(d, dict) and d.get("kind") == "CustomResourceDefinition"]
+    found = []
+    for doc in docs:
+        crd = copy.deepcopy(doc)
+        crd["spec"].pop("conversion", None)
+        crd["metadata"].pop("annotations", None)
+        found.append(crd)
+    return found
 
 
 def crds() -> list[dict[str, Any]]:

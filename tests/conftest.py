@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from components.crd_schema import CrdSchemas
-from components.fleet_objects import ClusterObjects, build_fleet
-from components.problems import Problem
-from components.spec import FleetSpec, load_spec
-from components.validate import validate
+from components.checks.crd_schema import CrdSchemas
+from components.checks.validate import validate
+from components.model.problems import Problem
+from components.model.spec import FleetSpec, load_spec
+from components.objects.fleet import ClusterObjects, build_fleet
 from tests.envtest import apiserver  # noqa: F401 (the real-API-server fixture, for all tests)
 from tests.upstream_data import find_upstream_crds
 

@@ -21,10 +21,10 @@ kube-apiserver does (each rule names the upstream file it follows, kubernetes v1
   not stored and sends no event
   (staging/src/k8s.io/apiextensions-apiserver/pkg/registry/customresource/strategy.go and
   status_strategy.go);
-- custom resources of the CRDs it serves (Kueue's real ones from ../shared/upstream, the
+- custom resources of the CRDs it serves (Kueue's real ones from the pinned release, the
   ClusterProfile's, the DispatchPolicy's; `served_crds`) are pruned to their structural
   schema, defaulted, and checked against the OpenAPI rules and the CEL rules, with oldSelf
-  on update (components/crd_schema.py); without those files it keeps what is sent.
+  on update (components/checks/crd_schema.py); without those files it keeps what is sent.
 Tests can inject failures (throttling, conflicts, outages, a server that stops answering)
 and read every request made. One emulator is one cluster.
 """
@@ -43,9 +43,9 @@ from typing import Any
 
 from aiohttp import web
 
-from components.crd_schema import CrdSchemas, load_upstream_crds
+from components.checks.crd_schema import CrdSchemas
 from controller.policy_api import crd as dispatch_policy_crd
-from tests.upstream_data import SHARED_UPSTREAM
+from tests.upstream_data import find_upstream_crds
 
 WRITES = ("POST", "PUT", "PATCH", "DELETE")
 # API groups served by kube-apiserver itself; any other group is a CustomResourceDefinition,
@@ -87,13 +87,12 @@ CLUSTER_SCOPED = {
 
 @functools.cache
 def served_crds() -> CrdSchemas | None:
-    """What an emulator serves by default: Kueue's and the ClusterProfile's real CRDs
-    from ../shared/upstream and the project's DispatchPolicy CRD; None (every kind kept as
-    sent) when the upstream CRDs are not on this machine: tests that depend on the real
+    """What an emulator serves by default: Kueue's and the ClusterProfile's real CRDs (the
+    pinned release or its Go module, tests/upstream_data.py; never the download cache that
+    tests fill with synthetic releases) and the project's DispatchPolicy CRD; None (every
+    kind kept as sent) when the upstream CRDs cannot be had: tests that depend on the real
     schema then skip, saying so (`real_crds_missing`)."""
-    # ../shared/upstream only, not the download cache: tests point that cache at synthetic
-    # releases (tests/pulumi_harness.py), and the emulator must not serve those.
-    upstream = load_upstream_crds(SHARED_UPSTREAM)
+    upstream, _ = find_upstream_crds()
     if upstream is None:
         return None
     return upstream.merged(CrdSchemas.from_documents([dispatch_policy_crd()]))
@@ -101,7 +100,7 @@ def served_crds() -> CrdSchemas | None:
 
 def real_crds_missing() -> str:
     """Why the emulators serve permissive CRDs ("" when they serve the real ones)."""
-    return "" if served_crds() is not None else f"no Kueue CRDs in {SHARED_UPSTREAM}"
+    return "" if served_crds() is not None else find_upstream_crds()[1]
 
 
 def has_status_subresource(group: str, plural: str) -> bool:

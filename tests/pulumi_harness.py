@@ -24,8 +24,8 @@ import yaml
 from google.protobuf import json_format
 from pulumi.runtime.mocks import MockMonitor
 
-from components.upstream import cache_key
-from components.versions import kueue_bundle
+from components.model.versions import kueue_bundle
+from components.upstream.releases import cache_key
 
 ROOT = Path(__file__).resolve().parent.parent
 STACKS = sorted(

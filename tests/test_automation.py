@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 import yaml
 
-from components import automation as driver_module
-from components.automation import Driver, DriverError, Options, require_tools, stack_name
-from components.status import Check, FleetStatus
+from components.cli import automation as driver_module
+from components.cli.automation import Driver, DriverError, Options, require_tools, stack_name
+from components.cli.status import Check, FleetStatus
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -190,7 +190,7 @@ def test_run_tears_down_when_the_fleet_never_gets_ready(fake: Any) -> None:
 def test_down_drains_lasting_clusters_first_and_stops_past_the_bound(
     fake: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from components import teardown
+    from components.cli import teardown
 
     original = FakeStack.outputs
 
@@ -279,7 +279,7 @@ def test_the_driver_asks_for_docker_when_the_stack_builds_the_image(
 
 
 def test_cli_exit_codes(monkeypatch: pytest.MonkeyPatch) -> None:
-    from components.__main__ import main
+    from components.cli.main import main
 
     def refuse(*_: Any, **__: Any) -> None:
         raise DriverError("missing the Pulumi CLI")
@@ -465,7 +465,7 @@ def test_sigterm_to_the_driver_tears_down_and_says_so(
     script = f"""
 import sys
 from pathlib import Path
-from components.automation import Driver, Options
+from components.cli.automation import Driver, Options
 options = Options(base="ci", name="ci-term", out=Path({str(cli.tmp / "out")!r}),
                   backend=Path({str(cli.tmp / "backend")!r}), project=Path({str(cli.project)!r}))
 sys.exit(Driver(options, tools=lambda *_: None).run(["true"]))

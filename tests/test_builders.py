@@ -8,14 +8,14 @@ from typing import Any
 import pytest
 import yaml
 
-from components import quantity
-from components.config_source import load_stack
-from components.fleet_objects import APPLY_ORDER, ClusterObjects, build_fleet, object_key
-from components.frameworks import FRAMEWORKS
-from components.kueue_config import CONFIG_KEY, configuration, feature_gate_args
-from components.labels import MANAGED_BY
-from components.spec import FleetSpec
-from components.worker_access import ALL_VERBS
+from components.checks.load import load_stack
+from components.model import quantity
+from components.model.frameworks import FRAMEWORKS
+from components.model.spec import FleetSpec
+from components.objects.fleet import APPLY_ORDER, ClusterObjects, build_fleet, object_key
+from components.objects.kueue_config import CONFIG_KEY, configuration, feature_gate_args
+from components.objects.labels import MANAGED_BY
+from components.objects.worker_access import ALL_VERBS
 from tests.conftest import base, find, fleet, load
 
 STACKS = sorted(

@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 import yaml
 
-import components.fleet as fleet_module
-from components.config_source import load_stack
-from components.dispatcher_objects import NAME as DISPATCHER
-from components.fleet_objects import build_fleet, object_key
+import components.resources.fleet as fleet_module
+from components.checks.load import load_stack
+from components.objects.dispatcher import NAME as DISPATCHER
+from components.objects.fleet import build_fleet, object_key
 from tests.pulumi_harness import (
     FAKE_KUEUE,
     ROOT,
@@ -482,7 +482,7 @@ def test_only_the_fields_a_deploy_time_value_reaches_wait_for_it() -> None:
     import pulumi
     from pulumi.runtime import settings
 
-    from components.kube_objects import with_deploy_time_values
+    from components.resources.kube_objects import with_deploy_time_values
 
     def build(v: Any) -> list[dict[str, Any]]:
         return [
@@ -523,7 +523,7 @@ async def _value(value: Any) -> Any:
 
 
 def test_objects_whose_names_depend_on_a_value_are_refused() -> None:
-    from components.kube_objects import with_deploy_time_values
+    from components.resources.kube_objects import with_deploy_time_values
 
     with pytest.raises(ValueError, match="depend on the value of name"):
         with_deploy_time_values(lambda v: [_config_map(v["name"], "x")], {"name": "n"})

@@ -1,6 +1,6 @@
-"""components/crd_schema.py against Kueue v0.19.2's real CRDs (../shared/upstream or the
-download cache): what a kube-apiserver prunes, defaults and refuses. The rules checked here
-are read from the CRD files themselves (config/components/crd/bases at tag v0.19.2)."""
+"""components/checks/crd_schema.py against Kueue v0.19.2's real CRDs (the pinned release or
+its Go module, tests/upstream_data.py): what a kube-apiserver prunes, defaults and refuses.
+The rules checked here are read from the CRDs themselves (config/components/crd/bases)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from components.crd_schema import CrdSchemas
+from components.checks.crd_schema import CrdSchemas
 
 V1B2 = "kueue.x-k8s.io/v1beta2"
 

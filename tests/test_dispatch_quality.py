@@ -13,8 +13,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import dispatch_quality  # noqa: E402
 import dq_sim  # noqa: E402
-from dq_dispatchers import AllAtOnce, Dispatcher, Incremental, Oracle, OurPolicy  # noqa: E402
-from dq_sim import ADMITTED, EVICTING, Copy, Settings, Sim, Worker  # noqa: E402
+from dq_dispatchers import AllAtOnce, Incremental, Oracle, OurPolicy  # noqa: E402
+from dq_sim import ADMITTED, EVICTING, Copy, Dispatcher, Settings, Sim, Worker  # noqa: E402
 from dq_trace import (  # noqa: E402
     SCENARIOS,
     Job,

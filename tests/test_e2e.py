@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from components.program_env import CLOUD_SDKS, cloud_modules, missing_cloud_sdks
+from components.resources.program_env import CLOUD_SDKS, cloud_modules, missing_cloud_sdks
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.e2e

@@ -11,14 +11,14 @@ from typing import Any
 import pytest
 import yaml
 
-from components.crd_schema import CrdSchemas
-from components.fleet_objects import build_fleet
-from components.immutable import (
+from components.checks.crd_schema import CrdSchemas
+from components.checks.immutable import (
     IMMUTABLE,
     change_problems,
     replace_on_changes,
     replacement_options,
 )
+from components.objects.fleet import build_fleet
 from tests.conftest import base, load
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,4 +1,4 @@
-"""The kind dynamic provider (components/clusters.py) with kind faked: the stack's own
+"""The kind dynamic provider (components/resources/clusters.py) with kind faked: the stack's own
 kubeconfig file on every kind command, `read` seeing a cluster deleted out of band, adopting
 an interrupted create of the same stack and refusing anyone else's cluster; and the provider
 unpickled in a fresh interpreter from the project directory, as Pulumi's provider host does."""
@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 from pulumi.dynamic.dynamic import serialize_provider
 
-from components import clusters
-from components.clusters import KindClusterProvider
-from components.kind_config import OWNER_LABEL
-from components.providers import CommandFailed
+from components.objects.kind_config import OWNER_LABEL
+from components.resources import clusters
+from components.resources.clusters import KindClusterProvider
+from components.resources.providers import CommandFailed
 
 ROOT = Path(__file__).resolve().parent.parent
 KUBECONFIG = "apiVersion: v1\nkind: Config\nclusters: []\n"
@@ -131,8 +131,9 @@ def test_moving_the_checkout_does_not_replace_the_cluster(tmp_path: Path) -> Non
 
 
 def test_the_owner_label_is_on_the_control_plane(tmp_path: Path) -> None:
-    from components.config_source import load_stack, stack_path
-    from components.kind_config import kind_config
+    from components.checks.load import load_stack
+    from components.model.stack_file import stack_path
+    from components.objects.kind_config import kind_config
 
     spec, _ = load_stack(str(stack_path("dev")))
     cluster = next(c for c in spec.clusters if c.provider == "kind")
@@ -163,7 +164,7 @@ def test_the_provider_unpickles_in_a_fresh_interpreter_from_the_project() -> Non
         check=False,
     )
     assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == ["components.clusters", "['config']"]
+    assert result.stdout.split() == ["components.resources.clusters", "['config']"]
 
 
 def test_a_kind_failure_is_reported_with_its_stderr(
@@ -195,7 +196,56 @@ def test_a_provider_pickled_before_the_move_still_loads() -> None:
     (a by-reference GLOBAL); the engine must still load it to read or delete that cluster."""
     import pickle
 
-    from components.clusters import KindClusterProvider as moved
+    from components.resources.clusters import KindClusterProvider as moved
 
     old_reference = b"ccomponents.providers\nKindClusterProvider\n."  # pickle's GLOBAL opcode
     assert pickle.loads(old_reference) is moved
+
+
+# (module path an older program pickled the provider under, class): components/ was flat
+# before the stage packages, and the kind provider lived in providers.py before clusters.py.
+OLD_PATHS = [
+    ("components.clusters", "KindClusterProvider"),
+    ("components.providers", "KindClusterProvider"),
+    ("components.providers", "ServiceAccountTokenProvider"),
+    ("components.providers", "ControllerImageProvider"),
+]
+
+
+@pytest.mark.parametrize(("module", "name"), OLD_PATHS)
+def test_a_provider_an_older_state_holds_loads_in_the_provider_host(module: str, name: str) -> None:
+    """The pickle is made as the older program made it: Pulumi's serialize_provider on a
+    provider whose class had that module path (dill pickles a class by module and name).
+    Then it is loaded the way the engine's provider host loads a state's `__provider`: in a
+    fresh interpreter started in the project directory (pulumi 3.272.0
+    sdk/python/lib/pulumi/dynamic/__main__.py get_provider)."""
+    make = (
+        "import base64, importlib, sys\n"
+        "from pulumi.dynamic.dynamic import serialize_provider\n"
+        "from components.resources import clusters, providers\n"
+        f"cls = next(getattr(m, {name!r}) for m in (clusters, providers) if hasattr(m, {name!r}))\n"
+        f"cls.__module__ = {module!r}\n"
+        "blob = serialize_provider(cls())\n"
+        f"assert {module!r}.encode() in base64.b64decode(blob), 'not pickled by that path'\n"
+        "print(blob)\n"
+    )
+    made = subprocess.run(
+        [sys.executable, "-c", make], cwd=ROOT, capture_output=True, text=True, check=False
+    )
+    assert made.returncode == 0, made.stderr
+    load = (
+        "import base64, sys, dill\n"
+        "p = dill.loads(base64.b64decode(sys.stdin.read()))\n"
+        "print(type(p).__module__, type(p).__name__, callable(p.diff))\n"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", load],
+        input=made.stdout.strip(),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert loaded.returncode == 0, loaded.stderr
+    home = "components.resources.clusters" if name == "KindClusterProvider" else None
+    assert loaded.stdout.split() == [home or "components.resources.providers", name, "True"]

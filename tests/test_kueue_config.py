@@ -18,9 +18,9 @@ from typing import Any
 
 import yaml
 
-from components.config_source import load_stack
-from components.kueue_config import configuration
-from components.spec import FleetSpec
+from components.checks.load import load_stack
+from components.model.spec import FleetSpec
+from components.objects.kueue_config import configuration
 from tests.conftest import base, load, only, problems_of
 
 STACKS = Path(__file__).parent.parent / "stacks"

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from components import kueue_gates
-from components.kueue_gates import ALPHA, BETA, DEPRECATED, GA
+from components.model import kueue_gates
+from components.model.kueue_gates import ALPHA, BETA, DEPRECATED, GA
 from tests.conftest import base, only, problems_of
 
 TAS = "TopologyAwareScheduling"

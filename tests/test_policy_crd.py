@@ -5,7 +5,7 @@ and drain start times) must be declared, or drains restart from zero after a res
 
 The payloads are produced by the controller's own code (the dispatcher's policy status and
 the inventory keeper's step), recorded from a stand-in manager, then checked offline
-against the CRD with components/crd_schema.py, and on a real kube-apiserver when
+against the CRD with components/checks/crd_schema.py, and on a real kube-apiserver when
 KUBEBUILDER_ASSETS is set."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from components.crd_schema import CrdSchemas
+from components.checks.crd_schema import CrdSchemas
 from controller.dispatcher import Dispatcher
 from controller.inventory import InventoryKeeper, Plan
 from controller.kube import Kind, Kube

@@ -115,7 +115,7 @@ def test_existing_cluster_providers_have_a_stable_identity() -> None:
 def test_cloud_cluster_providers_have_a_stable_identity() -> None:
     """Known in a preview, where endpoint and CA are not: an in-place cluster update does not
     replace the provider, nor every object on the cluster."""
-    from components.config_source import load_stack
+    from components.checks.load import load_stack
 
     for stack in ("gke", "eks"):
         spec = load_stack(str(ROOT / "stacks" / f"Pulumi.{stack}.yaml"))[0]
@@ -154,7 +154,7 @@ def test_provider_choices_do_not_come_from_the_environment(
     """pulumi_kubernetes 4.34.2 fills an unset provider option from PULUMI_K8S_* variables;
     each one the fleet relies on is set, so a user's environment cannot drop a lasting
     cluster's state on an outage or let a create take over an existing object."""
-    from components.config_source import load_stack
+    from components.checks.load import load_stack
 
     monkeypatch.setenv("PULUMI_K8S_DELETE_UNREACHABLE", "true")
     monkeypatch.setenv("PULUMI_K8S_UPSERT_EXISTING_OBJECTS", "true")

@@ -1,5 +1,6 @@
-"""Pulumi's environment for the program (components/program_env.py): where Pulumi.yaml puts
-it, which cloud SDK modules a stack needs there, and how their absence is found."""
+"""Pulumi's environment for the program (components/resources/program_env.py): where
+Pulumi.yaml puts it, which cloud SDK modules a stack needs there, and how their absence is
+found."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from components.program_env import (
+from components.resources.program_env import (
     CLOUD_SDKS,
     cloud_modules,
     missing_cloud_sdks,
@@ -130,7 +131,7 @@ def test_up_notes_cloud_sdks_a_kind_stack_does_not_use(tmp_path: Path) -> None:
 def test_the_note_names_the_packages_and_how_to_drop_them(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from components import program_env as module
+    from components.resources import program_env as module
 
     monkeypatch.setattr(module, "unneeded_cloud_sdks", lambda *_: ["pulumi_gcp"])
     assert module.main(["kind"]) == 0

@@ -17,7 +17,7 @@ import pytest
 import yaml
 from pulumi.dynamic.dynamic import serialize_provider
 
-from components.providers import (
+from components.resources.providers import (
     CommandFailed,
     ControllerImageProvider,
     ServiceAccountTokenProvider,
@@ -245,7 +245,7 @@ def test_providers_unpickle_in_a_fresh_interpreter_from_the_project_directory() 
 def test_fetch_uses_the_cache_and_explains_network_errors(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from components import upstream
+    from components.upstream import releases as upstream
 
     monkeypatch.setenv("MKF_UPSTREAM_CACHE", str(tmp_path))
     cached = tmp_path / upstream.cache_key("https://example.com/a.yaml")

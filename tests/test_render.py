@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from components.config_source import load_stack, read_text
-from components.fleet_objects import build_fleet
-from components.render import diff_fleets
+from components.checks.load import load_stack
+from components.cli.render import diff_fleets
+from components.model.stack_file import read_text
+from components.objects.fleet import build_fleet
 from tests.stack_texts import DEV as DEV_TEXT
 from tests.stack_texts import cli
 
@@ -176,7 +177,8 @@ def test_diff_cli_against_a_git_revision() -> None:
 
 
 def test_reader_access_prints_the_read_only_identity_for_a_new_worker() -> None:
-    from components.worker_access import worker_access_objects
+    from components.objects.labels import with_fleet_labels
+    from components.objects.worker_access import worker_access_objects
 
     result = cli("reader-access", "--stack", "gke", "--cluster", "gke-new")
     assert result.returncode == 0, result.stderr
@@ -194,7 +196,7 @@ def test_reader_access_prints_the_read_only_identity_for_a_new_worker() -> None:
     ]
     # The same identity the stack gives its own workers, and nothing of Kueue's.
     spec, _ = load_stack(str(ROOT / "stacks" / "Pulumi.gke.yaml"))
-    stack_objects = worker_access_objects(spec)
+    stack_objects = with_fleet_labels(spec, worker_access_objects(spec))
     assert all(o in stack_objects for o in objects)
     assert not any("multikueue-token" in str(o) for o in objects)
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from components.render import RENDER_MARKER
+from components.cli.render import RENDER_MARKER
 from tests.stack_texts import SMALL, cli, write_stack
 
 

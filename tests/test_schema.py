@@ -10,7 +10,7 @@ import jsonschema
 import pytest
 import yaml
 
-from components.schema import MODELINE, SCHEMA_PATH, schema_text
+from components.cli.schema import MODELINE, SCHEMA_PATH, schema_text
 from tests.stack_texts import ROOT, SMALL, cli
 
 

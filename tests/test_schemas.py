@@ -4,6 +4,7 @@ check in `validate`/`render`, offline, once the pinned release is in the downloa
 
 from __future__ import annotations
 
+import copy
 import shutil
 import subprocess
 from collections import Counter
@@ -12,13 +13,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from components.config_source import load_stack
-from components.crd_schema import CrdSchemas
-from components.fleet_objects import build_fleet
-from components.upstream import cache_key, schema_problems
-from components.versions import KUEUE_VERSION, kueue_bundle
+from components.checks.crd_schema import CrdSchemas, schema_problems
+from components.checks.load import load_stack
+from components.model.versions import KUEUE_VERSION, kueue_bundle
+from components.objects.fleet import build_fleet
+from components.upstream.releases import cache_key
 from tests.stack_texts import cli
-from tests.upstream_data import real_kueue_manifest
+from tests.upstream_data import real_crd_documents, real_kueue_manifest, why_missing
 
 ROOT = Path(__file__).resolve().parent.parent
 STACKS = sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in (ROOT / "stacks").glob("*.yaml"))
@@ -50,12 +51,9 @@ def test_every_object_of_every_stack_matches_its_crd(
 
 def test_a_schema_error_is_reported_at_the_object(upstream_crds: CrdSchemas) -> None:
     spec, _ = load_stack(str(ROOT / "stacks" / "Pulumi.dev.yaml"))
-    crds = yaml.safe_load(
-        (ROOT.parent / "shared" / "upstream" / f"kueue-{KUEUE_VERSION}" / "crds"
-         / "kueue.x-k8s.io_localqueues.yaml").read_text()
-    ) if (ROOT.parent / "shared" / "upstream").is_dir() else None  # fmt: skip
-    if crds is None:
-        pytest.skip("../shared/upstream is absent")
+    crds = copy.deepcopy(
+        next(d for d in real_crd_documents() if d["spec"]["names"]["kind"] == "LocalQueue")
+    )
     # A LocalQueue CRD that allows only another ClusterQueue name: the dev stack breaks it.
     for version in crds["spec"]["versions"]:
         props = version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
@@ -74,7 +72,7 @@ def _cli(*args: str, cache: Path) -> subprocess.CompletedProcess[str]:
 def test_validate_checks_schemas_offline_from_the_download_cache(tmp_path: Path) -> None:
     manifest = real_kueue_manifest()
     if manifest is None:
-        pytest.skip("Kueue's manifests.yaml is neither in the download cache nor in ../shared")
+        pytest.skip(why_missing())
     cache = tmp_path / "cache"
     cache.mkdir()
     assert _cli("validate", "--stack", "dev", cache=cache).returncode == 0  # nothing cached

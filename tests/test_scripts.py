@@ -240,7 +240,7 @@ def test_a_kind_stack_puts_no_cloud_sdk_in_pulumis_environment(
     project: Path, tmp_path: Path
 ) -> None:
     """Pulumi fetches the plugin of every Pulumi package in the program's environment
-    (components/program_env.py): for kind, requirements.txt alone goes there."""
+    (components/resources/program_env.py): for kind, requirements.txt alone goes there."""
     result = run_up(project, tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     installs = [c for c in calls_of(tmp_path) if c.startswith("venv -m pip install")]

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from components.config_source import load_stack
-from components.fleet_objects import build_fleet
+from components.checks.load import load_stack
+from components.objects.fleet import build_fleet
 from controller.settings import SettingsError, load_settings
 from tests.conftest import base, find, fleet
 

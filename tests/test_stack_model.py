@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from components.config_source import read_stack_text, with_lines
-from components.problems import Problem
-from components.spec import load_spec
-from components.validate import validate
+from components.checks.validate import validate
+from components.model.problems import Problem
+from components.model.spec import load_spec
+from components.model.stack_file import read_stack_text, with_lines
 from tests.stack_texts import SMALL
 
 GKE = """\
@@ -246,7 +246,7 @@ CASES = [
         GKE.replace('"1.35"', '"99.99"'),
         "workers[0].kubernetesVersion",
         "Kubernetes 99.99 is newer than any release this project knows",
-        "components/versions.py",
+        "components/model/versions.py",
     ),
     (
         "not a version",
@@ -406,8 +406,8 @@ def test_an_object_too_large_for_the_api_server_is_refused_naming_the_cause() ->
 
 def problems_in_checked(text: str) -> list[Problem]:
     """As `load_stack` reports them: the object limits run once the fleet is valid."""
-    from components.config_source import load_checked
-    from components.problems import FleetConfigError
+    from components.checks.load import load_checked
+    from components.model.problems import FleetConfigError
 
     read = read_stack_text(text)
     try:

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from components.config_source import load_stack, parse_stack_text, read_stack_text
-from components.problems import FleetConfigError, Problem
+from components.checks.load import load_stack
+from components.model.problems import FleetConfigError, Problem
+from components.model.stack_file import parse_stack_text, read_stack_text
 from tests.stack_texts import SMALL, cli, write_stack
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from components.status import collect
+from components.cli.status import collect
 from tests.apiserver import missing
 from tests.fleet_harness import NS, K, admission_check, cluster_queue, multikueue_cluster
 from tests.kube_emulator import Emulator

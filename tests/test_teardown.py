@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from components.labels import FLEET_LABEL
-from components.teardown import DrainTimeout, stop_and_drain
+from components.cli.teardown import DrainTimeout, stop_and_drain
+from components.objects.labels import FLEET_LABEL
 from tests.fleet_harness import workload as admitted_workload
 from tests.kube_emulator import Emulator
 
@@ -208,7 +208,7 @@ def test_the_script_entry_drains_only_lasting_clusters(
     import io
     import json
 
-    from components import teardown
+    from components.cli import teardown
 
     seen: list[list[str]] = []
 
@@ -236,7 +236,7 @@ def test_the_script_entry_drains_only_lasting_clusters(
 
 
 def test_a_fleet_all_on_kind_needs_no_drain() -> None:
-    from components.teardown import drain_plan
+    from components.cli.teardown import drain_plan
 
     outputs = {
         "fleet": "dev",

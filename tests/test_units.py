@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from components import quantity
-from components.kubeconfig import kueue_rejections, worker_kubeconfig
-from components.spec import Secret, load_spec
+from components.model import quantity
+from components.model.spec import Secret, load_spec
+from components.objects.kubeconfig import kueue_rejections, worker_kubeconfig
 from tests.conftest import base, load
 
 

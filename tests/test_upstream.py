@@ -1,5 +1,5 @@
-"""The edits made to Kueue's real v0.19.2 install manifest (from the download cache or
-../shared/upstream): our Configuration, gate flags, the restart hash, the plugin mount."""
+"""The edits made to Kueue's real v0.19.2 install manifest (the pinned release or its Go
+module): our Configuration, gate flags, the restart hash, the plugin mount."""
 
 from __future__ import annotations
 
@@ -12,25 +12,24 @@ from typing import Any
 import pytest
 import yaml
 
-from components.fleet_objects import build_fleet
-from components.frameworks import FRAMEWORKS
-from components.kueue_config import RESTART_ANNOTATION, startup_hash
-from components.render import diff_fleets
-from components.spec import FleetSpec
-from components.upstream import documents, kueue_objects, kustomize_directory, plugin_mount
-from components.versions import INIT_CONTAINER_PLUGIN_IMAGE
+from components.cli.render import diff_fleets
+from components.model.frameworks import FRAMEWORKS
+from components.model.spec import FleetSpec
+from components.model.versions import INIT_CONTAINER_PLUGIN_IMAGE
+from components.objects.fleet import build_fleet
+from components.objects.kueue_config import RESTART_ANNOTATION, startup_hash
+from components.objects.kueue_install import kueue_objects, plugin_mount
+from components.objects.manifests import documents
+from components.upstream.releases import kustomize_directory
 from tests.conftest import base, load, only
-from tests.upstream_data import real_kueue_manifest
+from tests.upstream_data import real_kueue_manifest, why_missing
 
 
 @pytest.fixture(scope="module")
 def manifest() -> str:
     text = real_kueue_manifest()
     if text is None:
-        pytest.skip(
-            "Kueue v0.19.2's manifests.yaml is neither in the download cache nor in "
-            "../shared/upstream"
-        )
+        pytest.skip(why_missing())
     return text
 
 

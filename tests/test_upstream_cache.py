@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from components import upstream
+from components.upstream import releases as upstream
 
 URL = "https://example.com/manifests.yaml"
 WHOLE = "kind: CustomResourceDefinition\n---\nkind: Deployment\nmetadata: {name: m}\n"

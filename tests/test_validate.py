@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 import yaml
 
-from components import kueue_gates
-from components.spec import load_spec
-from components.validate import validate_together
+from components.checks.validate import validate_together
+from components.model import kueue_gates
+from components.model.spec import load_spec
 from tests.conftest import base, only, problems_of
 
 Mutate = Callable[[dict[str, Any]], None]

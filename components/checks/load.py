@@ -1,0 +1,65 @@
+"""The one entry point from a stack's config to a FleetSpec the fleet can be built from:
+the typed model, then every check that says no before anything changes."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from components.checks.limits import object_problems
+from components.checks.validate import validate
+from components.model.problems import FleetConfigError, Problem, errors
+from components.model.spec import FleetSpec, load_spec
+from components.model.stack_file import (
+    read_stack_text,
+    read_text,
+    stack_name_of,
+    stack_names,
+    with_lines,
+)
+
+
+def load_checked(
+    config: Mapping[str, Any],
+    stack: str,
+    source: str,
+    secret_keys: frozenset[str] = frozenset(),
+    lines: Mapping[str, int] | None = None,
+) -> tuple[FleetSpec, list[Problem]]:
+    """Spec and warnings; FleetConfigError listing every error when there is any."""
+    spec, problems = load_spec(config, stack, secret_keys)
+    if spec is not None:
+        problems += validate(spec)
+        if not errors(problems):
+            # Only a valid fleet can be built; its objects must fit the API server.
+            problems += object_problems(spec)
+    problems = with_lines(problems, lines or {})
+    if spec is None or errors(problems):
+        raise FleetConfigError(problems, source)
+    return spec, problems
+
+
+def load_stack(location: str, repo: Path | None = None) -> tuple[FleetSpec, list[Problem]]:
+    """A stack file (a path or REV:path) read, checked and loaded; every way it can fail is
+    a FleetConfigError that says where and how to fix it."""
+    try:
+        text = read_text(location, repo)
+    except FileNotFoundError as exc:
+        names = ", ".join(stack_names())
+        raise FleetConfigError(
+            [
+                Problem(
+                    "",
+                    str(exc).removeprefix(f"{location}: "),
+                    f"give a stack name ({names}) or the path of a stack file",
+                )
+            ],
+            location,
+        ) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise FleetConfigError(
+            [Problem("", f"cannot read the file: {exc}", "save it as UTF-8 text")], location
+        ) from None
+    read = read_stack_text(text, location)
+    return load_checked(read.config, stack_name_of(location), location, read.secret, read.lines)

@@ -1,0 +1,732 @@
+"""Fleet-wide checks on a FleetSpec, run before any resource is registered.
+
+The typed model (spec.py) has already refused every value of the wrong shape; the rules
+here look across values: references between queues, uniqueness, what the manager and the
+workers must agree on. Each rule is a plain function of the spec that yields Problems
+naming the config path at fault and how to fix it; RULES lists them all, and every
+problem is reported at once. The rules come from what Kueue 0.19 refuses at start-up or
+silently breaks on (research/kueue-api.md), and from what MultiKueue needs across manager
+and workers.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Iterator
+
+from components.model import kueue_gates, quantity
+from components.model.fieldtypes import is_label_value, minor_tuple
+from components.model.frameworks import (
+    FRAMEWORKS,
+    REMOVED_FRAMEWORKS,
+    framework_of_integration,
+    known_integrations,
+)
+from components.model.problems import Problem, did_you_mean, key_path
+from components.model.spec import ClusterSpec, FleetSpec
+from components.model.versions import IMAGE_VOLUME_MIN_KUBERNETES
+from components.objects.kubeconfig import KUBECONFIG_FIX, kueue_rejections
+from components.objects.kueue_config import plugin_image_problems, pods_ready_problems
+from components.objects.kueue_install import plugin_mount
+
+MAX_WORKERS = 20  # MultiKueueConfig.spec.clusters holds at most 20 names
+BUILTIN_DISPATCHERS = (
+    "kueue.x-k8s.io/multikueue-dispatcher-all-at-once",
+    "kueue.x-k8s.io/multikueue-dispatcher-incremental",
+)
+RESERVED_NAMESPACES = ("kube-system", "kube-public", "kube-node-lease", "kueue-system")
+KIND_VERSION_GROUP = re.compile(r"^[A-Z][A-Za-z0-9]*\.v[0-9][a-z0-9]*\.[a-z0-9.-]+$")
+# kind names the node container <cluster>-control-plane, a hostname (<= 63 characters).
+KIND_NAME_MAX = 63 - len("-control-plane")
+
+
+Rule = Callable[[FleetSpec], Iterable[Problem]]
+
+
+def _error(path: str, message: str, hint: str = "") -> Problem:
+    return Problem(path, message, hint)
+
+
+def _warn(path: str, message: str, hint: str = "") -> Problem:
+    return Problem(path, message, hint, "warning")
+
+
+def _unique(names: Iterable[tuple[str, str]], what: str) -> Iterator[Problem]:
+    seen: dict[str, str] = {}
+    for name, path in names:
+        if name in seen:
+            yield _error(
+                path,
+                f"duplicate {what} '{name}' (also at {seen[name]})",
+                f"give each {what} its own name",
+            )
+        else:
+            seen[name] = path
+
+
+def _gates(spec: FleetSpec) -> dict[str, bool]:
+    return {**spec.kueue.feature_gates, **spec.kueue.feature_gate_flags}
+
+
+# --- clusters ------------------------------------------------------------------------------
+
+
+def worker_count(spec: FleetSpec) -> Iterator[Problem]:
+    """One to MAX_WORKERS workers: one MultiKueueConfig lists them all."""
+    if not spec.workers:
+        yield _error("workers", "a fleet needs at least one worker", "add an entry to workers")
+    if len(spec.workers) > MAX_WORKERS:
+        yield _error(
+            "workers",
+            f"{len(spec.workers)} workers, but one MultiKueueConfig holds at most "
+            f"{MAX_WORKERS} clusters",
+            "split the fleet into several stacks (one manager each), or drop workers",
+        )
+
+
+def cluster_names_unique(spec: FleetSpec) -> Iterator[Problem]:
+    yield from _unique(((c.name, key_path(c.path, "name")) for c in spec.clusters), "cluster name")
+
+
+def kind_name_length(spec: FleetSpec) -> Iterator[Problem]:
+    """kind names the node container <cluster>-control-plane, a hostname."""
+    for c in spec.clusters:
+        physical = c.physical_name(spec.fleet_name)
+        if c.provider == "kind" and len(physical) > KIND_NAME_MAX:
+            yield _error(
+                key_path(c.path, "name"),
+                f"kind cluster name '{physical}' is longer than {KIND_NAME_MAX} characters",
+                "shorten fleetName or the cluster name",
+            )
+
+
+def kind_workers_need_a_kind_manager(spec: FleetSpec) -> Iterator[Problem]:
+    for c in spec.workers:
+        if c.provider == "kind" and spec.manager.provider != "kind":
+            yield _error(
+                key_path(c.path, "provider"),
+                f"kind worker '{c.name}' cannot be reached by a {spec.manager.provider} manager",
+                "a kind worker is reachable only from a kind manager on the same Docker "
+                "host; use kind for the manager too, or another provider here",
+            )
+
+
+# --- frameworks and integrations -----------------------------------------------------------
+
+
+def known_frameworks(spec: FleetSpec) -> Iterator[Problem]:
+    for c in spec.clusters:
+        fpath = key_path(c.path, "frameworks")
+        for i, name in enumerate(c.frameworks):
+            if name in REMOVED_FRAMEWORKS:
+                yield _error(
+                    key_path(fpath, i), REMOVED_FRAMEWORKS[name], f"remove '{name}' from {fpath}"
+                )
+                continue
+            if name not in FRAMEWORKS:
+                yield _error(
+                    key_path(fpath, i),
+                    f"unknown framework '{name}'",
+                    f"{did_you_mean(name, FRAMEWORKS)}known frameworks: {', '.join(FRAMEWORKS)}",
+                )
+                continue
+            for needed in FRAMEWORKS[name].requires:
+                if needed not in c.frameworks:
+                    yield _error(
+                        fpath,
+                        f"'{name}' needs '{needed}' on cluster '{c.name}'",
+                        f"add '{needed}' to {fpath}",
+                    )
+
+
+def workers_run_the_managers_frameworks(spec: FleetSpec) -> Iterator[Problem]:
+    for w in spec.workers:
+        missing = [f for f in spec.manager.frameworks if f in FRAMEWORKS and f not in w.frameworks]
+        for name in missing:
+            yield _error(
+                key_path(w.path, "frameworks"),
+                f"'{name}' is enabled on the manager but not installed on worker '{w.name}'",
+                f"add '{name}' to {key_path(w.path, 'frameworks')}: MultiKueue watches "
+                "every enabled kind on every worker and marks the whole worker inactive "
+                "when one is missing",
+            )
+
+
+def integrations_are_known_and_installed(spec: FleetSpec) -> Iterator[Problem]:
+    known = known_integrations()
+    for i, name in enumerate(spec.kueue.integrations):
+        path = key_path("kueue.integrations", i)
+        if name not in known:
+            yield _error(
+                path,
+                f"'{name}' is not a Kueue integration",
+                f"{did_you_mean(name, known)}known: {', '.join(known)}",
+            )
+            continue
+        fw = framework_of_integration(name)
+        if fw is None:
+            continue
+        for c in spec.clusters:
+            if fw.key not in c.frameworks:
+                yield _error(
+                    path,
+                    f"'{name}' needs framework '{fw.key}' on cluster '{c.name}'",
+                    f"add '{fw.key}' to {key_path(c.path, 'frameworks')}, or drop the integration",
+                )
+
+
+def external_frameworks(spec: FleetSpec) -> Iterator[Problem]:
+    builtin_kinds = {fw_name.split("/")[-1] for fw_name in known_integrations()}
+    seen: set[str] = set()
+    for ext in spec.kueue.external_frameworks:
+        path = key_path(ext.path, "name")
+        if not KIND_VERSION_GROUP.match(ext.name):
+            yield _error(
+                path,
+                f"'{ext.name}' is not Kind.version.group",
+                "write it like PipelineRun.v1.tekton.dev (Kind is case-sensitive)",
+            )
+            continue
+        if ext.name in seen:
+            yield _error(path, f"'{ext.name}' is listed twice", "list each kind once")
+        seen.add(ext.name)
+        if ext.parts[0].lower() in builtin_kinds:
+            yield _error(
+                path,
+                f"'{ext.name}' has a built-in Kueue integration",
+                "enable it under kueue.integrations or a cluster's frameworks instead",
+            )
+
+
+# --- Kueue ---------------------------------------------------------------------------------
+
+
+def gates_in_one_place(spec: FleetSpec) -> Iterator[Problem]:
+    if spec.kueue.feature_gates and spec.kueue.feature_gate_flags:
+        yield _error(
+            "kueue.featureGateFlags",
+            "feature gates are set both in the config and as --feature-gates flags",
+            "Kueue refuses to start with both; move every gate to kueue.featureGates",
+        )
+
+
+def known_feature_gates(spec: FleetSpec) -> Iterator[Problem]:
+    """Kueue stops at start-up on an unknown gate or a locked one set to another value."""
+    for key in ("featureGates", "featureGateFlags"):
+        gates = spec.kueue.feature_gates if key == "featureGates" else spec.kueue.feature_gate_flags
+        for name, value in gates.items():
+            path = key_path(key_path("kueue", key), name)
+            if name in kueue_gates.REMOVED_GATES:
+                yield _error(
+                    path,
+                    f"feature gate '{name}' does not exist in Kueue 0.19 "
+                    f"({kueue_gates.REMOVED_GATES[name]})",
+                    "delete it: Kueue stops at start-up on an unknown gate",
+                )
+                continue
+            gate = kueue_gates.GATES.get(name)
+            if gate is None:
+                yield _error(
+                    path,
+                    f"unknown feature gate '{name}'",
+                    f"{did_you_mean(name, kueue_gates.GATES)}Kueue stops at start-up on an "
+                    "unknown gate",
+                )
+            elif gate.locked and value != gate.default:
+                yield _error(
+                    path,
+                    f"feature gate '{name}' is locked to {str(gate.default).lower()} in Kueue 0.19",
+                    "delete it: Kueue refuses to change a locked gate",
+                )
+            elif gate.locked:
+                yield _warn(
+                    path,
+                    f"feature gate '{name}' is locked in 0.19 and will be removed",
+                    "delete it now, or the next Kueue minor will refuse to start",
+                )
+
+
+def gate_dependencies(spec: FleetSpec) -> Iterator[Problem]:
+    """Gates Kueue refuses to start with unless the gates they need are on
+    (kueue_gates.gate_problems)."""
+    prefix = "kueue.featureGateFlags" if spec.kueue.feature_gate_flags else "kueue.featureGates"
+    yield from kueue_gates.gate_problems(_gates(spec), prefix)
+
+
+def topology_flavors_need_tas(spec: FleetSpec) -> Iterator[Problem]:
+    if not kueue_gates.effective(_gates(spec), "TopologyAwareScheduling") and any(
+        f.topology for f in spec.queues.flavors
+    ):
+        yield _error(
+            "kueue.featureGates.TopologyAwareScheduling",
+            "TopologyAwareScheduling is off but a flavor uses a topology",
+            "turn the gate on or remove `topology` from the flavors",
+        )
+
+
+def pods_ready(spec: FleetSpec) -> Iterator[Problem]:
+    """waitForPodsReady on a manager whose jobs' status MultiKueue does not mirror
+    (kueue_config.pods_ready_problems)."""
+    yield from pods_ready_problems(spec)
+
+
+def multikueue_origin(spec: FleetSpec) -> Iterator[Problem]:
+    """The origin (mkf-<fleetName> by default) is stamped as a label value."""
+    origin = spec.kueue.multikueue.origin or ""
+    if not is_label_value(origin) or not origin:
+        yield _error(
+            "kueue.multiKueue.origin",
+            f"'{origin}' is not a valid label value",
+            "Kueue stamps the origin as a label on remote objects: use at most 63 letters, "
+            "digits, '-', '_', '.'",
+        )
+
+
+# --- credentials and dispatcher ------------------------------------------------------------
+
+
+def cluster_profile_mode(spec: FleetSpec) -> Iterator[Problem]:
+    if spec.credentials.mode != "clusterProfile":
+        return
+    cp = spec.credentials.cluster_profile
+    if _gates(spec).get("MultiKueueClusterProfile") is False:
+        yield _error(
+            "kueue.featureGates.MultiKueueClusterProfile",
+            "ClusterProfile mode needs the MultiKueueClusterProfile gate, which is set to false",
+            "remove the entry (the stack turns the gate on) or use "
+            "credentials.mode: kubeconfigSecret",
+        )
+    if not spec.dispatcher.enabled:
+        yield _error(
+            "dispatcher.enabled",
+            "ClusterProfile mode needs the dispatcher: it writes the profiles' "
+            "status.accessProviders, without which Kueue cannot reach a worker",
+            "set dispatcher.enabled: true, or use credentials.mode: kubeconfigSecret",
+        )
+    version = spec.manager.kubernetes_version
+    if cp.plugin_mount in ("imageVolume", "auto") and version is None:
+        yield _error(
+            "manager.kubernetesVersion",
+            "the manager's Kubernetes version is unknown, so the access-provider plugin "
+            "mount cannot be chosen",
+            "set manager.kubernetesVersion, or credentials.clusterProfile.pluginMount to "
+            "initContainer or customImage",
+        )
+    elif (
+        cp.plugin_mount == "imageVolume"
+        and minor_tuple(version or "0.0") < IMAGE_VOLUME_MIN_KUBERNETES
+    ):
+        yield _error(
+            "credentials.clusterProfile.pluginMount",
+            f"image volumes need Kubernetes 1.35 or newer; the manager runs {version}",
+            "use pluginMount: initContainer (or auto, which picks it)",
+        )
+    yield from plugin_image_problems(spec, plugin_mount(spec, spec.manager))
+    if cp.plugin_mount == "customImage" and not cp.kueue_image:
+        yield _error(
+            "credentials.clusterProfile.kueueImage",
+            "pluginMount customImage needs the Kueue image that holds the plugin",
+            "set credentials.clusterProfile.kueueImage",
+        )
+    for name in spec.worker_kubeconfigs:
+        yield _error(
+            key_path("workerKubeconfigs", name),
+            "worker kubeconfigs are not used in ClusterProfile mode",
+            "remove workerKubeconfigs or use credentials.mode: kubeconfigSecret",
+        )
+
+
+def kueue_image_needs_custom_mount(spec: FleetSpec) -> Iterator[Problem]:
+    cp = spec.credentials.cluster_profile
+    if cp.kueue_image and cp.plugin_mount != "customImage":
+        yield _error(
+            "credentials.clusterProfile.kueueImage",
+            "kueueImage is used only with pluginMount: customImage",
+            "remove it, or set pluginMount: customImage",
+        )
+
+
+def worker_kubeconfigs(spec: FleetSpec) -> Iterator[Problem]:
+    workers = {w.name for w in spec.workers}
+    for name, secret in spec.worker_kubeconfigs.items():
+        path = key_path("workerKubeconfigs", name)
+        if name not in workers:
+            yield _error(
+                path,
+                f"no worker is named '{name}'",
+                f"{did_you_mean(name, workers)}use a name from workers[].name",
+            )
+        if secret.value is not None:
+            for reason in kueue_rejections(secret.value):
+                yield _error(path, f"Kueue would reject this kubeconfig: {reason}", KUBECONFIG_FIX)
+
+
+def dispatcher(spec: FleetSpec) -> Iterator[Problem]:
+    d = spec.dispatcher
+    if not d.enabled:
+        return
+    if d.name in BUILTIN_DISPATCHERS:
+        yield _error(
+            "dispatcher.name",
+            f"'{d.name}' is a built-in Kueue dispatcher",
+            "choose another name: Kueue would run its own dispatcher and ignore ours",
+        )
+    if _gates(spec).get("WorkloadRequestUseMergePatch") is False:
+        yield _error(
+            "kueue.featureGates.WorkloadRequestUseMergePatch",
+            "the dispatcher needs WorkloadRequestUseMergePatch, which is set to false",
+            "remove the entry (the stack turns it on): without it Kueue's server-side "
+            "apply keeps our nominations and never admits the workload",
+        )
+    if spec.manager.provider != "kind" and not d.image and not d.registry:
+        yield _error(
+            "dispatcher.registry",
+            "the dispatcher image must be pushed somewhere the manager can pull from",
+            "set dispatcher.registry (for example europe-docker.pkg.dev/PROJECT/REPO) or "
+            "dispatcher.image to a built image",
+        )
+    selector = d.policy.cluster_selector
+    if selector and not any(
+        all(w.labels.get(k) == v for k, v in selector.items()) for w in spec.workers
+    ):
+        yield _warn(
+            "dispatcher.policy.clusterSelector",
+            "no worker has all these labels, so no workload would be dispatched",
+            "add the labels to workers[].labels, or change the selector",
+        )
+
+
+# --- queues --------------------------------------------------------------------------------
+
+
+def queue_names_unique(spec: FleetSpec) -> Iterator[Problem]:
+    q = spec.queues
+    yield from _unique(((f.name, f.path) for f in q.flavors), "ResourceFlavor")
+    yield from _unique(((t.name, t.path) for t in q.topologies), "Topology")
+    yield from _unique(((c.name, c.path) for c in q.cluster_queues), "ClusterQueue")
+    yield from _unique(
+        ((f"{lq.namespace}/{lq.name}", lq.path) for lq in q.local_queues), "LocalQueue"
+    )
+
+
+def topologies(spec: FleetSpec) -> Iterator[Problem]:
+    for t in spec.queues.topologies:
+        path = key_path(t.path, "levels")
+        if not t.levels or len(t.levels) > 16:
+            yield _error(
+                path,
+                "a Topology needs 1 to 16 levels",
+                "list node label keys from the widest domain to the narrowest",
+            )
+        elif len(set(t.levels)) != len(t.levels):
+            yield _error(path, "a level is listed twice", "list each node label once")
+        if "kubernetes.io/hostname" in t.levels[:-1]:
+            yield _error(
+                path,
+                "kubernetes.io/hostname may only be the last level",
+                "move it to the end of the list",
+            )
+
+
+def flavor_topologies(spec: FleetSpec) -> Iterator[Problem]:
+    names = {t.name for t in spec.queues.topologies}
+    for f in spec.queues.flavors:
+        if f.topology is None:
+            continue
+        if f.topology not in names:
+            yield _error(
+                key_path(f.path, "topology"),
+                f"no Topology named '{f.topology}'",
+                f"{did_you_mean(f.topology, names)}define it under queues.topologies",
+            )
+        if not f.node_labels:
+            yield _error(
+                key_path(f.path, "nodeLabels"),
+                "a flavor with a topology needs at least one node label",
+                "add the node label that selects this flavor's nodes",
+            )
+
+
+def resource_groups(spec: FleetSpec) -> Iterator[Problem]:
+    """Each resource covered once, each flavor defined and used once, with exactly the
+    covered resources."""
+    flavors = {f.name for f in spec.queues.flavors}
+    for cq in spec.queues.cluster_queues:
+        covered_by: dict[str, str] = {}
+        flavor_seen: dict[str, str] = {}
+        for g in cq.resource_groups:
+            for res in g.covered:
+                if res in covered_by:
+                    yield _error(
+                        key_path(g.path, "coveredResources"),
+                        f"'{res}' is covered by two resource groups",
+                        "cover each resource in one group only",
+                    )
+                covered_by[res] = g.path
+            if not g.flavors:
+                yield _error(
+                    key_path(g.path, "flavors"),
+                    "a resource group needs a flavor",
+                    "add a flavor with quotas for the covered resources",
+                )
+            for fq in g.flavors:
+                if fq.flavor not in flavors:
+                    yield _error(
+                        key_path(fq.path, "name"),
+                        f"no ResourceFlavor named '{fq.flavor}'",
+                        f"{did_you_mean(fq.flavor, flavors)}define it under queues.flavors",
+                    )
+                if fq.flavor in flavor_seen:
+                    yield _error(
+                        key_path(fq.path, "name"),
+                        f"flavor '{fq.flavor}' is used twice in this ClusterQueue",
+                        "use a flavor in one resource group only",
+                    )
+                flavor_seen[fq.flavor] = fq.path
+                if set(fq.resources) != set(g.covered):
+                    yield _error(
+                        key_path(fq.path, "resources"),
+                        f"flavor '{fq.flavor}' must give a quota for exactly the covered "
+                        f"resources ({', '.join(g.covered)})",
+                        "add the missing resources or remove the extra ones",
+                    )
+
+
+def limits_need_a_cohort(spec: FleetSpec) -> Iterator[Problem]:
+    for cq in spec.queues.cluster_queues:
+        if cq.cohort:
+            continue
+        for g in cq.resource_groups:
+            for fq in g.flavors:
+                for res, quota in fq.resources.items():
+                    if quota.borrowing_limit or quota.lending_limit:
+                        yield _error(
+                            key_path(key_path(fq.path, "resources"), res),
+                            "borrowingLimit and lendingLimit need a cohort",
+                            f"set {key_path(cq.path, 'cohort')} or remove the limits",
+                        )
+
+
+def borrowing_needs_reclaim(spec: FleetSpec) -> Iterator[Problem]:
+    for cq in spec.queues.cluster_queues:
+        pre = cq.preemption
+        if (
+            pre is not None
+            and (pre.reclaim_within_cohort or "Never") == "Never"
+            and pre.borrow_within_cohort is not None
+            and pre.borrow_within_cohort.policy != "Never"
+        ):
+            yield _error(
+                key_path(cq.path, "preemption.borrowWithinCohort"),
+                "borrowWithinCohort needs reclaimWithinCohort other than Never",
+                "set preemption.reclaimWithinCohort to LowerPriority or Any",
+            )
+
+
+def _quota_refs(
+    spec: FleetSpec, cq_name: str, overrides: dict[str, dict[str, str]], path: str
+) -> Iterator[Problem]:
+    cq = next((c for c in spec.queues.cluster_queues if c.name == cq_name), None)
+    if cq is None:
+        names = [c.name for c in spec.queues.cluster_queues]
+        yield _error(
+            path,
+            f"no ClusterQueue named '{cq_name}'",
+            f"{did_you_mean(cq_name, names)}use a name from queues.clusterQueues",
+        )
+        return
+    covered = {fq.flavor: set(g.covered) for g in cq.resource_groups for fq in g.flavors}
+    for flavor, resources in overrides.items():
+        fpath = key_path(path, flavor)
+        if flavor not in covered:
+            yield _error(
+                fpath,
+                f"ClusterQueue '{cq_name}' has no flavor '{flavor}'",
+                f"use one of {', '.join(covered) or '(none)'}",
+            )
+            continue
+        for res in resources:
+            if res not in covered[flavor]:
+                yield _error(
+                    key_path(fpath, res),
+                    f"flavor '{flavor}' of '{cq_name}' does not cover '{res}'",
+                    f"use one of {', '.join(sorted(covered[flavor]))}",
+                )
+
+
+def worker_quotas_refer_to_queues(spec: FleetSpec) -> Iterator[Problem]:
+    for w in spec.workers:
+        for cq_name, overrides in w.quotas.items():
+            yield from _quota_refs(
+                spec, cq_name, overrides, key_path(key_path(w.path, "quotas"), cq_name)
+            )
+
+
+def manager_quota(spec: FleetSpec) -> Iterator[Problem]:
+    """managerQuota names the ClusterQueue's flavors and resources; a total other than the
+    workers' sum is a warning (over- or under-subscription)."""
+    from components.objects.queues import worker_quota_sum
+
+    for cq in spec.queues.cluster_queues:
+        if cq.manager_quota is None:
+            continue
+        path = key_path(cq.path, "managerQuota")
+        refs = list(_quota_refs(spec, cq.name, cq.manager_quota, path))
+        if refs:
+            yield from refs
+            continue
+        sums = worker_quota_sum(spec, cq)
+        for flavor, resources in cq.manager_quota.items():
+            for res, value in resources.items():
+                total = sums.get(flavor, {}).get(res, "0")
+                if not quantity.equal(value, total):
+                    yield _warn(
+                        key_path(key_path(path, flavor), res),
+                        f"the manager admits {value} of {res} in '{flavor}' but the workers "
+                        f"together offer {total}",
+                        "fine if intended (over- or under-subscription); otherwise remove "
+                        "managerQuota and the stack uses the workers' sum",
+                    )
+
+
+def quotas_admit_something(spec: FleetSpec) -> Iterator[Problem]:
+    """A ClusterQueue whose every quota is zero fleet-wide can never admit a workload
+    (unless it borrows from a cohort)."""
+    from components.objects.queues import manager_quotas, worker_quotas
+
+    for cq in spec.queues.cluster_queues:
+        if cq.cohort or not any(g.flavors for g in cq.resource_groups):
+            continue
+        try:
+            quotas = manager_quotas(spec, cq)
+        except (KeyError, ValueError):
+            continue  # a reference problem, reported by its own rule
+        if all(quantity.parse(q.nominal) == 0 for r in quotas.values() for q in r.values()):
+            yield _warn(
+                key_path(cq.path, "resourceGroups"),
+                f"every quota of ClusterQueue '{cq.name}' is zero, so it can never admit a "
+                "workload",
+                "give a flavor a quota above zero (on the ClusterQueue or a worker's quotas), "
+                "or put the ClusterQueue in a cohort it can borrow from",
+            )
+            continue
+        for w in spec.workers:
+            mine = worker_quotas(cq, w)
+            if all(quantity.parse(q.nominal) == 0 for r in mine.values() for q in r.values()):
+                yield _warn(
+                    key_path(key_path(w.path, "quotas"), cq.name),
+                    f"worker '{w.name}' offers nothing to ClusterQueue '{cq.name}' (every "
+                    "quota is zero), so no workload of it is ever sent there",
+                    "fine if intended; otherwise give this worker a quota above zero",
+                )
+
+
+def local_queues(spec: FleetSpec) -> Iterator[Problem]:
+    cqs = {c.name for c in spec.queues.cluster_queues}
+    for lq in spec.queues.local_queues:
+        npath = key_path(lq.path, "namespace")
+        if lq.namespace in RESERVED_NAMESPACES or lq.namespace == "multikueue-fleet-system":
+            yield _error(
+                npath,
+                f"namespace '{lq.namespace}' is reserved and is not mirrored to workers "
+                "(Kueue does not manage jobs there)",
+                "put the LocalQueue in a namespace of your own",
+            )
+        if lq.cluster_queue not in cqs:
+            yield _error(
+                key_path(lq.path, "clusterQueue"),
+                f"no ClusterQueue named '{lq.cluster_queue}'",
+                f"{did_you_mean(lq.cluster_queue, cqs)}use a name from queues.clusterQueues",
+            )
+
+
+# Every rule, in the order problems are reported. A rule is a function of the spec that
+# yields Problems; add new ones here (Kueue gate rules live in kueue_gates.py and are
+# registered here too).
+def _identity(spec: FleetSpec, c: ClusterSpec) -> str:
+    """What makes two stacks' clusters the same real cluster."""
+    if c.existing is not None:
+        return f"existing:{c.existing.server or c.existing.context}"
+    if c.gke is not None:
+        return f"gke:{c.gke.project}/{c.gke.location}/{c.physical_name(spec.fleet_name)}"
+    if c.eks is not None:
+        return f"eks:{c.eks.region}/{c.physical_name(spec.fleet_name)}"
+    return f"kind:{c.physical_name(spec.fleet_name)}"
+
+
+def _shared_cluster_problem(ident: str, users: list[tuple[str, ClusterSpec]]) -> Problem:
+    names = ", ".join(f"{src} ({c.path})" if src else c.path for src, c in users)
+    where = ident.split(":", 1)[1]
+    if ident.startswith("existing:"):
+        # The objects a fleet installs on a cluster (Kueue's install, the multikueue
+        # ServiceAccount and ClusterRole, the queues) have the same names for every fleet,
+        # and the Kubernetes provider refuses to create what already exists.
+        return Problem(
+            users[1][1].path,
+            f"the existing cluster {where} is used by {names}; one cluster serves one fleet, "
+            "whose objects there have the same names as another fleet's",
+            "give each fleet its own cluster (a separate context and server)",
+            "error",
+        )
+    return Problem(
+        users[1][1].path,
+        f"{where} would be created by {names}",
+        "give the stacks different fleetName values",
+        "error",
+    )
+
+
+def clusters_distinct(spec: FleetSpec) -> list[Problem]:
+    """Two entries of one stack that are the same real cluster."""
+    owners: dict[str, list[tuple[str, ClusterSpec]]] = {}
+    for c in spec.clusters:
+        owners.setdefault(_identity(spec, c), []).append(("", c))
+    return [_shared_cluster_problem(i, users) for i, users in owners.items() if len(users) > 1]
+
+
+def validate_together(specs: list[tuple[str, FleetSpec]]) -> list[Problem]:
+    """Problems only visible across stacks: two stacks that would create, or share, the
+    same cluster."""
+    owners: dict[str, list[tuple[str, ClusterSpec]]] = {}
+    for source, spec in specs:
+        for c in spec.clusters:
+            owners.setdefault(_identity(spec, c), []).append((source, c))
+    return [_shared_cluster_problem(i, users) for i, users in owners.items() if len(users) > 1]
+
+
+RULES: list[Rule] = [
+    worker_count,
+    cluster_names_unique,
+    clusters_distinct,
+    kind_name_length,
+    kind_workers_need_a_kind_manager,
+    known_frameworks,
+    workers_run_the_managers_frameworks,
+    integrations_are_known_and_installed,
+    external_frameworks,
+    gates_in_one_place,
+    known_feature_gates,
+    gate_dependencies,
+    topology_flavors_need_tas,
+    pods_ready,
+    multikueue_origin,
+    cluster_profile_mode,
+    kueue_image_needs_custom_mount,
+    worker_kubeconfigs,
+    dispatcher,
+    queue_names_unique,
+    topologies,
+    flavor_topologies,
+    resource_groups,
+    limits_need_a_cohort,
+    borrowing_needs_reclaim,
+    worker_quotas_refer_to_queues,
+    manager_quota,
+    quotas_admit_something,
+    local_queues,
+]
+
+
+def validate(spec: FleetSpec) -> list[Problem]:
+    """Every fleet-wide problem of one stack, errors and warnings together."""
+    return [problem for rule in RULES for problem in rule(spec)]

@@ -1,0 +1,209 @@
+"""Offline views of a fleet: every cluster's objects as YAML, and the difference between
+two stack files, cluster by cluster. No Pulumi CLI, no cluster, no network."""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from components.model.problems import Problem
+from components.model.spec import FleetSpec
+from components.objects.fleet import ClusterObjects, build_fleet, object_key
+
+OBJECTS_FILE = "objects.yaml"
+UPSTREAM_FILE = "upstream.yaml"
+
+
+class _Dumper(yaml.SafeDumper):
+    """Multi-line strings (the embedded Kueue configuration) as readable `|` blocks."""
+
+
+def _str(dumper: yaml.SafeDumper, text: str) -> yaml.Node:
+    style = "|" if "\n" in text else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", text, style=style)
+
+
+_Dumper.add_representer(str, _str)
+
+
+def dump(objects: Any) -> str:
+    return yaml.dump_all(list(objects), Dumper=_Dumper, sort_keys=False)
+
+
+def dump_one(obj: Any) -> str:
+    return yaml.dump(obj, Dumper=_Dumper, sort_keys=False)
+
+
+def upstream_doc(cluster: ClusterObjects) -> dict[str, Any]:
+    return {"cluster": cluster.cluster.name, "installs": [b.as_dict() for b in cluster.bundles]}
+
+
+# Written into every directory `render --out` fills, listing the files it wrote: a later
+# render replaces those files and nothing else, and refuses a directory without it.
+RENDER_MARKER = ".multikueue-fleet-render"
+_MARKER_HEAD = (
+    "# Written by `python -m components render`: the files below are its output. A later\n"
+    "# render into this directory replaces them and refuses to touch anything else.\n"
+)
+
+
+class RenderDirError(Exception):
+    """--out names a directory render must not write into; nothing was written or removed."""
+
+
+def _previous_render(out: Path) -> list[Path]:
+    """The files a previous render wrote into `out`; RenderDirError when `out` holds
+    anything else (or is not a render at all)."""
+    marker = out / RENDER_MARKER
+    if not marker.exists() and not marker.is_symlink():
+        legacy = _unmarked_render(out)
+        if legacy is not None:
+            return legacy
+    if marker.is_symlink() or not marker.is_file():
+        raise RenderDirError(
+            f"{out} is not empty and is not a previous render (it has no {RENDER_MARKER}); "
+            "nothing was written or removed: give --out a new or empty directory"
+        )
+    listed = {
+        Path(line) for line in marker.read_text().splitlines() if line and not line.startswith("#")
+    }
+    foreign: list[str] = []
+    for root, dirs, files in os.walk(out):
+        here = Path(root).relative_to(out)
+        for name in files + [d for d in dirs if (Path(root) / d).is_symlink()]:
+            rel = here / name
+            if rel != Path(RENDER_MARKER) and (rel not in listed or (out / rel).is_symlink()):
+                foreign.append(str(rel))
+        for name in dirs:
+            rel = here / name
+            if not any(rel in p.parents for p in listed):
+                foreign.append(f"{rel}/")
+    unsafe = [p for p in listed if p.is_absolute() or ".." in p.parts]
+    if foreign or unsafe:
+        shown = ", ".join(sorted(foreign + [str(p) for p in unsafe])[:5])
+        raise RenderDirError(
+            f"{out} holds files that render did not write ({shown}); nothing was written or "
+            "removed: move them away, or give --out another directory"
+        )
+    return sorted(listed)
+
+
+def _unmarked_render(out: Path) -> list[Path] | None:
+    """A render written before renders were marked: fleet.yaml, and cluster folders holding
+    only objects.yaml and upstream.yaml. Its files, or None when `out` is anything else."""
+    files = [Path("fleet.yaml")]
+    for entry in out.iterdir():
+        if entry.name == "fleet.yaml" and entry.is_file() and not entry.is_symlink():
+            continue
+        if not entry.is_dir() or entry.is_symlink():
+            return None
+        if entry.name != "manager" and not entry.name.startswith("worker-"):
+            return None
+        inner = list(entry.iterdir())
+        if not {p.name for p in inner} <= {OBJECTS_FILE, UPSTREAM_FILE} or any(
+            p.is_symlink() or not p.is_file() for p in inner
+        ):
+            return None
+        files += [Path(entry.name) / p.name for p in inner]
+    return files if (out / "fleet.yaml").is_file() else None
+
+
+def prepare_out(out: Path) -> None:
+    """Make `out` ready for a render: create it, or clear what a previous render wrote
+    there. Anything else is refused (RenderDirError) and left exactly as it was."""
+    if out.is_symlink() or (out.exists() and not out.is_dir()):
+        raise RenderDirError(
+            f"{out} exists and is not a directory; nothing was written or removed: give "
+            "--out a new or empty directory"
+        )
+    if not out.exists():
+        out.mkdir(parents=True)
+        return
+    if not any(out.iterdir()):
+        return
+    previous = _previous_render(out)
+    for rel in previous:
+        (out / rel).unlink(missing_ok=True)
+    folders = {parent for rel in previous for parent in rel.parents if parent != Path(".")}
+    for folder in sorted(folders, key=lambda p: len(p.parts), reverse=True):
+        with contextlib.suppress(OSError):  # not empty: something render keeps writing
+            (out / folder).rmdir()
+
+
+def write_render(spec: FleetSpec, out: Path, warnings: list[Problem]) -> list[Path]:
+    """One directory per cluster (`manager`, `worker-<name>`), each with objects.yaml in
+    apply order and upstream.yaml naming the pinned installs. Writes only into a directory
+    it creates, an empty one, or one holding only a previous render (RenderDirError)."""
+    prepare_out(out)
+    written = []
+    for cluster in build_fleet(spec):
+        folder = out / cluster.directory
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / OBJECTS_FILE).write_text(dump(cluster.objects))
+        (folder / UPSTREAM_FILE).write_text(dump_one(upstream_doc(cluster)))
+        written += [folder / OBJECTS_FILE, folder / UPSTREAM_FILE]
+    summary = {
+        "stack": spec.stack,
+        "fleet": spec.fleet_name,
+        "clusters": [
+            {
+                "name": c.name,
+                "role": c.role,
+                "provider": c.provider,
+                "kubernetesVersion": c.kubernetes_version,
+            }
+            for c in spec.clusters
+        ],
+        "warnings": [str(w) for w in warnings],
+    }
+    (out / "fleet.yaml").write_text(yaml.safe_dump(summary, sort_keys=False))
+    written.append(out / "fleet.yaml")
+    listing = "".join(f"{p.relative_to(out)}\n" for p in written)
+    (out / RENDER_MARKER).write_text(_MARKER_HEAD + listing)
+    return written
+
+
+def _by_key(cluster: ClusterObjects | None) -> dict[str, str]:
+    if cluster is None:
+        return {}
+    entries = {object_key(o): dump_one(o) for o in cluster.objects}
+    entries.update({f"upstream {b.name}": dump_one(b.as_dict()) for b in cluster.bundles})
+    return entries
+
+
+def diff_fleets(old: FleetSpec | None, new: FleetSpec, old_label: str, new_label: str) -> list[str]:
+    """Lines describing what `pulumi up` would change, per cluster directory; [] if none.
+    `old` None: a new stack, everything in it is added."""
+    before = {c.directory: c for c in build_fleet(old)} if old is not None else {}
+    after = {c.directory: c for c in build_fleet(new)}
+    lines: list[str] = []
+    for directory in list(dict.fromkeys([*before, *after])):
+        a, b = _by_key(before.get(directory)), _by_key(after.get(directory))
+        section: list[str] = []
+        for key in list(dict.fromkeys([*a, *b])):
+            if key not in a:
+                section.append(f"+ {key} (added)")
+                section += [f"    +{line}" for line in b[key].splitlines()]
+            elif key not in b:
+                section.append(f"- {key} (removed)")
+            elif a[key] != b[key]:
+                section.append(f"~ {key} (changed)")
+                body = difflib.unified_diff(
+                    a[key].splitlines(), b[key].splitlines(), old_label, new_label, lineterm="", n=2
+                )
+                section += [f"    {line}" for line in list(body)[2:]]
+        if section:
+            status = (
+                "cluster added"
+                if directory not in before
+                else "cluster removed"
+                if directory not in after
+                else "changed"
+            )
+            lines += [f"== {directory}: {status}", *section]
+    return lines

@@ -1,0 +1,447 @@
+"""Constrained value types of the stack file, as pydantic annotated types.
+
+Each type checks a value the way the API server (or the tool that receives it) would, and
+refuses it with a message and a fix in the project's form: `fail(message, fix)`. Each also
+carries the JSON Schema that editors use to check stack files as they are typed
+(components/cli/schema.py).
+
+Sources of the rules:
+- names and labels: Kubernetes apimachinery validation (IsDNS1123Label, IsDNS1123Subdomain,
+  IsQualifiedName, IsValidLabelValue);
+- quantities: apimachinery resource.Quantity syntax; Kueue counts quotas as int64 (CPU in
+  thousandths), so larger values overflow;
+- durations: Go's time.ParseDuration, which Kueue uses for its configuration;
+- image references: the distribution/reference grammar that container runtimes use.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Mapping
+from decimal import Decimal, InvalidOperation
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator, WithJsonSchema
+from pydantic_core import PydanticCustomError
+
+# --- failing in the project's form -----------------------------------------------------
+
+
+def fail(message: str, fix: str = "") -> PydanticCustomError:
+    """A validation error whose message and fix reach the user as written."""
+    return PydanticCustomError("fleet", "{message}", {"message": message, "fix": fix})
+
+
+def show(value: Any, limit: int = 80) -> str:
+    """A value as it can be shown in one line: control characters escaped, long ones cut."""
+    text = str(value)
+    if any(ord(c) < 32 or ord(c) == 127 for c in text):
+        text = text.encode("unicode_escape").decode("ascii")
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def kind_of(value: Any) -> str:
+    if value is None:
+        return "nothing (null)"
+    if isinstance(value, bool):
+        return "true/false"
+    if isinstance(value, Mapping):
+        return "a mapping"
+    if isinstance(value, (list, tuple)):
+        return "a list"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    return type(value).__name__
+
+
+def _plain_text(value: Any) -> str:
+    """A scalar as text: strings as they are, whole numbers written out; nothing else."""
+    if isinstance(value, str):
+        text = value
+    elif isinstance(value, int) and not isinstance(value, bool):
+        text = str(value)
+    else:
+        raise fail(f"expected a string, got {kind_of(value)}", "write a plain value")
+    if any(ord(c) < 32 or ord(c) == 127 for c in text):
+        raise fail(
+            f"'{show(text)}' holds a line break or another control character",
+            "remove it: write the value on one line",
+        )
+    return text
+
+
+def _typed(
+    check: Callable[[Any], Any], schema: dict[str, Any], python: type = str
+) -> Any:  # an Annotated type
+    return Annotated[python, BeforeValidator(check), WithJsonSchema(schema)]
+
+
+# --- text and names ----------------------------------------------------------------------
+
+Text = _typed(_plain_text, {"type": "string"})
+
+DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+LABEL_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
+LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
+
+DNS_LABEL_FIX = (
+    "use at most 63 lower-case letters, digits and '-', starting and ending with a letter or digit"
+)
+DNS_SUBDOMAIN_FIX = (
+    "use lower-case letters, digits, '-' and '.', starting and ending with a letter or digit"
+)
+LABEL_KEY_FIX = "use [prefix/]name, name at most 63 letters, digits, '-', '_', '.'"
+LABEL_VALUE_FIX = "use at most 63 letters, digits, '-', '_', '.'"
+
+
+def is_dns_label(text: str) -> bool:
+    return len(text) <= 63 and DNS_LABEL.fullmatch(text) is not None
+
+
+def is_dns_subdomain(text: str) -> bool:
+    return len(text) <= 253 and DNS_SUBDOMAIN.fullmatch(text) is not None
+
+
+def is_label_key(text: str) -> bool:
+    prefix, slash, name = text.rpartition("/")
+    if slash and not (prefix and is_dns_subdomain(prefix)):
+        return False
+    return len(name) <= 63 and LABEL_NAME.fullmatch(name) is not None
+
+
+def is_label_value(text: str) -> bool:
+    return len(text) <= 63 and LABEL_VALUE.fullmatch(text) is not None
+
+
+def dns_label(what: str) -> Any:
+    def check(value: Any) -> str:
+        text = value if isinstance(value, str) else _plain_text(value)
+        if not is_dns_label(text):
+            raise fail(f"{what} '{show(text)}' is not a valid DNS label", DNS_LABEL_FIX)
+        return text
+
+    return _typed(check, {"type": "string", "pattern": f"^{DNS_LABEL.pattern}$", "maxLength": 63})
+
+
+def dns_subdomain(what: str) -> Any:
+    def check(value: Any) -> str:
+        text = value if isinstance(value, str) else _plain_text(value)
+        if not is_dns_subdomain(text):
+            raise fail(
+                f"{what} '{show(text)}' is not a valid Kubernetes object name", DNS_SUBDOMAIN_FIX
+            )
+        return text
+
+    return _typed(
+        check, {"type": "string", "pattern": f"^{DNS_SUBDOMAIN.pattern}$", "maxLength": 253}
+    )
+
+
+def _label_key(value: Any) -> str:
+    text = value if isinstance(value, str) else _plain_text(value)
+    if not is_label_key(text):
+        raise fail(f"'{show(text)}' is not a valid label key", LABEL_KEY_FIX)
+    return text
+
+
+def _label_value(value: Any) -> str:
+    if isinstance(value, bool):
+        text = str(value).lower()
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        text = str(value)
+    elif isinstance(value, str):
+        text = value
+    else:
+        raise fail(
+            f"expected a plain value (string or number), got {kind_of(value)}",
+            "write the label's value as text",
+        )
+    if not is_label_value(text):
+        raise fail(f"'{show(text)}' is not a valid label value", LABEL_VALUE_FIX)
+    return text
+
+
+LabelKey = _typed(_label_key, {"type": "string", "maxLength": 317})
+LabelValue = _typed(
+    _label_value,
+    {"type": ["string", "number", "boolean"], "pattern": f"^{LABEL_VALUE.pattern}$"},
+)
+# Kubernetes resource names (cpu, memory, nvidia.com/gpu) have the label-key syntax.
+ResourceName = _typed(_label_key, {"type": "string"})
+
+# --- quantities --------------------------------------------------------------------------
+
+QUANTITY = re.compile(r"([+-]?)(\d+(?:\.\d*)?|\.\d+)(Ki|Mi|Gi|Ti|Pi|Ei|[eE][+-]?\d+|[mkMGTPE])?")
+_BINARY = {"Ki": 1, "Mi": 2, "Gi": 3, "Ti": 4, "Pi": 5, "Ei": 6}
+_DECIMAL = {"m": -3, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
+QUANTITY_SCHEMA_PATTERN = r"^\+?(\d+(\.\d*)?|\.\d+)(Ki|Mi|Gi|Ti|Pi|Ei|[eE][+-]?\d+|[mkMGTPE])?$"
+# Kueue keeps quotas as int64, CPU in thousandths: anything larger overflows.
+QUANTITY_MAX = Decimal(2**63 - 1) / 1000
+QUANTITY_FIX = "write it like 8, 500m or 32Gi"
+
+
+def quantity_value(text: str) -> Decimal | None:
+    """The value of a Kubernetes quantity, or None when `text` is not one."""
+    match = QUANTITY.fullmatch(text)
+    if match is None:
+        return None
+    sign, number, suffix = match.groups()
+    try:
+        value = Decimal(number)
+        if suffix in _BINARY:
+            value *= Decimal(1024) ** _BINARY[suffix]
+        elif suffix in _DECIMAL:
+            value = value.scaleb(_DECIMAL[suffix])
+        elif suffix:
+            exponent = int(suffix[1:])
+            if abs(exponent) > 64:
+                return Decimal("Infinity") if exponent > 0 else Decimal(0)
+            value = value.scaleb(exponent)
+    except (InvalidOperation, ValueError):
+        return None
+    return -value if sign == "-" else value
+
+
+def quantity_problem(value: Any) -> tuple[str, str] | None:
+    """(message, fix) when `value` is not a usable quota quantity, else None."""
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        return (
+            f"expected a quantity such as 8, 500m or 32Gi, got {kind_of(value)}",
+            QUANTITY_FIX,
+        )
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"'{value}' is not a finite number", QUANTITY_FIX
+    text = repr(value) if isinstance(value, float) else str(value)
+    number = quantity_value(text)
+    if number is None:
+        return f"'{show(text)}' is not a Kubernetes quantity", QUANTITY_FIX
+    if number < 0:
+        return f"'{show(text)}' is negative", "quotas and limits are 0 or more"
+    if number > QUANTITY_MAX:
+        return (
+            f"'{show(text)}' is too large: Kueue counts quotas in 64-bit integers",
+            f"use at most {QUANTITY_MAX:.2E} (about 8Pi)",
+        )
+    if 0 < number < Decimal("0.001"):
+        return f"'{show(text)}' is below 1m, the finest unit Kueue counts", QUANTITY_FIX
+    return None
+
+
+def as_quantity(value: Any, label: str = "") -> str:
+    problem = quantity_problem(value)
+    if problem is not None:
+        message, fix = problem
+        raise fail(f"{label} {message}" if label else message, fix)
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+QUANTITY_SCHEMA = {
+    "anyOf": [
+        {"type": "string", "pattern": QUANTITY_SCHEMA_PATTERN},
+        {"type": "number", "minimum": 0},
+    ]
+}
+Quantity = _typed(as_quantity, QUANTITY_SCHEMA)
+
+# --- durations, versions, booleans, numbers ----------------------------------------------
+
+DURATION = re.compile(r"0|(\d+(\.\d+)?(ns|us|µs|ms|s|m|h))+")
+_UNITS_NS = {"ns": 1, "us": 10**3, "µs": 10**3, "ms": 10**6, "s": 10**9, "m": 60 * 10**9}
+_UNITS_NS["h"] = 3600 * 10**9
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
+DURATION_FIX = "write it the Go way, for example 30s, 5m, 1h30m"
+
+
+def _duration(value: Any) -> str:
+    if value == 0 and not isinstance(value, bool):
+        return "0"
+    text = _plain_text(value)
+    if not DURATION.fullmatch(text):
+        raise fail(f"'{show(text)}' is not a duration", DURATION_FIX)
+    total = sum(Decimal(n) * _UNITS_NS[unit] for n, unit in _DURATION_PART.findall(text))
+    if total > 2**63 - 1:
+        raise fail(
+            f"'{show(text)}' is longer than Go can represent (about 290 years)", DURATION_FIX
+        )
+    return text
+
+
+Duration = _typed(_duration, {"type": "string", "pattern": f"^({DURATION.pattern})$"})
+
+K8S_VERSION = re.compile(r"v?(\d+)\.(\d+)(?:\.\d+)?")
+
+
+def _version(value: Any) -> str:
+    if isinstance(value, float):
+        whole, _, fraction = repr(value).partition(".")
+        guess = f"{whole}.{fraction.ljust(2, '0')}" if fraction.isdigit() else repr(value)
+        raise fail(
+            f"the version was read as the number {value!r}: YAML turns an unquoted 1.30 into 1.3",
+            f'quote it, for example kubernetesVersion: "{guess}"',
+        )
+    text = _plain_text(value)
+    match = K8S_VERSION.fullmatch(text)
+    if match is None:
+        raise fail(
+            f"'{show(text)}' is not a Kubernetes version",
+            'write it as major.minor, for example "1.36"',
+        )
+    return f"{int(match.group(1))}.{int(match.group(2))}"
+
+
+KubernetesVersion = _typed(_version, {"type": "string", "pattern": f"^{K8S_VERSION.pattern}$"})
+
+
+def minor_tuple(version: str) -> tuple[int, int]:
+    major, _, minor = version.partition(".")
+    return int(major), int(minor)
+
+
+def _bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    raise fail(f"expected true or false, got {show(repr(value))}", "write true or false")
+
+
+StrictBool = _typed(_bool, {"type": "boolean"}, bool)
+
+
+def int_range(low: int, high: int) -> Any:
+    def check(value: Any) -> int:
+        number: int | None = None
+        if isinstance(value, int) and not isinstance(value, bool):
+            number = value
+        elif isinstance(value, float) and value.is_integer():
+            number = int(value)
+        elif isinstance(value, str) and re.fullmatch(r"[+-]?\d{1,19}", value.strip()):
+            number = int(value.strip())
+        if number is None:
+            raise fail(
+                f"expected a whole number, got {show(repr(value))}",
+                f"use a value from {low} to {high}",
+            )
+        if not low <= number <= high:
+            raise fail(f"{number} is out of range", f"use a value from {low} to {high}")
+        return number
+
+    return _typed(check, {"type": "integer", "minimum": low, "maximum": high}, int)
+
+
+# --- images, URLs, paths, cloud names ----------------------------------------------------
+
+_ALNUM = r"[a-z0-9]+"
+_SEPARATOR = r"(?:[._]|__|[-]+)"
+_PATH_COMPONENT = f"{_ALNUM}(?:{_SEPARATOR}{_ALNUM})*"
+_DOMAIN_COMPONENT = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
+_DOMAIN = rf"{_DOMAIN_COMPONENT}(?:\.{_DOMAIN_COMPONENT})*(?::[0-9]+)?"
+_REPOSITORY = rf"(?:{_DOMAIN}/)?{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*"
+_TAG = r"[\w][\w.-]{0,127}"
+_DIGEST = r"[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}"
+IMAGE_REFERENCE = re.compile(
+    rf"(?P<name>{_REPOSITORY})(?::(?P<tag>{_TAG}))?(?:@(?P<digest>{_DIGEST}))?"
+)
+REPOSITORY = re.compile(_REPOSITORY)
+IMAGE_FIX = (
+    "write it as [registry/]repository[:tag][@sha256:digest], for example "
+    "registry.k8s.io/kueue/kueue:v0.19.2"
+)
+
+
+def _image(value: Any) -> str:
+    text = _plain_text(value)
+    match = IMAGE_REFERENCE.fullmatch(text)
+    if match is None or len(match.group("name")) > 255:
+        raise fail(f"'{show(text)}' is not a container image reference", IMAGE_FIX)
+    digest = match.group("digest")
+    if digest and digest.startswith("sha256:") and len(digest) != len("sha256:") + 64:
+        raise fail(f"'{show(text)}' has a sha256 digest that is not 64 hex digits", IMAGE_FIX)
+    return text
+
+
+def _repository(value: Any) -> str:
+    text = _plain_text(value).rstrip("/")
+    if not REPOSITORY.fullmatch(text) or len(text) > 255:
+        raise fail(
+            f"'{show(text)}' is not a registry repository",
+            "write it as host[:port]/path without a tag, for example "
+            "europe-docker.pkg.dev/PROJECT/REPO",
+        )
+    return text
+
+
+Image = _typed(
+    _image,
+    {
+        "type": "string",
+        "pattern": "^" + re.sub(r"\?P<\w+>", "", IMAGE_REFERENCE.pattern) + "$",
+    },
+)
+Repository = _typed(_repository, {"type": "string"})
+
+
+def _https_url(value: Any) -> str:
+    text = _plain_text(value)
+    if not re.fullmatch(r"https://[A-Za-z0-9.\-\[\]:]+(:\d+)?(/\S*)?", text):
+        raise fail(
+            "the server must be an https:// URL",
+            "Kueue refuses plain-http and insecure worker connections: write https://HOST[:PORT]",
+        )
+    return text
+
+
+HttpsUrl = _typed(_https_url, {"type": "string", "pattern": "^https://"})
+
+
+def _absolute_path(value: Any) -> str:
+    text = _plain_text(value)
+    if not text.startswith("/") or any(c.isspace() for c in text):
+        raise fail(f"'{show(text)}' is not an absolute path", "write it like /plugins/bin/NAME")
+    return text
+
+
+AbsolutePath = _typed(_absolute_path, {"type": "string", "pattern": "^/\\S*$"})
+
+
+def matching(pattern: str, what: str, fix: str) -> Any:
+    compiled = re.compile(pattern)
+
+    def check(value: Any) -> str:
+        text = _plain_text(value)
+        if not compiled.fullmatch(text):
+            raise fail(f"'{show(text)}' is not a valid {what}", fix)
+        return text
+
+    return _typed(check, {"type": "string", "pattern": f"^(?:{pattern})$"})
+
+
+GcpProject = matching(
+    r"[a-z][a-z0-9-]{4,28}[a-z0-9]",
+    "Google Cloud project ID",
+    "use the project's ID (6 to 30 lower-case letters, digits and '-'), not its name",
+)
+GcpLocation = matching(
+    r"[a-z]+-[a-z]+[0-9]+(-[a-z])?",
+    "Google Cloud region or zone",
+    "use a region such as europe-west4 or a zone such as europe-west4-a",
+)
+AwsRegion = matching(
+    r"[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-[0-9]+",
+    "AWS region",
+    "use a region code such as eu-west-1",
+)
+MachineType = matching(
+    r"[a-z0-9][a-z0-9-]*[a-z0-9]",
+    "machine type",
+    "use a Compute Engine machine type such as e2-standard-4",
+)
+InstanceType = matching(
+    r"[a-z0-9][a-z0-9-]*\.[a-z0-9]+",
+    "EC2 instance type",
+    "use an instance type such as m5.xlarge",
+)

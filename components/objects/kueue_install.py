@@ -1,0 +1,112 @@
+"""Kueue's release manifest edited for one cluster: our Configuration in its ConfigMap,
+feature-gate flags, the ClusterProfile access-provider plugin mounted into the controller,
+or a custom image. Pure functions of the spec and the manifest's text (upstream/ fetches
+it)."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+from components.model.spec import ClusterSpec, FleetSpec
+from components.model.versions import IMAGE_VOLUME_MIN_KUBERNETES
+from components.objects.kueue_config import (
+    CONFIG_KEY,
+    CONFIG_MAP,
+    config_map,
+    feature_gate_args,
+    init_container_plugin_image,
+    kueue_pod_annotations,
+)
+from components.objects.manifests import documents
+
+KUEUE_DEPLOYMENT = "kueue-controller-manager"
+KUEUE_CONTAINER = "manager"
+PLUGIN_VOLUME = "access-provider-plugins"
+PLUGIN_ROOT = "/plugins"
+
+
+def plugin_mount(spec: FleetSpec, cluster: ClusterSpec) -> str | None:
+    """How the access-provider plugin reaches kueue-controller-manager, or None."""
+    if cluster.role != "manager" or spec.credentials.mode != "clusterProfile":
+        return None
+    mode = spec.credentials.cluster_profile.plugin_mount
+    if mode != "auto":
+        return mode
+    major, _, minor = (cluster.kubernetes_version or "0.0").partition(".")
+    return (
+        "imageVolume"
+        if (int(major), int(minor)) >= IMAGE_VOLUME_MIN_KUBERNETES
+        else "initContainer"
+    )
+
+
+def _edit_manager(deployment: dict[str, Any], spec: FleetSpec, cluster: ClusterSpec) -> None:
+    template = deployment["spec"]["template"]
+    annotations = template.setdefault("metadata", {}).setdefault("annotations", {})
+    annotations.update(kueue_pod_annotations(spec, cluster))
+    pod = template["spec"]
+    container = next(c for c in pod["containers"] if c["name"] == KUEUE_CONTAINER)
+    args = [a for a in container.get("args") or [] if not a.startswith("--feature-gates=")]
+    container["args"] = args + feature_gate_args(spec, cluster)
+    cp = spec.credentials.cluster_profile
+    mode = plugin_mount(spec, cluster)
+    if mode is None:
+        return
+    if mode == "customImage":
+        container["image"] = cp.kueue_image
+        return
+    mount = {"name": PLUGIN_VOLUME, "mountPath": PLUGIN_ROOT, "readOnly": True}
+    container["volumeMounts"] = [*(container.get("volumeMounts") or []), mount]
+    volumes = pod.setdefault("volumes", [])
+    if mode == "imageVolume":
+        volumes.append(
+            {
+                "name": PLUGIN_VOLUME,
+                "image": {"reference": cp.plugin_image, "pullPolicy": "IfNotPresent"},
+            }
+        )
+        return
+    # initContainer: copy the plugin out of its image into a shared emptyDir. The image must
+    # have `sh` and `cp` (kueue_config.plugin_image_problems); the binary sits at plugin_path
+    # with the /plugins prefix removed.
+    source = cp.plugin_path.removeprefix(PLUGIN_ROOT) or cp.plugin_path
+    target = str(Path(cp.plugin_path).parent)
+    volumes.append({"name": PLUGIN_VOLUME, "emptyDir": {}})
+    pod.setdefault("initContainers", []).append(
+        {
+            "name": "access-provider-plugin",
+            "image": init_container_plugin_image(spec),
+            "command": ["sh", "-c", f"mkdir -p {target} && cp {source} {target}/"],
+            "volumeMounts": [{"name": PLUGIN_VOLUME, "mountPath": PLUGIN_ROOT}],
+            "securityContext": {
+                "allowPrivilegeEscalation": False,
+                "capabilities": {"drop": ["ALL"]},
+            },
+        }
+    )
+
+
+def kueue_objects(text: str, spec: FleetSpec, cluster: ClusterSpec) -> list[dict[str, Any]]:
+    """Kueue's release manifests with this cluster's configuration applied."""
+    objects = [copy.deepcopy(d) for d in documents(text)]
+    ours = config_map(spec, cluster)
+    found = set()
+    for obj in objects:
+        meta = obj.get("metadata") or {}
+        if obj["kind"] == "ConfigMap" and meta.get("name") == CONFIG_MAP:
+            obj["data"] = {CONFIG_KEY: ours["data"][CONFIG_KEY]}
+            found.add("config")
+        elif obj["kind"] == "Deployment" and meta.get("name") == KUEUE_DEPLOYMENT:
+            _edit_manager(obj, spec, cluster)
+            found.add("deployment")
+    names = {"config": f"{CONFIG_MAP} ConfigMap", "deployment": f"{KUEUE_DEPLOYMENT} Deployment"}
+    missing = [names[k] for k in sorted(names) if k not in found]
+    if missing:
+        raise RuntimeError(
+            f"the Kueue {spec.kueue.version} manifests have no {' and no '.join(missing)}; "
+            "the fleet's configuration is applied by editing them, so this release's layout "
+            "is not one this version of multikueue-fleet knows"
+        )
+    return objects

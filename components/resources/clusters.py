@@ -1,0 +1,471 @@
+"""The clusters of a fleet, behind one interface: a Kubernetes provider for the cluster, the
+kubeconfig (secret) and context the stack uses to reach it, and the API server URL the
+manager's pods use. kind, existing contexts, GKE and EKS (cloud SDKs imported only when
+a stack has such a cluster, from requirements-cloud.txt)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+import yaml
+from pulumi.dynamic import CreateResult, DiffResult, ReadResult, ResourceProvider
+
+from components.model.spec import ClusterSpec, FleetSpec
+from components.objects.kind_config import OWNER_LABEL, kind_config
+from components.objects.kubeconfig import reduce_to_context
+from components.resources.commands import CommandFailed, kubeconfig_ca, run
+from components.resources.program_env import CLOUD_SDKS, missing_message
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class ClusterHandle:
+    spec: ClusterSpec
+    component: pulumi.ComponentResource
+    provider: k8s.Provider
+    kubeconfig: pulumi.Output[str]  # secret
+    context: pulumi.Output[str]
+    server: pulumi.Output[str]  # as the manager reaches it
+    # What stays the same across in-place updates of a long-lived cluster (its provider's
+    # clusterIdentifier); None on kind, where each new cluster has a new CA.
+    identity: str | None = None
+
+
+def _provider(
+    name: str,
+    kubeconfig: pulumi.Input[str],
+    context: pulumi.Input[str] | None,
+    parent: pulumi.Resource,
+    ephemeral: bool,
+    identity: str | None = None,
+) -> k8s.Provider:
+    return k8s.Provider(
+        f"{name}-k8s",
+        kubeconfig=kubeconfig,
+        context=context,
+        # With an identity, only its change replaces the provider (and so every object on
+        # the cluster); a new endpoint, CA or credential after an in-place cluster update is
+        # an update (pulumi/pulumi-kubernetes v4.32.0 provider/pkg/provider/provider.go,
+        # DiffConfig on clusterIdentifier).
+        cluster_identifier=identity,
+        # A kind cluster is gone when its container is: let destroy finish without it.
+        # Never on long-lived clusters, where an outage must not drop state. Every choice the
+        # fleet relies on is explicit: a None would let PULUMI_K8S_DELETE_UNREACHABLE,
+        # _UPSERT_EXISTING_OBJECTS or _ENABLE_SERVER_SIDE_APPLY from the environment decide
+        # (pulumi_kubernetes 4.34.2 provider.py). Creating an object that already exists
+        # must fail, not take it over (what the aliases and the one-fleet-per-cluster rule
+        # count on).
+        delete_unreachable=ephemeral,
+        enable_server_side_apply=True,
+        upsert_existing_objects=False,
+        opts=pulumi.ResourceOptions(parent=parent),
+    )
+
+
+# --- kind ----------------------------------------------------------------------------------
+
+
+# The bounds of kind's own commands. A dynamic provider gets no custom timeout from the
+# engine (pulumi 3.272.0 sdk/python/lib/pulumi/dynamic/__main__.py ignores it in Create and
+# Delete), so they are enforced here; `--wait 5m` is kind's own wait for the node.
+KIND_CREATE_TIMEOUT = 900.0
+KIND_DELETE_TIMEOUT = 300.0
+
+
+def node_owner(kind: str, name: str) -> str | None:
+    """The owner label on a kind cluster's control-plane node ("" when unlabelled), or None
+    when the node cannot be read (an unreachable or half-made cluster)."""
+    import urllib3
+    from kubernetes import client, config
+    from kubernetes.client.exceptions import ApiException
+    from kubernetes.config.config_exception import ConfigException
+
+    text = run([kind, "get", "kubeconfig", "--name", name])
+    try:
+        api = client.CoreV1Api(config.new_client_from_config_dict(yaml.safe_load(text)))
+        node = api.read_node(f"{name}-control-plane", _request_timeout=30)
+    except (ApiException, ConfigException, OSError, urllib3.exceptions.HTTPError):
+        return None
+    return (node.metadata.labels or {}).get(OWNER_LABEL, "")
+
+
+class KindClusterProvider(ResourceProvider):
+    """A kind cluster. Every kind command gets `--kubeconfig` with a file of the stack's own
+    (kind v0.32.0 pkg/cmd/kind/create/cluster/createcluster.go and delete/cluster: the flag
+    replaces $KUBECONFIG and ~/.kube/config), so creates in parallel never contend for the
+    lock on the user's file (kind pkg/cluster/internal/kubeconfig/internal/kubeconfig/lock.go
+    takes `<file>.lock` with O_EXCL and fails when it exists) and the user's current context
+    is never changed. The control-plane node carries the stack as OWNER_LABEL: a create that
+    ran in kind but was never recorded by Pulumi is adopted by the same stack next time."""
+
+    def _outputs(self, props: dict[str, Any]) -> dict[str, Any]:
+        kind, name = props["kind_binary"], props["name"]
+        kubeconfig = run([kind, "get", "kubeconfig", "--name", name])
+        return {
+            **props,
+            "kubeconfig": kubeconfig,
+            "context": f"kind-{name}",
+            "ca_data": kubeconfig_ca(kubeconfig),
+            "internal_server": f"https://{name}-control-plane:6443",
+        }
+
+    def _exists(self, props: dict[str, Any]) -> bool:
+        return props["name"] in run([props["kind_binary"], "get", "clusters"]).split()
+
+    def create(self, props: dict[str, Any]) -> CreateResult:
+        kind, name, path = props["kind_binary"], props["name"], props["kubeconfig_path"]
+        if self._exists(props):
+            owner = node_owner(kind, name)
+            if owner != props["owner"]:
+                whose = "no owner label" if not owner else f"owner {owner!r}"
+                if owner is None:
+                    whose = "a control-plane node that cannot be read"
+                raise CommandFailed(
+                    f"a kind cluster named {name} already exists with {whose}, not this "
+                    f"stack ({props['owner']}); delete it (`kind delete cluster --name "
+                    f"{name}`) or choose another fleetName"
+                )
+            # Created by this stack in a run that was interrupted before Pulumi saw it.
+            return CreateResult(id_=name, outs=self._outputs(props))
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        create = [kind, "create", "cluster", "--name", name, "--config", "-", "--wait", "5m"]
+        run([*create, "--kubeconfig", path], stdin=props["config"], timeout=KIND_CREATE_TIMEOUT)
+        return CreateResult(id_=name, outs=self._outputs(props))
+
+    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
+        """Gone when kind no longer lists it (deleted out of band): an empty id tells the
+        engine so (pulumi 3.272.0 sdk/python/lib/pulumi/dynamic/__main__.py Read), and
+        `refresh` drops it from the state, after which `up` creates it again."""
+        if not self._exists(props):
+            return ReadResult("", {})
+        return ReadResult(id_, self._outputs(props))
+
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        # The kubeconfig path and the kind binary's location are where, not what: a moved
+        # checkout must not replace the cluster.
+        replaces = [k for k in ("name", "config", "owner") if olds.get(k) != news.get(k)]
+        return DiffResult(changes=bool(replaces), replaces=replaces, delete_before_replace=True)
+
+    def delete(self, _id: str, props: dict[str, Any]) -> None:
+        # Deleting a cluster that is already gone succeeds: destroy stays safe to repeat.
+        args = [props["kind_binary"], "delete", "cluster", "--name", props["name"]]
+        path = props.get("kubeconfig_path")
+        run([*args, "--kubeconfig", path] if path else args, timeout=KIND_DELETE_TIMEOUT)
+        if path:
+            Path(path).unlink(missing_ok=True)
+
+
+def kind_kubeconfig_path(stack: str, name: str) -> str:
+    """The stack's own kubeconfig file for kind's writes, beside the local backend state."""
+    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", stack)
+    return str(ROOT / ".pulumi-state" / "kind" / safe / f"{name}.kubeconfig")
+
+
+class KindCluster(pulumi.dynamic.Resource, module="kind", name="Cluster"):
+    kubeconfig: pulumi.Output[str]
+    context: pulumi.Output[str]
+    ca_data: pulumi.Output[str]
+    internal_server: pulumi.Output[str]
+
+    def __init__(
+        self,
+        name: str,
+        cluster_name: str,
+        config: str,
+        kind_binary: str,
+        owner: str,
+        kubeconfig_path: str,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        super().__init__(
+            KindClusterProvider(),
+            name,
+            {
+                "name": cluster_name,
+                "config": config,
+                "kind_binary": kind_binary,
+                "owner": owner,
+                "kubeconfig_path": kubeconfig_path,
+                "kubeconfig": None,
+                "context": None,
+                "ca_data": None,
+                "internal_server": None,
+            },
+            pulumi.ResourceOptions.merge(
+                opts,
+                pulumi.ResourceOptions(additional_secret_outputs=["kubeconfig"]),
+            ),
+        )
+
+
+def stack_owner() -> str:
+    """The owner label value: project and stack, within a label value's 63 characters."""
+    value = re.sub(r"[^A-Za-z0-9_.-]", "-", f"{pulumi.get_project()}.{pulumi.get_stack()}")
+    return value[-63:].strip("-_.")
+
+
+class KindClusterComponent(pulumi.ComponentResource):
+    def __init__(
+        self,
+        name: str,
+        spec: FleetSpec,
+        cluster: ClusterSpec,
+        kind_binary: str,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        super().__init__("multikueue-fleet:cluster:Kind", name, None, opts)
+        owner = stack_owner()
+        physical = cluster.physical_name(spec.fleet_name)
+        config = yaml.safe_dump(kind_config(spec, cluster, owner), sort_keys=False)
+        self.cluster = KindCluster(
+            f"{name}-kind",
+            physical,
+            config,
+            kind_binary,
+            owner,
+            kind_kubeconfig_path(pulumi.get_stack(), physical),
+            pulumi.ResourceOptions(parent=self),
+        )
+        kubeconfig = pulumi.Output.secret(self.cluster.kubeconfig)
+        self.handle = ClusterHandle(
+            cluster,
+            self,
+            _provider(name, kubeconfig, None, self, True),
+            kubeconfig,
+            self.cluster.context,
+            self.cluster.internal_server,
+        )
+        self.register_outputs({"context": self.cluster.context})
+
+
+def _kubeconfig_path(cluster: ClusterSpec) -> Path:
+    assert cluster.existing is not None
+    path = cluster.existing.kubeconfig_path or os.environ.get("KUBECONFIG", "").split(os.pathsep)[0]
+    return Path(path or Path.home() / ".kube" / "config").expanduser()
+
+
+def context_server(text: str, context: str) -> str:
+    """The API server URL of `context` in a kubeconfig."""
+    config = yaml.safe_load(text) or {}
+    ctx = next(
+        (c.get("context") or {} for c in config.get("contexts") or [] if c.get("name") == context),
+        None,
+    )
+    if ctx is None:
+        raise ValueError(f"no context {context!r} in the kubeconfig")
+    cluster = next(
+        (
+            c.get("cluster") or {}
+            for c in config.get("clusters") or []
+            if c.get("name") == ctx.get("cluster")
+        ),
+        {},
+    )
+    return cluster.get("server", "")
+
+
+class ExistingClusterComponent(pulumi.ComponentResource):
+    def __init__(
+        self, name: str, cluster: ClusterSpec, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("multikueue-fleet:cluster:Existing", name, None, opts)
+        assert cluster.existing is not None
+        path = _kubeconfig_path(cluster)
+        if not path.exists():
+            raise FileNotFoundError(
+                f"cluster '{cluster.name}': kubeconfig {path} not found; set "
+                f"{cluster.path}.existing.kubeconfigPath or KUBECONFIG"
+            )
+        context = cluster.existing.context
+        try:
+            # Only the chosen context: other edits of the user's file change nothing here.
+            text = reduce_to_context(path.read_text(), context)
+        except ValueError as exc:
+            raise pulumi.RunError(
+                f"cluster '{cluster.name}': kubeconfig {path}: {exc}; set "
+                f"{cluster.path}.existing.context to one of its contexts"
+            ) from exc
+        server = cluster.existing.server or context_server(text, context)
+        kubeconfig = pulumi.Output.secret(text)
+        self.handle = ClusterHandle(
+            cluster,
+            self,
+            _provider(name, kubeconfig, context, self, False, f"existing/{server}"),
+            kubeconfig,
+            pulumi.Output.from_input(context),
+            pulumi.Output.from_input(server),
+            f"existing/{server}",
+        )
+        self.register_outputs({"context": context})
+
+
+def _exec_kubeconfig(
+    name: str,
+    server: str,
+    ca: str,
+    command: str,
+    args: list[str],
+    env: dict[str, str] | None = None,
+) -> str:
+    """A kubeconfig for the stack's own access to a cloud cluster (not the one MultiKueue
+    uses, which holds a ServiceAccount token)."""
+    user: dict = {
+        "exec": {
+            "apiVersion": "client.authentication.k8s.io/v1beta1",
+            "command": command,
+            "args": args,
+            "interactiveMode": "Never",
+        }
+    }
+    if env:
+        user["exec"]["env"] = [{"name": k, "value": v} for k, v in env.items()]
+    return yaml.safe_dump(
+        {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "current-context": name,
+            "clusters": [
+                {"name": name, "cluster": {"server": server, "certificate-authority-data": ca}}
+            ],
+            "users": [{"name": name, "user": user}],
+            "contexts": [{"name": name, "context": {"cluster": name, "user": name}}],
+        }
+    )
+
+
+def _require_cloud_sdk(provider: str) -> None:
+    """The cloud SDKs are in Pulumi's environment only for cloud stacks (program_env.py):
+    one missing is a message with the fix, not an ImportError traceback."""
+    missing = [m for m in CLOUD_SDKS[provider] if importlib.util.find_spec(m) is None]
+    if missing:
+        raise pulumi.RunError(missing_message(pulumi.get_stack(), [provider], missing))
+
+
+class GkeClusterComponent(pulumi.ComponentResource):
+    def __init__(
+        self,
+        name: str,
+        spec: FleetSpec,
+        cluster: ClusterSpec,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        super().__init__("multikueue-fleet:cluster:Gke", name, None, opts)
+        _require_cloud_sdk("gke")
+        import pulumi_gcp as gcp
+
+        g = cluster.gke
+        assert g is not None
+        child = pulumi.ResourceOptions(parent=self)
+        physical = cluster.physical_name(spec.fleet_name)
+        gke = gcp.container.Cluster(
+            f"{name}-gke",
+            name=physical,
+            project=g.project,
+            location=g.location,
+            min_master_version=cluster.kubernetes_version,
+            remove_default_node_pool=True,
+            initial_node_count=1,
+            deletion_protection=False,
+            opts=child,
+        )
+        gcp.container.NodePool(
+            f"{name}-nodes",
+            cluster=gke.name,
+            project=g.project,
+            location=g.location,
+            node_count=g.node_count,
+            node_config={
+                "machine_type": g.machine_type,
+                "labels": dict(cluster.node_labels),
+                "oauth_scopes": ["https://www.googleapis.com/auth/cloud-platform"],
+            },
+            opts=child,
+        )
+        server = gke.endpoint.apply(lambda e: f"https://{e}")
+        identity = f"gke/{g.project}/{g.location}/{physical}"
+        kubeconfig = pulumi.Output.secret(
+            pulumi.Output.all(server, gke.master_auth.cluster_ca_certificate).apply(
+                lambda a: _exec_kubeconfig(physical, a[0], a[1], "gke-gcloud-auth-plugin", [])
+            )
+        )
+        self.handle = ClusterHandle(
+            cluster,
+            self,
+            _provider(name, kubeconfig, None, self, False, identity),
+            kubeconfig,
+            pulumi.Output.from_input(physical),
+            server,
+            identity,
+        )
+        self.register_outputs({"endpoint": server})
+
+
+class EksClusterComponent(pulumi.ComponentResource):
+    def __init__(
+        self,
+        name: str,
+        spec: FleetSpec,
+        cluster: ClusterSpec,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        super().__init__("multikueue-fleet:cluster:Eks", name, None, opts)
+        _require_cloud_sdk("eks")
+        import pulumi_aws as aws
+        import pulumi_eks as eks
+
+        e = cluster.eks
+        assert e is not None
+        region = aws.Provider(
+            f"{name}-aws", region=e.region, opts=pulumi.ResourceOptions(parent=self)
+        )
+        physical = cluster.physical_name(spec.fleet_name)
+        eks_cluster = eks.Cluster(
+            f"{name}-eks",
+            name=physical,
+            version=cluster.kubernetes_version,
+            node_group_options=eks.ClusterNodeGroupOptionsArgs(
+                instance_type=e.instance_type,
+                desired_capacity=e.node_count,
+                min_size=e.node_count,
+                max_size=e.node_count,
+                labels=dict(cluster.node_labels) or None,
+            ),
+            opts=pulumi.ResourceOptions(parent=self, providers={"aws": region}),
+        )
+        kubeconfig = pulumi.Output.secret(eks_cluster.kubeconfig_json)
+        # The endpoint, read from the kubeconfig rather than the nested cluster resource.
+        server = eks_cluster.kubeconfig_json.apply(
+            lambda k: json.loads(k)["clusters"][0]["cluster"]["server"]
+        )
+        self.handle = ClusterHandle(
+            cluster,
+            self,
+            _provider(name, kubeconfig, None, self, False, f"eks/{e.region}/{physical}"),
+            kubeconfig,
+            pulumi.Output.from_input(physical),
+            server,
+            f"eks/{e.region}/{physical}",
+        )
+        self.register_outputs({"endpoint": server})
+
+
+def make_cluster(
+    spec: FleetSpec, cluster: ClusterSpec, kind_binary: str, opts: pulumi.ResourceOptions
+) -> ClusterHandle:
+    name = cluster.name
+    if cluster.provider == "kind":
+        return KindClusterComponent(name, spec, cluster, kind_binary, opts).handle
+    if cluster.provider == "existing":
+        return ExistingClusterComponent(name, cluster, opts).handle
+    if cluster.provider == "gke":
+        return GkeClusterComponent(name, spec, cluster, opts).handle
+    return EksClusterComponent(name, spec, cluster, opts).handle

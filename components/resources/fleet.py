@@ -1,0 +1,431 @@
+"""The Fleet: every cluster, and on each the objects the builders produce, registered in
+the order the fleet needs. The components add no objects of their own: they take the
+builders' lists and hand them to Pulumi. Upstream installs stay grouped (ConfigGroup,
+ConfigFile, kustomize Directory); the project's own objects are one resource each
+(components/resources/kube_objects.py), so a preview lists them all with their fields.
+
+Order on each cluster: (the ClusterProfile CRD, on the manager in that mode) -> Kueue,
+waited for until its Deployment and webhook Service are ready -> job frameworks, each
+bundle after the one before it (Trainer's runtimes after the Trainer manager whose
+webhook guards them), worker identities and queues; then the manager's MultiKueue objects
+once every worker's token exists and every worker's frameworks are installed; the
+dispatcher last.
+
+On kind, every in-cluster resource is `deleted_with` its kind cluster: destroying the
+fleet, or replacing a cluster, never deletes objects one by one into Kueue's finalizers,
+where pulumi-kubernetes waits up to 10 minutes per object for it to be gone
+(pulumi/pulumi-kubernetes v4.32.0 provider/pkg/await/await.go, Deletion)
+(pulumi/pulumi v3.259.0 pkg/resource/deploy/step.go `isDeletedWith`: the provider's
+Delete is skipped when that resource is deleted too; the cascade on replace arrived after
+v3.259.0, pulumi/pulumi#23818, hence `requiredPulumiVersion` in Pulumi.yaml).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import yaml
+from pulumi_kubernetes.kustomize.v2 import Directory
+from pulumi_kubernetes.yaml.v2 import ConfigFile, ConfigGroup
+
+from components.model.frameworks import FRAMEWORKS
+from components.model.spec import ClusterSpec, FleetSpec
+from components.model.versions import kueue_bundle
+from components.objects import dispatcher
+from components.objects.fleet import bundles
+from components.objects.kubeconfig import worker_kubeconfig
+from components.objects.kueue_install import kueue_objects
+from components.objects.labels import KUEUE_NAMESPACE, with_fleet_labels
+from components.objects.multikueue import manager_multikueue_objects
+from components.objects.queues import queue_objects
+from components.objects.worker_access import (
+    FLEET_NAMESPACE,
+    MULTIKUEUE_TOKEN,
+    READER_TOKEN,
+    external_framework_rbac,
+    worker_access_objects,
+)
+from components.resources.clusters import ClusterHandle, KindClusterComponent, make_cluster
+from components.resources.kube_objects import KubeObject, ObjectSet, with_deploy_time_values
+from components.resources.providers import ControllerImage, ServiceAccountToken, source_hash
+from components.upstream.releases import fetch, kustomize_directory
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def kind_cluster_of(handle: ClusterHandle) -> pulumi.Resource | None:
+    """The resource whose deletion takes every object on the cluster with it: the kind
+    cluster. None elsewhere: long-lived clusters outlive the fleet, so its objects are
+    deleted one by one."""
+    if isinstance(handle.component, KindClusterComponent):
+        return handle.component.cluster
+    return None
+
+
+def deleted_with_transform(cluster: pulumi.Resource) -> pulumi.ResourceTransform:
+    """Sets `deleted_with` on a resource and on all its descendants, including the children
+    a remote component (yaml/v2 ConfigGroup, kustomize Directory) registers in the
+    provider: pulumi-kubernetes v4.32.0 provider/pkg/provider/yaml/v2/configgroup.go gives
+    them only a parent, and the SDKs do not inherit `deleted_with` from a parent
+    (pulumi v3.272.0 sdk/python/lib/pulumi/resource.py inherits only protect and
+    providers), while transforms do reach a remote component's children."""
+
+    def transform(args: pulumi.ResourceTransformArgs) -> pulumi.ResourceTransformResult:
+        opts = pulumi.ResourceOptions.merge(args.opts, pulumi.ResourceOptions(deleted_with=cluster))
+        return pulumi.ResourceTransformResult(args.props, opts)
+
+    return transform
+
+
+def cluster_identity(ca_data: pulumi.Input[str]) -> pulumi.Output[str]:
+    """What tells one kind cluster from the next with the same name: kind makes a new CA
+    for every cluster it creates."""
+    return pulumi.Output.from_input(ca_data).apply(
+        lambda ca: hashlib.sha256((ca or "").encode()).hexdigest()[:16]
+    )
+
+
+def previously_in_group(
+    group: str, parent: pulumi.Resource, fleet: pulumi.Resource
+) -> Callable[[Mapping[str, Any]], list[pulumi.Alias]]:
+    """Where the layout before one-resource-per-object registered an object: a child of the
+    yaml/v2 ConfigGroup `group` (named `<group>:<namespace>/<name>`, pulumi-kubernetes
+    v4.32.0 provider/pkg/provider/yaml/v2/yaml.go), the dispatcher's namespace in a group of
+    its own, a credential Secret as `manager-<name>` below the Fleet. Without the alias, a
+    deployed stack would create each object again and fail on "already exists"."""
+
+    def aliases(obj: Mapping[str, Any]) -> list[pulumi.Alias]:
+        meta = obj["metadata"]
+        if obj["kind"] == "Secret" and "stringData" in obj:
+            return [pulumi.Alias(name=f"manager-{meta['name']}", parent=fleet)]
+        where = group
+        if group == "manager-dispatcher" and obj["kind"] == "Namespace":
+            where = "manager-dispatcher-namespace"
+        path = f"{meta['namespace']}/{meta['name']}" if meta.get("namespace") else meta["name"]
+        old_group = pulumi.create_urn(where, "kubernetes:yaml/v2:ConfigGroup", parent)
+        return [pulumi.Alias(name=f"{where}:{path}", parent=old_group)]
+
+    return aliases
+
+
+class KueueInstall(pulumi.ComponentResource):
+    def __init__(
+        self,
+        name: str,
+        spec: FleetSpec,
+        cluster: ClusterSpec,
+        fetcher: Callable,
+        opts: pulumi.ResourceOptions,
+    ) -> None:
+        super().__init__("multikueue-fleet:kueue:Install", name, None, opts)
+        objs = kueue_objects(fetcher(kueue_bundle(spec.kueue.version).url), spec, cluster)
+        # ConfigGroup applies CRDs and namespaces first and waits for every object to be
+        # ready: the Deployment available, the webhook Service with endpoints.
+        self.group = ConfigGroup(
+            f"{name}-manifests",
+            objs=objs,
+            # A component's depends_on does not hold back its children: passed on.
+            opts=pulumi.ResourceOptions(
+                parent=self, depends_on=opts.depends_on, transforms=opts.transforms
+            ),
+        )
+        self.register_outputs({})
+
+
+class Frameworks(pulumi.ComponentResource):
+    """A cluster's job frameworks. A framework's bundles go in their listed order, each after
+    the one before is ready: Trainer's ClusterTrainingRuntimes pass a validating webhook
+    (failurePolicy Fail) that the Trainer manager serves."""
+
+    def __init__(
+        self, name: str, spec: FleetSpec, cluster: ClusterSpec, opts: pulumi.ResourceOptions
+    ) -> None:
+        super().__init__("multikueue-fleet:frameworks:Install", name, None, opts)
+        self.installs: list[pulumi.Resource] = []
+        framework_of = {b.name: key for key, f in FRAMEWORKS.items() for b in f.bundles}
+        previous: dict[str, pulumi.Resource] = {}
+        for bundle in bundles(spec, cluster)[1:]:  # [0] is Kueue, installed on its own
+            if bundle.name == "clusterprofile-crd":
+                continue
+            before = previous.get(framework_of[bundle.name])
+            # A component's depends_on does not hold back its children: the first bundle of
+            # a framework waits for what the component waits for (Kueue), the next ones for
+            # the bundle before.
+            child = pulumi.ResourceOptions(
+                parent=self,
+                depends_on=[before] if before else opts.depends_on,
+                transforms=opts.transforms,
+            )
+            if bundle.method == "kustomize":
+                install: pulumi.Resource = Directory(
+                    f"{name}-{bundle.name}", directory=kustomize_directory(bundle), opts=child
+                )
+            else:
+                install = ConfigFile(f"{name}-{bundle.name}", file=bundle.url, opts=child)
+            previous[framework_of[bundle.name]] = install
+            self.installs.append(install)
+        self.register_outputs({})
+
+
+class WorkerAccess(pulumi.ComponentResource):
+    """The worker's MultiKueue and dispatcher identities, and the kubeconfigs (secret)
+    assembled from their tokens once the worker has filled them in."""
+
+    def __init__(
+        self,
+        name: str,
+        spec: FleetSpec,
+        handle: ClusterHandle,
+        object_opts: pulumi.ResourceOptions,
+        known: dict[str, tuple[Mapping[str, Any], KubeObject]],
+        fleet: pulumi.Resource,
+    ) -> None:
+        super().__init__(
+            "multikueue-fleet:access:Worker", name, None, pulumi.ResourceOptions(parent=fleet)
+        )
+        self.objects = ObjectSet(
+            "WorkerIdentities",
+            f"{name}-identities",
+            handle.spec.name,
+            with_fleet_labels(spec, worker_access_objects(spec)),
+            object_opts,
+            known,
+            pulumi.ResourceOptions(parent=self),
+            previously_in_group(f"{name}-identities", self, fleet),
+        )
+        # Read each token once its Secret exists (the Secret after its ServiceAccount).
+        after = pulumi.ResourceOptions(
+            parent=self, depends_on=[self.objects], deleted_with=object_opts.deleted_with
+        )
+        worker = handle.spec
+
+        def kubeconfig_from(token: ServiceAccountToken) -> pulumi.Output[str]:
+            return pulumi.Output.secret(
+                pulumi.Output.all(handle.server, token.ca_data, token.token).apply(
+                    lambda a: yaml.safe_dump(worker_kubeconfig(worker.name, a[0], a[1], a[2]))
+                )
+            )
+
+        kind = kind_cluster_of(handle)
+        identity = (
+            cluster_identity(kind.ca_data)  # type: ignore[attr-defined]
+            if kind is not None
+            else handle.identity
+        )
+
+        def token(suffix: str, namespace: str, secret: str) -> ServiceAccountToken:
+            return ServiceAccountToken(
+                f"{name}-{suffix}",
+                handle.kubeconfig,
+                handle.context,
+                namespace,
+                secret,
+                after,
+                identity,
+            )
+
+        self.multikueue_token = token("multikueue-token", KUEUE_NAMESPACE, MULTIKUEUE_TOKEN)
+        self.multikueue_kubeconfig = kubeconfig_from(self.multikueue_token)
+        self.reader_kubeconfig: pulumi.Output[str] | None = None
+        if spec.dispatcher.enabled:
+            reader = token("reader-token", FLEET_NAMESPACE, READER_TOKEN)
+            self.reader_kubeconfig = kubeconfig_from(reader)
+        self.register_outputs({})
+
+
+class Fleet(pulumi.ComponentResource):
+    def __init__(
+        self,
+        name: str,
+        spec: FleetSpec,
+        fetcher: Callable[[str], str] = fetch,
+        kind_binary: str = "kind",
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        super().__init__("multikueue-fleet:index:Fleet", name, None, opts)
+        self.spec = spec
+        self.handles: dict[str, ClusterHandle] = {}
+        # Per cluster: object key -> its resource, so an object two sets need is one resource.
+        self.known: dict[str, dict[str, tuple[Mapping[str, Any], KubeObject]]] = {}
+        kueue: dict[str, KueueInstall] = {}
+        for cluster in spec.clusters:
+            handle = make_cluster(spec, cluster, kind_binary, pulumi.ResourceOptions(parent=self))
+            self.handles[cluster.name] = handle
+            self.known[cluster.name] = {}
+            kueue[cluster.name] = self._kueue(cluster, handle, fetcher)
+        access: dict[str, WorkerAccess] = {}
+        frameworks: dict[str, Frameworks] = {}
+        for cluster in spec.clusters:
+            handle = self.handles[cluster.name]
+            on_kueue = self._on(handle, [kueue[cluster.name]])
+            frameworks[cluster.name] = Frameworks(
+                f"{cluster.name}-frameworks",
+                spec,
+                cluster,
+                self._on(handle, [kueue[cluster.name]], group=True),
+            )
+            if cluster.role == "worker":
+                access[cluster.name] = WorkerAccess(
+                    f"{cluster.name}-access",
+                    spec,
+                    handle,
+                    on_kueue,
+                    self.known[cluster.name],
+                    self,
+                )
+            self._objects(
+                "Queues", f"{cluster.name}-queues", handle, queue_objects(spec, cluster), on_kueue
+            )
+        worker_frameworks = [frameworks[w.name] for w in spec.workers]
+        self._manager(kueue[spec.manager.name], access, worker_frameworks)
+        self.register_outputs({})
+
+    def _on(
+        self, handle: ClusterHandle, after: list[pulumi.Resource], group: bool = False
+    ) -> pulumi.ResourceOptions:
+        """Options for what goes on a cluster; `group`: an upstream install, whose children
+        the provider registers, so `deleted_with` reaches them through a transform (only
+        there: each transform is a callback the engine calls for every resource below)."""
+        cluster = kind_cluster_of(handle)
+        return pulumi.ResourceOptions(
+            parent=self,
+            provider=handle.provider,
+            depends_on=after,
+            deleted_with=cluster,
+            transforms=[deleted_with_transform(cluster)] if cluster and group else None,
+        )
+
+    def _objects(
+        self,
+        typ: str,
+        name: str,
+        handle: ClusterHandle,
+        objects: list[dict[str, Any]],
+        object_opts: pulumi.ResourceOptions,
+    ) -> ObjectSet:
+        return ObjectSet(
+            typ,
+            name,
+            handle.spec.name,
+            with_fleet_labels(self.spec, objects),
+            object_opts,
+            self.known[handle.spec.name],
+            pulumi.ResourceOptions(parent=self),
+            previously_in_group(name, self, self),
+        )
+
+    def _kueue(
+        self, cluster: ClusterSpec, handle: ClusterHandle, fetcher: Callable[[str], str]
+    ) -> KueueInstall:
+        before: list[pulumi.Resource] = []
+        if cluster.role == "manager" and self.spec.credentials.mode == "clusterProfile":
+            # Kueue looks for the ClusterProfile CRD once, at start-up.
+            crd = next(b for b in bundles(self.spec, cluster) if b.name == "clusterprofile-crd")
+            before.append(
+                ConfigFile(
+                    f"{cluster.name}-clusterprofile-crd",
+                    file=crd.url,
+                    opts=self._on(handle, [], group=True),
+                )
+            )
+        return KueueInstall(
+            f"{cluster.name}-kueue", self.spec, cluster, fetcher, self._on(handle, before, True)
+        )
+
+    def _manager(
+        self,
+        kueue: KueueInstall,
+        access: dict[str, WorkerAccess],
+        worker_frameworks: list[Frameworks],
+    ) -> None:
+        spec = self.spec
+        handle = self.handles[spec.manager.name]
+        profile_mode = spec.credentials.mode == "clusterProfile"
+        given = {n: s.value for n, s in spec.worker_kubeconfigs.items() if s.value is not None}
+        credentials: dict[str, pulumi.Input[str]] = {
+            name: pulumi.Output.secret(
+                given.get(name)
+                or (a.multikueue_token.token if profile_mode else a.multikueue_kubeconfig)
+            )
+            for name, a in access.items()
+        }
+
+        def build(values: Mapping[str, str]) -> list[dict[str, Any]]:
+            return external_framework_rbac(spec) + manager_multikueue_objects(spec, values)
+
+        tokens = [a.multikueue_token for a in access.values()]
+        # A MultiKueueCluster goes inactive when a worker lacks a CRD of the manager's
+        # frameworks: every worker's frameworks first.
+        self._objects(
+            "MultiKueue",
+            "manager-multikueue",
+            handle,
+            with_deploy_time_values(build, credentials),
+            self._on(handle, [kueue, *tokens, *worker_frameworks]),
+        )
+        if spec.dispatcher.enabled:
+            self._dispatcher(handle, kueue, access)
+
+    def _dispatcher(
+        self, handle: ClusterHandle, kueue: KueueInstall, access: dict[str, WorkerAccess]
+    ) -> None:
+        spec = self.spec
+        after: list[pulumi.Resource] = [kueue]
+        if spec.dispatcher.image:
+            image: pulumi.Input[str] = spec.dispatcher.image
+        else:
+            tag = source_hash(ROOT)
+            kind_managers = [h for h in self.handles.values() if h.spec.role == "manager"]
+            kind_managers = [h for h in kind_managers if kind_cluster_of(h) is not None]
+            built = ControllerImage(
+                "dispatcher-image",
+                {
+                    "repository": dispatcher.NAME,
+                    "tag": tag,
+                    "context": str(ROOT),
+                    "dockerfile": str(ROOT / "controller" / "Dockerfile"),
+                    "platform": spec.dispatcher.platform,
+                    "registry": spec.dispatcher.registry,
+                    "kind_clusters": [h.spec.physical_name(spec.fleet_name) for h in kind_managers],
+                    # A replaced kind manager is a new cluster under the same name: its
+                    # identity changing loads the image again.
+                    "kind_cluster_ids": [
+                        cluster_identity(h.component.cluster.ca_data)  # type: ignore[attr-defined]
+                        for h in kind_managers
+                    ],
+                    "kind_binary": "kind",
+                },
+                pulumi.ResourceOptions(
+                    parent=self,
+                    depends_on=[handle.component],
+                    deleted_with=kind_cluster_of(handle),
+                ),
+            )
+            after.append(built)
+            # Loaded into kind under its tag, known before anything is built; pushed to a
+            # registry, pulled by the digest the push returns.
+            image = built.image if spec.dispatcher.registry else f"{dispatcher.NAME}:{tag}"
+        values: dict[str, pulumi.Input[str]] = {"image": image}
+        for w in spec.workers:
+            values[f"server {w.name}"] = self.handles[w.name].server
+            values[f"ca {w.name}"] = access[w.name].multikueue_token.ca_data
+            values[f"reader {w.name}"] = pulumi.Output.secret(
+                access[w.name].reader_kubeconfig or ""
+            )
+
+        def build(v: Mapping[str, str]) -> list[dict[str, Any]]:
+            endpoints = {w.name: (v[f"server {w.name}"], v[f"ca {w.name}"]) for w in spec.workers}
+            readers = {w.name: v[f"reader {w.name}"] for w in spec.workers}
+            return dispatcher.dispatcher_objects(spec, v["image"], endpoints, readers)
+
+        self._objects(
+            "Dispatcher",
+            "manager-dispatcher",
+            handle,
+            with_deploy_time_values(build, values),
+            self._on(handle, after),
+        )

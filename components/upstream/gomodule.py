@@ -1,0 +1,121 @@
+"""Pinned upstream data from the Go module of the same tag, for when the release URL cannot be
+reached (a machine that reaches only a Go module proxy, as CI here does).
+
+Two checks make it the same data as the release: Go verifies the module against
+tools/go.sum (its h1 hash) as it downloads it, and the result must have the SHA-256 pinned
+in components/model/versions.py for the release artifact.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from components.model.versions import (
+    CLUSTER_INVENTORY_API_VERSION,
+    KUEUE_VERSION,
+    PINNED_SHA256,
+    clusterprofile_crd_bundle,
+    kueue_bundle,
+)
+from components.upstream import toolchain
+
+
+class ModuleSourceError(Exception):
+    """A one-line reason the module source could not give the artifact."""
+
+
+@dataclass(frozen=True)
+class ModuleArtifact:
+    module: str
+    version: str
+    make: Callable[[Path], str]  # the module's directory -> the artifact's text
+
+
+def module_dir(module: str, version: str) -> Path:
+    """The module's files, downloaded through the Go module proxy into Go's module cache and
+    checked against tools/go.sum (run inside the tools module for that reason)."""
+    result = subprocess.run(
+        [toolchain.go_binary(), "mod", "download", "-json", f"{module}@{version}"],
+        cwd=toolchain.TOOLS_MODULE,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    try:
+        info = json.loads(result.stdout or "{}")
+    except json.JSONDecodeError:
+        info = {}
+    if result.returncode != 0 or not info.get("Dir"):
+        reason = info.get("Error") or result.stderr.strip().splitlines()[-1:] or ["no output"]
+        raise ModuleSourceError(f"go mod download {module}@{version} failed: {reason}")
+    return Path(info["Dir"])
+
+
+def kueue_manifest(module: Path) -> str:
+    """What Kueue's `make artifacts` puts in the release's manifests.yaml (Makefile at
+    v0.19.2, targets prepare-manifests and artifacts): `kustomize edit set image
+    controller=registry.k8s.io/kueue/kueue:<tag>` in config/components/manager, then
+    `kustomize build config/default`. The module cache is read-only, so on a copy."""
+    kustomize = toolchain.build(["kustomize"], log=lambda _line: None)["kustomize"]
+    with tempfile.TemporaryDirectory(prefix="kueue-config-") as tmp:
+        config = Path(tmp) / "config"
+        shutil.copytree(module / "config", config)
+        for path in config.rglob("*"):
+            path.chmod(0o755 if path.is_dir() else 0o644)
+        image = f"controller=registry.k8s.io/kueue/kueue:{KUEUE_VERSION}"
+        for args, cwd in (
+            (["edit", "set", "image", image], config / "components" / "manager"),
+            (["build", str(config / "default")], Path(tmp)),
+        ):
+            result = subprocess.run(
+                [str(kustomize), *args], cwd=cwd, capture_output=True, text=True, check=False
+            )
+            if result.returncode != 0:
+                raise ModuleSourceError(
+                    f"kustomize {args[0]} failed on Kueue {KUEUE_VERSION}'s config: "
+                    + " | ".join(result.stderr.strip().splitlines()[-3:])
+                )
+        return result.stdout
+
+
+def clusterprofile_crd(module: Path) -> str:
+    return (
+        module / "config" / "crd" / "bases" / "multicluster.x-k8s.io_clusterprofiles.yaml"
+    ).read_text()
+
+
+SOURCES: dict[str, ModuleArtifact] = {
+    kueue_bundle(KUEUE_VERSION).url: ModuleArtifact(
+        "sigs.k8s.io/kueue", KUEUE_VERSION, kueue_manifest
+    ),
+    clusterprofile_crd_bundle().url: ModuleArtifact(
+        "sigs.k8s.io/cluster-inventory-api", CLUSTER_INVENTORY_API_VERSION, clusterprofile_crd
+    ),
+}
+
+
+def has_source(url: str) -> bool:
+    return url in SOURCES
+
+
+def artifact_text(url: str) -> str:
+    """The artifact published at `url`, made from its Go module and checked by its pinned
+    SHA-256; ModuleSourceError (or toolchain.ToolchainError without Go) otherwise."""
+    artifact = SOURCES.get(url)
+    if artifact is None:
+        raise ModuleSourceError(f"no Go module source is known for {url}")
+    text = artifact.make(module_dir(artifact.module, artifact.version))
+    digest = hashlib.sha256(text.encode()).hexdigest()
+    if digest != PINNED_SHA256[url]:
+        raise ModuleSourceError(
+            f"{url} made from {artifact.module}@{artifact.version} has SHA-256 {digest}, "
+            f"not the pinned {PINNED_SHA256[url]}: the module or the build changed"
+        )
+    return text

@@ -1,0 +1,172 @@
+"""Upstream release manifests: fetched at deploy time from their pinned URL (never stored
+in this repository), kept whole and verified by their SHA-256 in a local cache, and
+wrapped in a kustomization when parts of a release are left out. Nothing here builds or
+edits an object: objects/kueue_install.py edits Kueue's manifest for a cluster."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+import urllib.request
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from components.model.versions import PINNED_SHA256, Bundle
+from components.objects.manifests import LOADER
+from components.upstream import gomodule, toolchain
+
+DEFAULT_CACHE = Path(__file__).resolve().parents[2] / ".cache" / "upstream"
+
+Fetch = Callable[[str], str]
+
+
+def cache_key(url: str) -> str:
+    return hashlib.sha256(url.encode()).hexdigest()
+
+
+def _cache_dir() -> Path:
+    return Path(os.environ.get("MKF_UPSTREAM_CACHE") or DEFAULT_CACHE)
+
+
+def cached(url: str) -> str | None:
+    """The document at `url` if a deploy (or `fetch`) already put it in the cache."""
+    path = _cache_dir() / cache_key(url)
+    return path.read_text() if path.is_file() else None
+
+
+def fetch(
+    url: str,
+    timeout: float = 60,
+    expect_kinds: Iterable[str] = (),
+    cache_dir: Path | None = None,
+) -> str:
+    """The document at `url`, from the local cache when it was fetched whole before (a
+    pinned release never changes). A download is used and cached only when it is whole: as
+    long as its Content-Length, parseable YAML with at least one object, and every kind in
+    `expect_kinds` present; a truncated manifest would silently drop objects that Pulumi then
+    deletes. The cache is written atomically (temporary file, then rename) with the content's
+    SHA-256 beside it; a cached file that does not match it is fetched again."""
+    cache = cache_dir or _cache_dir()
+    cache.mkdir(parents=True, exist_ok=True)
+    cached = cache / cache_key(url)
+    digest = cached.with_suffix(".sha256")
+    if cached.exists():
+        text = cached.read_text()
+        if digest.exists():
+            if hashlib.sha256(text.encode()).hexdigest() == digest.read_text().strip():
+                return text
+        elif whole_manifest_problem(text, expect_kinds) is None:
+            # Cached before digests were kept (or seeded by hand): whole, so recorded now.
+            _write_atomically(digest, hashlib.sha256(text.encode()).hexdigest() + "\n")
+            return text
+    try:
+        text = _download(url, timeout, expect_kinds)
+    except RuntimeError as download_error:
+        if not gomodule.has_source(url):
+            raise
+        # The same artifact from the Go module of its tag (a machine that reaches only the Go
+        # module proxy); checked by go.sum and the pinned SHA-256 like a download.
+        try:
+            text = gomodule.artifact_text(url)
+        except (gomodule.ModuleSourceError, toolchain.ToolchainError) as module_error:
+            raise RuntimeError(
+                f"{download_error}; nor from its Go module: {module_error}"
+            ) from None
+    _write_atomically(digest, hashlib.sha256(text.encode()).hexdigest() + "\n")
+    _write_atomically(cached, text)
+    return text
+
+
+def _download(url: str, timeout: float, expect_kinds: Iterable[str]) -> str:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            body = response.read()
+            length = response.headers.get("Content-Length")
+    except OSError as exc:
+        raise RuntimeError(
+            f"cannot download {url}: {exc}; check the network, or that the "
+            "pinned release still exists"
+        ) from exc
+    if length is not None and length.isdigit() and int(length) != len(body):
+        raise RuntimeError(
+            f"download of {url} is truncated ({len(body)} of {length} bytes); run again"
+        )
+    text = body.decode()
+    problem = whole_manifest_problem(text, expect_kinds)
+    if problem:
+        raise RuntimeError(f"download of {url} is not a whole manifest: {problem}; run again")
+    pinned = PINNED_SHA256.get(url)
+    if pinned and (got := hashlib.sha256(body).hexdigest()) != pinned:
+        raise RuntimeError(
+            f"download of {url} has SHA-256 {got}, not the pinned {pinned}: the release was "
+            "changed or the download was tampered with; do not deploy it"
+        )
+    return text
+
+
+def kustomization_without(bundle: Bundle) -> dict[str, Any]:
+    """A kustomization of the bundle's remote one that deletes the objects named by
+    `bundle.without` (a strategic-merge `$patch: delete` per name pattern)."""
+    patches = [
+        {
+            "target": {"name": pattern},
+            "patch": yaml.safe_dump(
+                {
+                    "$patch": "delete",
+                    "apiVersion": "v1",
+                    "kind": "Left-out",
+                    "metadata": {"name": "left-out"},
+                }
+            ),
+        }
+        for pattern in bundle.without
+    ]
+    return {
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        "resources": [bundle.url],
+        "patches": patches,
+    }
+
+
+def kustomize_directory(bundle: Bundle) -> str:
+    """Where to point a kustomize install: the remote URL itself, or (with `without`) a
+    local kustomization in the cache that wraps it."""
+    if not bundle.without:
+        return bundle.url
+    text = yaml.safe_dump(kustomization_without(bundle), sort_keys=False)
+    folder = _cache_dir() / "kustomize" / hashlib.sha256(text.encode()).hexdigest()[:16]
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "kustomization.yaml").write_text(text)
+    return str(folder)
+
+
+def whole_manifest_problem(text: str, expect_kinds: Iterable[str] = ()) -> str | None:
+    """Why `text` is not a whole Kubernetes manifest, or None."""
+    try:
+        kinds = {d.get("kind") for d in yaml.load_all(text, Loader=LOADER) if isinstance(d, dict)}
+    except yaml.YAMLError as exc:
+        return f"not parseable YAML ({str(exc).splitlines()[0]})"
+    kinds.discard(None)
+    if not kinds:
+        return "no Kubernetes object in it"
+    missing = sorted(set(expect_kinds) - kinds)
+    return f"no {', '.join(missing)} in it" if missing else None
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    """Readers see the old file or the whole new one, never a part (rename is atomic)."""
+    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temp, path)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
