@@ -30,7 +30,7 @@ from components.upstream import gomodule, releases, toolchain
 from loopback.client import Client
 from loopback.controlplane import ADMIN, ControlPlane
 from loopback.kueue import VISIBILITY_CERT_DIR, Kueue, ensure_visibility_certs
-from loopback.processes import stop_all
+from loopback.processes import others_running, stop_all
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_STATE = ROOT / ".fleet" / "loopback"
@@ -160,7 +160,10 @@ def down(state: Path = DEFAULT_STATE, *, log: Log = print) -> bool:
         return False
     stopped = stop_all(record.get("processes") or [])
     log(f"  stopped {len(stopped)} processes")
-    for made in record.get("made") or []:
-        shutil.rmtree(made, ignore_errors=True)
+    # The visibility certificate folder is shared by every Kueue on the machine: it goes with
+    # the last of them.
+    if not others_running("kueue"):
+        for made in record.get("made") or []:
+            shutil.rmtree(made, ignore_errors=True)
     shutil.rmtree(state)
     return True

@@ -22,7 +22,7 @@ from loopback.client import Client
 from loopback.controlplane import ADMIN, ControlPlane
 from loopback.fleet import cluster_crds
 from loopback.kueue import VISIBILITY_CERT_DIR, Kueue, ensure_visibility_certs
-from loopback.processes import stop_all
+from loopback.processes import others_running, stop_all
 from tests.upstream_data import real_kueue_manifest, why_missing
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -98,7 +98,7 @@ class KueuePlane:
 
     def close(self) -> None:
         stop_all([p.as_dict() for p in self.plane.started])
-        if self.made_visibility:
+        if self.made_visibility and not others_running("kueue"):
             shutil.rmtree(VISIBILITY_CERT_DIR, ignore_errors=True)
 
 
