@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Iterator
 
+from components.checks import kueue_rules
 from components.model import kueue_gates, quantity
 from components.model.fieldtypes import is_label_value, minor_tuple
 from components.model.frameworks import (
@@ -449,7 +450,8 @@ def flavor_topologies(spec: FleetSpec) -> Iterator[Problem]:
 
 def resource_groups(spec: FleetSpec) -> Iterator[Problem]:
     """Each resource covered once, each flavor defined and used once, with exactly the
-    covered resources."""
+    covered resources (clusterqueue_webhook.go v0.19.2:313, :322; clusterqueue_types.go
+    :254). How many of each there may be: kueue_rules.py."""
     flavors = {f.name for f in spec.queues.flavors}
     for cq in spec.queues.cluster_queues:
         covered_by: dict[str, str] = {}
@@ -463,12 +465,6 @@ def resource_groups(spec: FleetSpec) -> Iterator[Problem]:
                         "cover each resource in one group only",
                     )
                 covered_by[res] = g.path
-            if not g.flavors:
-                yield _error(
-                    key_path(g.path, "flavors"),
-                    "a resource group needs a flavor",
-                    "add a flavor with quotas for the covered resources",
-                )
             for fq in g.flavors:
                 if fq.flavor not in flavors:
                     yield _error(
@@ -724,6 +720,9 @@ RULES: list[Rule] = [
     manager_quota,
     quotas_admit_something,
     local_queues,
+    # Kueue's own limits and rules for the objects the fleet writes, with their upstream
+    # references (kueue_rules.RULE_INVENTORY).
+    *kueue_rules.RULES,
 ]
 
 

@@ -542,10 +542,21 @@ class Toleration(_Model):
 
     @model_validator(mode="after")
     def _operator(self) -> Toleration:
+        # Kueue v0.19.2 apis/kueue/v1beta2/resourceflavor_types.go:99-103 (CEL on the
+        # ResourceFlavor's tolerations): `!has(x.value)` refuses an empty value too.
         errors = []
-        if self.operator == "Exists" and self.value:
+        if self.operator == "Exists" and self.value is not None:
             errors.append(
                 (("value",), "a toleration with operator Exists has no value", "remove `value`")
+            )
+        if self.toleration_seconds is not None and self.effect != "NoExecute":
+            errors.append(
+                (
+                    ("tolerationSeconds",),
+                    "tolerationSeconds applies only to effect NoExecute (Kueue refuses it "
+                    f"with effect {self.effect or 'unset'})",
+                    "set `effect: NoExecute`, or remove tolerationSeconds",
+                )
             )
         if self.key is None and self.operator != "Exists":
             errors.append(
