@@ -30,6 +30,7 @@ from functools import lru_cache
 from typing import Any
 
 import celpy
+import re2
 import yaml
 
 from components.model.problems import Problem
@@ -238,11 +239,12 @@ def _format_problem(value: Any, fmt: str | None) -> str | None:
     return None
 
 
-def _python_pattern(pattern: str) -> str:
-    """Go's RE2 takes inline flags after `^` (Kueue's AdmissionCheck parameters use
-    `^(?i)...`); Python wants them first."""
-    match = re.match(r"\^\(\?([a-z]+)\)", pattern)
-    return f"(?{match.group(1)})^{pattern[match.end() :]}" if match else pattern
+def _pattern_matches(pattern: str, value: str) -> bool:
+    """A schema `pattern` matched as the API server's Go regexp (RE2) matches it, through
+    the RE2 binding cel-python brings: in RE2 `$` is the end of the text, where Python's
+    `$` also matches before a final newline ("cq\n" would pass), and inline flags may
+    follow `^` (Kueue's AdmissionCheck parameters use `^(?i)...`)."""
+    return re2.search(pattern, value) is not None
 
 
 def _scalar_problems(value: Any, schema: Schema) -> list[str]:
@@ -255,7 +257,7 @@ def _scalar_problems(value: Any, schema: Schema) -> list[str]:
             out.append(f"Too long: may not be more than {schema['maxLength']} characters")
         if "minLength" in schema and len(value) < schema["minLength"]:
             out.append(f"Invalid value: {value!r}: at least {schema['minLength']} characters")
-        if "pattern" in schema and not re.search(_python_pattern(schema["pattern"]), value):
+        if "pattern" in schema and not _pattern_matches(schema["pattern"], value):
             out.append(f"Invalid value: {value!r}: should match '{schema['pattern']}'")
     if isinstance(value, int | float) and not isinstance(value, bool):
         if "minimum" in schema:

@@ -29,6 +29,7 @@ from components.model.versions import IMAGE_VOLUME_MIN_KUBERNETES
 from components.objects.kubeconfig import KUBECONFIG_FIX, kueue_rejections
 from components.objects.kueue_config import plugin_image_problems, pods_ready_problems
 from components.objects.kueue_install import plugin_mount
+from controller.policy_api import MAX_SELECTOR_LABELS
 
 MAX_WORKERS = 20  # MultiKueueConfig.spec.clusters holds at most 20 names
 BUILTIN_DISPATCHERS = (
@@ -387,6 +388,13 @@ def dispatcher(spec: FleetSpec) -> Iterator[Problem]:
             "dispatcher.image to a built image",
         )
     selector = d.policy.cluster_selector
+    if len(selector) > MAX_SELECTOR_LABELS:
+        yield _error(
+            "dispatcher.policy.clusterSelector",
+            f"{len(selector)} labels, but a DispatchPolicy's selector holds at most "
+            f"{MAX_SELECTOR_LABELS}",
+            "select workers by fewer labels (give the workers one label that says it)",
+        )
     if selector and not any(
         all(w.labels.get(k) == v for k, v in selector.items()) for w in spec.workers
     ):

@@ -36,6 +36,7 @@ from components.model.fieldtypes import (
     QUANTITY_SCHEMA,
     AbsolutePath,
     AwsRegion,
+    DispatchDuration,
     Duration,
     GcpLocation,
     GcpProject,
@@ -776,7 +777,7 @@ class DispatchPolicyDefaults(_Model):
     strategy: Literal["MostFreeQuota", "BestFit", "OrderedSpillover"] = "MostFreeQuota"
     # Kueue accepts at most 20 nominated cluster names per workload.
     clusters_to_nominate: int_range(1, 20) = 1
-    widen_after: Duration = "5m"
+    widen_after: DispatchDuration = "5m"
     when_nothing_fits: Literal["WaitOnBest", "LeastLoaded"] = "WaitOnBest"
     cluster_selector: dict[LabelKey, LabelValue] = {}
 
