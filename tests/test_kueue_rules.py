@@ -5,14 +5,16 @@ CASES is one table: a stack mutation, the project's error (config path and text)
 object the real server would refuse with what it says. Where the CRD refuses
 (`schema`), the offline CRD check with Kueue's real CRDs (tests/upstream_data.py) must say
 so; where only Kueue's webhook, the API server on a job's labels, or Kueue's behaviour does,
-the CRD must accept the object (the project is then the only offline guard), and the real
-tier (a kube-apiserver with Kueue v0.19.2) can submit the same object and expect
-`server_says`. Every rule of RULE_INVENTORY has a case, every case a rule, the inventory is
+the CRD must accept the object (the project is then the only offline guard). With
+KUBEBUILDER_ASSETS, the same objects go to a real kube-apiserver with Kueue's real CRDs
+(dry-run): refused with `server_says` exactly where the CRD refuses. A tier with Kueue's
+webhooks running can submit the others and expect `server_says` too. Every rule of RULE_INVENTORY has a case, every case a rule, the inventory is
 docs/kueue-rules.md, and each upstream reference is checked against Kueue's Go module.
 """
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import importlib
 import re
@@ -28,6 +30,8 @@ from components.checks.kueue_rules import KUEUE_TAG, RULE_INVENTORY, inventory_t
 from components.model.spec import load_spec
 from components.objects.fleet import build_fleet
 from components.upstream import gomodule, toolchain
+from controller.kube import ApiError, Kind, Kube
+from tests.apiserver import NS, install, missing, wait_ready
 from tests.conftest import base, problems_of
 
 Mutate = Callable[[dict[str, Any]], None]
@@ -150,7 +154,8 @@ CASES: list[Case] = [
         f"{GROUP0}.coveredResources",
         "covers no resource",
         WORKER_CQ,
-        "spec.resourceGroups[0].coveredResources: Invalid value: must have at least 1 items",
+        "spec.resourceGroups[0].coveredResources: Invalid value: 0: "
+        "spec.resourceGroups[0].coveredResources in body should have at least 1 items",
     ),
     Case(
         "a group covering 65 resources",
@@ -168,7 +173,8 @@ CASES: list[Case] = [
         f"{GROUP0}.flavors",
         "needs a flavor",
         WORKER_CQ,
-        "spec.resourceGroups[0].flavors: Invalid value: must have at least 1 items",
+        "spec.resourceGroups[0].flavors: Invalid value: 0: "
+        "spec.resourceGroups[0].flavors in body should have at least 1 items",
     ),
     Case(
         "a group with 65 flavors",
@@ -373,7 +379,7 @@ CASES: list[Case] = [
         "queues.flavors[0].nodeLabels",
         "9 nodeLabels",
         FLAVOR,
-        "spec.nodeLabels: Too many: must have at most 8 items",
+        "spec.nodeLabels: Too many: 9: must have at most 8 items",
     ),
     Case(
         "nine taints",
@@ -630,3 +636,39 @@ def test_cited_lines_in_the_code_are_in_the_inventory() -> None:
     known = {(Path(ref.file).name, ref.line) for rule in RULE_INVENTORY for ref in rule.upstream}
     cited = {(m.group(1), int(m.group(2))) for m in re.finditer(r"(\w+\.go):(\d+)", text)}
     assert cited - known == set()
+
+
+@pytest.mark.skipif(bool(missing()), reason=missing() or "ok")
+def test_a_real_api_server_agrees(apiserver: dict[str, Any], upstream_crds: CrdSchemas) -> None:
+    """The objects of CASES, dry-run created on a real kube-apiserver with Kueue's real
+    CRDs: refused where the CRD refuses (`schema`), taken where only Kueue's webhook or
+    behaviour would refuse (no Kueue runs beside this server)."""
+
+    async def main() -> list[str]:
+        kube = await Kube.from_kubeconfig(apiserver, "manager")
+        wrong = []
+        try:
+            await wait_ready(kube)
+            await install(kube)
+            for case in CASES:
+                obj = copy.deepcopy(_written_object(case))
+                obj["metadata"].pop("namespace", None)
+                plural = f"{obj['kind'].lower()}s".replace("ys", "ies")
+                kind = Kind("kueue.x-k8s.io", "v1beta2", plural, obj["kind"] == "LocalQueue")
+                namespace = NS if kind.namespaced else None
+                try:
+                    await kube.request("POST", kind.path(namespace) + "?dryRun=All", body=obj)
+                    said = ""
+                except ApiError as exc:
+                    if exc.status != 422:
+                        raise
+                    said = str(exc)
+                schema = RULE_KIND[case.rule] == "schema"
+                if schema != bool(said) or (schema and case.server_says not in said):
+                    wrong.append(f"{case.id}: {said or 'accepted'}")
+        finally:
+            await kube.close()
+        return wrong
+
+    wrong = asyncio.run(main())
+    assert wrong == [], "\n".join(wrong)

@@ -276,12 +276,16 @@ def _scalar_problems(value: Any, schema: Schema) -> list[str]:
     return out
 
 
-def _list_problems(value: list[Any], schema: Schema) -> list[str]:
+def _list_problems(value: list[Any], schema: Schema, where: str) -> list[str]:
     out: list[str] = []
     if "maxItems" in schema and len(value) > schema["maxItems"]:
         out.append(f"Too many: {len(value)}: must have at most {schema['maxItems']} items")
     if "minItems" in schema and len(value) < schema["minItems"]:
-        out.append(f"Invalid value: must have at least {schema['minItems']} items")
+        # The API server's wording (kube-openapi's TooFewItems), path included.
+        out.append(
+            f"Invalid value: {len(value)}: {where} in body should have at least "
+            f"{schema['minItems']} items"
+        )
     list_type = schema.get("x-kubernetes-list-type")
     if list_type == "set" or schema.get("uniqueItems"):
         seen: list[Any] = []
@@ -346,7 +350,10 @@ def _validate(
             if key not in value:
                 found.append(f"{path + '.' if path else ''}{key}: Required value")
         if "maxProperties" in schema and len(value) > schema["maxProperties"]:
-            found.append(f"{where}: Too many: must have at most {schema['maxProperties']} items")
+            found.append(
+                f"{where}: Too many: {len(value)}: must have at most "
+                f"{schema['maxProperties']} items"
+            )
         props = schema.get("properties") or {}
         extra = schema.get("additionalProperties")
         for key, item in value.items():
@@ -361,7 +368,7 @@ def _validate(
                 child = f"{path}[{key}]"
             _validate(item, sub, child, old_item, updating, found)
     elif isinstance(value, list):
-        found.extend(f"{where}: {p}" for p in _list_problems(value, schema))
+        found.extend(f"{where}: {p}" for p in _list_problems(value, schema, where))
         items = schema.get("items")
         if isinstance(items, Mapping):
             for index, item in enumerate(value):
