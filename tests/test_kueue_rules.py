@@ -8,8 +8,9 @@ so; where only Kueue's webhook, the API server on a job's labels, or Kueue's beh
 the CRD must accept the object (the project is then the only offline guard). With
 KUBEBUILDER_ASSETS, the same objects go to a real kube-apiserver with Kueue's real CRDs
 (dry-run): refused with `server_says` exactly where the CRD refuses. A tier with Kueue's
-webhooks running can submit the others and expect `server_says` too. Every rule of RULE_INVENTORY has a case, every case a rule, the inventory is
-docs/kueue-rules.md, and each upstream reference is checked against Kueue's Go module.
+webhooks running can submit the others and expect `server_says` too. Every rule of
+RULE_INVENTORY has a case, every case a rule, the inventory is docs/kueue-rules.md, and
+each upstream reference is checked against Kueue's Go module.
 """
 
 from __future__ import annotations

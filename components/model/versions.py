@@ -60,13 +60,15 @@ SECRETREADER_PLUGIN_IMAGE = (
 SECRETREADER_PLUGIN_PATH = "/plugins/bin/secretreader-plugin"
 # The official plugin images are built FROM scratch (cluster-inventory-api
 # hack/Dockerfile.plugin): made for image volumes, with no shell or `cp` for an init
-# container to copy the plugin out. Below Kubernetes 1.35 Kueue's own e2e (v0.19.2
-# hack/testing/e2e-common.sh, Makefile secretreader-plugin-image-build) uses its alpine-based
-# build of the same plugin (hack/testing/secretreader/Dockerfile), which has both, with the
-# binary at the same /bin/secretreader-plugin.
+# container to copy the plugin out. Kueue's own e2e copies it below Kubernetes 1.35 from an
+# alpine build of the same plugin (hack/testing/secretreader/Dockerfile), but that image is
+# built only for a local kind cluster (Makefile at v0.19.2, lines 602-617:
+# secretreader-plugin-image-build and kind-secretreader-plugin-image-build, `--load`; none of
+# the push targets, image-pushing-periodic or image-pushing-postsubmit, includes it), so
+# nobody publishes it: the init container takes only an image the user names.
 SHELL_LESS_PLUGIN_IMAGES = ("registry.k8s.io/cluster-inventory-api/",)
-INIT_CONTAINER_PLUGIN_IMAGE = (
-    "us-central1-docker.pkg.dev/k8s-staging-images/kueue/secretreader-plugin:0.0.1"
+KUEUE_PLUGIN_DOCKERFILE = (
+    "https://github.com/kubernetes-sigs/kueue/blob/v0.19.2/hack/testing/secretreader/Dockerfile"
 )
 # Image volumes (mounting an OCI image as a volume) are usable from Kubernetes 1.35.
 IMAGE_VOLUME_MIN_KUBERNETES = (1, 35)
