@@ -44,6 +44,13 @@ FLAVOR0 = f"{CQ}.resourceGroups.0.flavors.0"
 ALL_TAS_OFF = {n: False for n in kueue_gates.needs("TopologyAwareScheduling")}
 
 CASES: list[tuple[str, Mutate, str, str, str]] = [
+    (
+        "inventory outside ClusterProfile mode",
+        _set("dispatcher", {"inventory": True}),
+        "dispatcher.inventory",
+        "stays inactive",
+        "credentials.mode: clusterProfile",
+    ),
     # (id, mutation, expected path, text in message, text in hint)
     ("unknown top-level key", _set("workerz", []), "workerz", "unknown key", "'workers'"),
     (

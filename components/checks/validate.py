@@ -380,6 +380,18 @@ def dispatcher(spec: FleetSpec) -> Iterator[Problem]:
             "remove the entry (the stack turns it on): without it Kueue's server-side "
             "apply keeps our nominations and never admits the workload",
         )
+    if d.inventory and spec.credentials.mode != "clusterProfile":
+        # An inventory MultiKueueCluster points at a ClusterProfile; Kueue v0.19.2 marks it
+        # inactive unless MultiKueueClusterProfile is on (pkg/controller/admissionchecks/
+        # multikueue/multikueuecluster.go:927-930), which only ClusterProfile mode turns on,
+        # with the access-provider plugin it reads the profile's credentials through.
+        yield _error(
+            "dispatcher.inventory",
+            "inventory adds ClusterProfiles to MultiKueue, which Kueue connects to only in "
+            f"ClusterProfile mode; with credentials.mode {spec.credentials.mode} every "
+            "inventory MultiKueueCluster stays inactive",
+            "set credentials.mode: clusterProfile, or remove dispatcher.inventory",
+        )
     if spec.manager.provider != "kind" and not d.image and not d.registry:
         yield _error(
             "dispatcher.registry",
