@@ -88,8 +88,11 @@ class Bundle:
     # reads at start); shown by `render`, so `render --diff` shows when the pods restart.
     pod_annotations: tuple[tuple[str, str], ...] = ()
     # kustomize: objects of the kustomization left out, by name (regular expressions), when
-    # another bundle installs them (components/upstream/releases.py, kustomization_without).
+    # another bundle installs them (components/upstream/releases.py, local_kustomization).
     without: tuple[str, ...] = ()
+    # kustomize: strategic-merge patches of the kustomization's objects, each (kind, name,
+    # patch as YAML), where the release's defaults clash with another bundle's.
+    patches: tuple[tuple[str, str, str], ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -104,6 +107,8 @@ class Bundle:
             out["podTemplateAnnotations"] = dict(self.pod_annotations)
         if self.without:
             out["without"] = list(self.without)
+        if self.patches:
+            out["patches"] = [{"kind": k, "name": n, "patch": p} for k, n, p in self.patches]
         return out
 
 
