@@ -607,3 +607,34 @@ def test_the_dispatcher_image_is_built_for_the_platform_the_stack_names(
     config["multikueue-fleet:dispatcher"] = json.dumps({**dispatcher, "platform": "linux/arm64"})
     arm = run_program("dev", config, secret).monitor.named("dispatcher-image")
     assert arm.inputs["platform"] == "linux/arm64"
+
+
+def test_team_namespaces_on_existing_clusters_are_used_never_owned(
+    tmp_path: Path, runs: dict[str, Run]
+) -> None:
+    """A LocalQueue's namespace on an `existing` cluster may be a team's, with its work in
+    it: it is a Patch resource there (applied whether it exists or not, never deleted:
+    pulumi-kubernetes v4.32.0 await.go 190-206, 958-962), aliased to the Namespace resource
+    an older stack registered; on a cluster the stack creates it stays an owned Namespace."""
+    config, secret = engine_config(ROOT / "stacks" / "Pulumi.existing.yaml")
+    queues = json.loads(config["multikueue-fleet:queues"])
+    queues["localQueues"].append(
+        {"namespace": "team-a", "name": "lq", "clusterQueue": "cluster-queue"}
+    )
+    config["multikueue-fleet:queues"] = json.dumps(queues)
+    prepare_environment(tmp_path)
+    monitor = run_program("existing", config, secret).monitor
+    spec = _spec("existing")
+    for cluster in spec.clusters:
+        (ns,) = [r for r in kube_objects(monitor) if r.name == f"{cluster.name}:Namespace:team-a"]
+        assert ns.typ == "kubernetes:core/v1:NamespacePatch"
+        assert ns.inputs["metadata"]["annotations"]["pulumi.com/patchForce"] == "true"
+        assert any(a.get("spec", {}).get("type") == "kubernetes:core/v1:Namespace"
+                   for a in ns.aliases), ns.aliases  # fmt: skip
+        # The LocalQueue still waits for its namespace.
+        (lq,) = [
+            r for r in kube_objects(monitor) if r.name == f"{cluster.name}:LocalQueue:team-a/lq"
+        ]
+        assert ns.urn in before(monitor, lq.urn)
+    dev = [r for r in kube_objects(runs["dev"].monitor) if r.name.endswith(":Namespace:team-a")]
+    assert dev and {r.typ for r in dev} == {"kubernetes:core/v1:Namespace"}

@@ -278,7 +278,14 @@ class Fleet(pulumi.ComponentResource):
                     self,
                 )
             self._objects(
-                "Queues", f"{cluster.name}-queues", handle, queue_objects(spec, cluster), on_kueue
+                "Queues",
+                f"{cluster.name}-queues",
+                handle,
+                queue_objects(spec, cluster),
+                on_kueue,
+                # The LocalQueues' namespaces on a cluster the stack does not create are
+                # the teams' own, maybe there already: used as they are, never deleted.
+                patch_kinds=frozenset({"Namespace"}) if cluster.provider == "existing" else None,
             )
         worker_frameworks = [frameworks[w.name] for w in spec.workers]
         self._manager(kueue[spec.manager.name], access, worker_frameworks)
@@ -306,6 +313,7 @@ class Fleet(pulumi.ComponentResource):
         handle: ClusterHandle,
         objects: list[dict[str, Any]],
         object_opts: pulumi.ResourceOptions,
+        patch_kinds: frozenset[str] | None = None,
     ) -> ObjectSet:
         return ObjectSet(
             typ,
@@ -316,6 +324,7 @@ class Fleet(pulumi.ComponentResource):
             self.known[handle.spec.name],
             pulumi.ResourceOptions(parent=self),
             previously_in_group(name, self, self),
+            patch_kinds or frozenset(),
         )
 
     def _kueue(
