@@ -790,8 +790,9 @@ class DispatcherSpec(_Model):
     # Where that build is pushed when the manager is not a kind cluster.
     registry: Repository | None = None
     # What the build is for: the manager's nodes, not the laptop that builds it (an arm64
-    # image on amd64 nodes cannot start).
-    platform: Literal["linux/amd64", "linux/arm64"] = "linux/amd64"
+    # image on amd64 nodes cannot start). None: a kind manager's nodes run on the Docker
+    # engine that builds the image, so its architecture; another manager's, linux/amd64.
+    platform: Literal["linux/amd64", "linux/arm64"] | None = None
     # Let DispatchPolicies with `inventory` add ClusterProfiles to MultiKueue (grants the
     # dispatcher the rights to create MultiKueueClusters and its own MultiKueueConfigs).
     inventory: StrictBool = False

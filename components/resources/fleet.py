@@ -51,7 +51,12 @@ from components.objects.worker_access import (
 )
 from components.resources.clusters import ClusterHandle, KindClusterComponent, make_cluster
 from components.resources.kube_objects import KubeObject, ObjectSet, with_deploy_time_values
-from components.resources.providers import ControllerImage, ServiceAccountToken, source_hash
+from components.resources.providers import (
+    IMAGE_PLATFORM,
+    ControllerImage,
+    ServiceAccountToken,
+    source_hash,
+)
 from components.upstream.releases import fetch, kustomize_directory
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -397,7 +402,9 @@ class Fleet(pulumi.ComponentResource):
                     "tag": tag,
                     "context": str(ROOT),
                     "dockerfile": str(ROOT / "controller" / "Dockerfile"),
-                    "platform": spec.dispatcher.platform,
+                    # Unnamed, a kind manager's is asked of Docker at build time.
+                    "platform": spec.dispatcher.platform
+                    or (None if kind_managers else IMAGE_PLATFORM),
                     "registry": spec.dispatcher.registry,
                     "kind_clusters": [h.spec.physical_name(spec.fleet_name) for h in kind_managers],
                     # A replaced kind manager is a new cluster under the same name: its
