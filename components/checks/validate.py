@@ -11,8 +11,11 @@ and workers.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Callable, Iterable, Iterator
+
+import yaml
 
 from components.checks import kueue_rules
 from components.model import kueue_gates, quantity
@@ -26,7 +29,12 @@ from components.model.frameworks import (
 from components.model.problems import Problem, did_you_mean, key_path
 from components.model.spec import ClusterSpec, FleetSpec
 from components.model.versions import IMAGE_VOLUME_MIN_KUBERNETES
-from components.objects.kubeconfig import KUBECONFIG_FIX, kueue_rejections
+from components.objects.kubeconfig import (
+    KUBECONFIG_FIX,
+    context_cluster,
+    existing_kubeconfig_path,
+    kueue_rejections,
+)
 from components.objects.kueue_config import plugin_image_problems, pods_ready_problems
 from components.objects.kueue_install import plugin_mount
 from controller.policy_api import MAX_SELECTOR_LABELS
@@ -659,21 +667,43 @@ def local_queues(spec: FleetSpec) -> Iterator[Problem]:
 # Every rule, in the order problems are reported. A rule is a function of the spec that
 # yields Problems; add new ones here (Kueue gate rules live in kueue_gates.py and are
 # registered here too).
-def _identity(spec: FleetSpec, c: ClusterSpec) -> str:
-    """What makes two stacks' clusters the same real cluster."""
+def _existing_identity(c: ClusterSpec) -> tuple[str, str]:
+    """An existing cluster is what its kubeconfig context points at: the API server and its
+    CA, whatever the context or file is called (kubeadm names every context
+    kubernetes-admin@kubernetes) and whatever `server` the manager's pods use. When the file
+    cannot be read here (a CI runner), only the same context of the same file is known to
+    be the same cluster."""
+    assert c.existing is not None
+    path = existing_kubeconfig_path(c.existing)
+    context = c.existing.context
+    try:
+        server, ca = context_cluster(path.read_text(), context)
+    except (OSError, ValueError, yaml.YAMLError):
+        return f"existing:{path}#{context}", f"context '{context}' of {path}"
+    digest = hashlib.sha256(ca.encode()).hexdigest()[:16]
+    return f"existing:{server}#{digest}", f"at {server} (its API server and CA)"
+
+
+def _identity(spec: FleetSpec, c: ClusterSpec) -> tuple[str, str]:
+    """What makes two stacks' clusters the same real cluster, and how to name it."""
     if c.existing is not None:
-        return f"existing:{c.existing.server or c.existing.context}"
+        return _existing_identity(c)
     if c.gke is not None:
-        return f"gke:{c.gke.project}/{c.gke.location}/{c.physical_name(spec.fleet_name)}"
+        where = f"{c.gke.project}/{c.gke.location}/{c.physical_name(spec.fleet_name)}"
+        return f"gke:{where}", f"gke:{where}"
     if c.eks is not None:
-        return f"eks:{c.eks.region}/{c.physical_name(spec.fleet_name)}"
-    return f"kind:{c.physical_name(spec.fleet_name)}"
+        where = f"{c.eks.region}/{c.physical_name(spec.fleet_name)}"
+        return f"eks:{where}", f"eks:{where}"
+    where = f"kind:{c.physical_name(spec.fleet_name)}"
+    return where, where
 
 
-def _shared_cluster_problem(ident: str, users: list[tuple[str, ClusterSpec]]) -> Problem:
+def _shared_cluster_problem(
+    ident: tuple[str, str], users: list[tuple[str, ClusterSpec]]
+) -> Problem:
     names = ", ".join(f"{src} ({c.path})" if src else c.path for src, c in users)
-    where = ident.split(":", 1)[1]
-    if ident.startswith("existing:"):
+    key, where = ident
+    if key.startswith("existing:"):
         # The objects a fleet installs on a cluster (Kueue's install, the multikueue
         # ServiceAccount and ClusterRole, the queues) have the same names for every fleet,
         # and the Kubernetes provider refuses to create what already exists.
@@ -681,7 +711,7 @@ def _shared_cluster_problem(ident: str, users: list[tuple[str, ClusterSpec]]) ->
             users[1][1].path,
             f"the existing cluster {where} is used by {names}; one cluster serves one fleet, "
             "whose objects there have the same names as another fleet's",
-            "give each fleet its own cluster (a separate context and server)",
+            "give each fleet its own cluster (another API server)",
             "error",
         )
     return Problem(
@@ -694,7 +724,7 @@ def _shared_cluster_problem(ident: str, users: list[tuple[str, ClusterSpec]]) ->
 
 def clusters_distinct(spec: FleetSpec) -> list[Problem]:
     """Two entries of one stack that are the same real cluster."""
-    owners: dict[str, list[tuple[str, ClusterSpec]]] = {}
+    owners: dict[tuple[str, str], list[tuple[str, ClusterSpec]]] = {}
     for c in spec.clusters:
         owners.setdefault(_identity(spec, c), []).append(("", c))
     return [_shared_cluster_problem(i, users) for i, users in owners.items() if len(users) > 1]
@@ -703,7 +733,7 @@ def clusters_distinct(spec: FleetSpec) -> list[Problem]:
 def validate_together(specs: list[tuple[str, FleetSpec]]) -> list[Problem]:
     """Problems only visible across stacks: two stacks that would create, or share, the
     same cluster."""
-    owners: dict[str, list[tuple[str, ClusterSpec]]] = {}
+    owners: dict[tuple[str, str], list[tuple[str, ClusterSpec]]] = {}
     for source, spec in specs:
         for c in spec.clusters:
             owners.setdefault(_identity(spec, c), []).append((source, c))
