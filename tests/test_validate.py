@@ -415,7 +415,7 @@ CASES: list[tuple[str, Mutate, str, str, str]] = [
     (
         "tekton preset removed",
         _set("frameworks", ["batch", "tekton"]),
-        "manager.frameworks[1]",
+        "frameworks[1]",
         "tekton preset was removed",
         "remove 'tekton'",
     ),
@@ -780,3 +780,29 @@ def test_two_stacks_creating_the_same_kind_cluster() -> None:
     assert any(
         "same-manager would be created by a (manager), b (manager)" in p.message for p in problems
     )
+
+
+def test_a_wrong_fleet_framework_is_reported_once_at_the_list() -> None:
+    """Every cluster without its own list takes the fleet's: a typo there is one mistake,
+    reported where it is written, not once per cluster at the cluster."""
+    config = base()
+    config["frameworks"] = ["batch", "jobsett"]
+    problems = [p for p in problems_of(config) if "jobsett" in p.message]
+    assert [p.path for p in problems] == ["frameworks[1]"]
+    assert "did you mean 'jobset'" in problems[0].hint
+    # A cluster's own list is reported at that list.
+    config["frameworks"] = ["batch"]
+    config["workers"][1]["frameworks"] = ["jobsett"]  # batch is added, not written
+    problems = [p for p in problems_of(config) if "jobsett" in p.message]
+    assert [p.path for p in problems] == ["workers[1].frameworks[0]"]
+
+
+def test_a_duplicate_worker_name_is_one_problem_with_its_fix() -> None:
+    """Not also "would be created by workers[0], workers[1]" with a fleetName hint: in one
+    stack the fix is another name."""
+    config = base()
+    config["workers"][1]["name"] = "worker1"
+    problems = [p for p in problems_of(config) if p.severity == "error"]
+    assert [(p.path, p.hint) for p in problems] == [
+        ("workers[1].name", "give each cluster its own name")
+    ]

@@ -61,14 +61,14 @@ def _warn(path: str, message: str, hint: str = "") -> Problem:
     return Problem(path, message, hint, "warning")
 
 
-def _unique(names: Iterable[tuple[str, str]], what: str) -> Iterator[Problem]:
+def _unique(names: Iterable[tuple[str, str]], what: str, hint: str = "") -> Iterator[Problem]:
     seen: dict[str, str] = {}
     for name, path in names:
         if name in seen:
             yield _error(
                 path,
                 f"duplicate {what} '{name}' (also at {seen[name]})",
-                f"give each {what} its own name",
+                hint or f"give each {what} its own name",
             )
         else:
             seen[name] = path
@@ -95,7 +95,11 @@ def worker_count(spec: FleetSpec) -> Iterator[Problem]:
 
 
 def cluster_names_unique(spec: FleetSpec) -> Iterator[Problem]:
-    yield from _unique(((c.name, key_path(c.path, "name")) for c in spec.clusters), "cluster name")
+    yield from _unique(
+        ((c.name, key_path(c.path, "name")) for c in spec.clusters),
+        "cluster name",
+        "give each cluster its own name",
+    )
 
 
 def kind_name_length(spec: FleetSpec) -> Iterator[Problem]:
@@ -124,29 +128,50 @@ def kind_workers_need_a_kind_manager(spec: FleetSpec) -> Iterator[Problem]:
 # --- frameworks and integrations -----------------------------------------------------------
 
 
+def _framework_name_problem(name: str, path: str, list_path: str) -> Problem | None:
+    if name in REMOVED_FRAMEWORKS:
+        return _error(path, REMOVED_FRAMEWORKS[name], f"remove '{name}' from {list_path}")
+    if name not in FRAMEWORKS:
+        return _error(
+            path,
+            f"unknown framework '{name}'",
+            f"{did_you_mean(name, FRAMEWORKS)}known frameworks: {', '.join(FRAMEWORKS)}",
+        )
+    return None
+
+
+def _framework_list(
+    written: tuple[str, ...], names: tuple[str, ...], path: str, where: str
+) -> Iterator[Problem]:
+    """`written`: the list as the file has it; `names`: what the cluster gets (batch added)."""
+    for i, name in enumerate(written):
+        problem = _framework_name_problem(name, key_path(path, i), path)
+        if problem is not None:
+            yield problem
+            continue
+        for needed in FRAMEWORKS[name].requires:
+            if needed not in names:
+                yield _error(
+                    path, f"'{name}' needs '{needed}' {where}", f"add '{needed}' to {path}"
+                )
+
+
 def known_frameworks(spec: FleetSpec) -> Iterator[Problem]:
+    """A wrong name once, where it is written: the fleet's `frameworks` (which every
+    cluster without a list of its own takes), or a cluster's own list."""
+    if any(c.written_frameworks is None for c in spec.clusters):
+        yield from _framework_list(
+            spec.frameworks,
+            spec.frameworks,
+            "frameworks",
+            "(the frameworks of every cluster without its own)",
+        )
     for c in spec.clusters:
-        fpath = key_path(c.path, "frameworks")
-        for i, name in enumerate(c.frameworks):
-            if name in REMOVED_FRAMEWORKS:
-                yield _error(
-                    key_path(fpath, i), REMOVED_FRAMEWORKS[name], f"remove '{name}' from {fpath}"
-                )
-                continue
-            if name not in FRAMEWORKS:
-                yield _error(
-                    key_path(fpath, i),
-                    f"unknown framework '{name}'",
-                    f"{did_you_mean(name, FRAMEWORKS)}known frameworks: {', '.join(FRAMEWORKS)}",
-                )
-                continue
-            for needed in FRAMEWORKS[name].requires:
-                if needed not in c.frameworks:
-                    yield _error(
-                        fpath,
-                        f"'{name}' needs '{needed}' on cluster '{c.name}'",
-                        f"add '{needed}' to {fpath}",
-                    )
+        if c.written_frameworks is not None:
+            path = key_path(c.path, "frameworks")
+            yield from _framework_list(
+                c.written_frameworks, c.frameworks, path, f"on cluster '{c.name}'"
+            )
 
 
 def workers_run_the_managers_frameworks(spec: FleetSpec) -> Iterator[Problem]:
@@ -723,10 +748,13 @@ def _shared_cluster_problem(
 
 
 def clusters_distinct(spec: FleetSpec) -> list[Problem]:
-    """Two entries of one stack that are the same real cluster."""
+    """Two entries of one stack that are the same real cluster. Only `existing` ones: a
+    cluster the stack creates is named <fleetName>-<name>, so two of one stack collide
+    only when their names do (cluster_names_unique says so, with the right fix)."""
     owners: dict[tuple[str, str], list[tuple[str, ClusterSpec]]] = {}
     for c in spec.clusters:
-        owners.setdefault(_identity(spec, c), []).append(("", c))
+        if c.existing is not None:
+            owners.setdefault(_identity(spec, c), []).append(("", c))
     return [_shared_cluster_problem(i, users) for i, users in owners.items() if len(users) > 1]
 
 

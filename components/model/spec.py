@@ -261,10 +261,16 @@ class ClusterSpec(_Model):
     gke: GkeSettings | None = None
     eks: EksSettings | None = None
     _path: str = PrivateAttr(default="")
+    # `frameworks` as written for this cluster; None: it takes the fleet's.
+    _written_frameworks: tuple[str, ...] | None = PrivateAttr(default=None)
 
     @property
     def path(self) -> str:
         return self._path
+
+    @property
+    def written_frameworks(self) -> tuple[str, ...] | None:
+        return self._written_frameworks
 
     def physical_name(self, fleet_name: str) -> str:
         """The name the cluster has on its platform (kind, GKE, EKS)."""
@@ -852,6 +858,7 @@ class FleetSpec(_Model):
     @model_validator(mode="after")
     def _fleet_defaults(self) -> FleetSpec:
         for c in self.clusters:
+            c._written_frameworks = c.frameworks
             own = c.frameworks if c.frameworks is not None else self.frameworks
             # batch/Job is part of Kubernetes itself.
             c._derive(frameworks=own if "batch" in own else ("batch", *own))
