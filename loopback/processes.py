@@ -11,7 +11,7 @@ import signal
 import socket
 import subprocess
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,9 +22,16 @@ class Started:
     pid: int
     argv0: str
     log: str
+    # Only in the command that started it (a later `down` reads the record instead).
+    process: subprocess.Popen[bytes] | None = field(default=None, compare=False, repr=False)
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {"name": self.name, "pid": self.pid, "argv0": self.argv0, "log": self.log}
+
+    def exited(self) -> bool:
+        if self.process is not None:
+            return self.process.poll() is not None
+        return not running(self.as_dict())
 
 
 def free_port() -> int:
@@ -44,7 +51,7 @@ def start(name: str, argv: list[str], log: Path, env: dict[str, str] | None = No
             start_new_session=True,
             env={**os.environ, **(env or {})},
         )
-    return Started(name, process.pid, argv[0], str(log))
+    return Started(name, process.pid, argv[0], str(log), process)
 
 
 def is_ours(record: dict[str, Any]) -> bool:
