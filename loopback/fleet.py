@@ -119,7 +119,6 @@ def up(
             plane.start_etcd()
             plane.start_egress(sys.executable)
             plane.start_apiserver()
-            plane.start_controller_manager()
             record["clusters"][cluster.name] = {
                 "role": cluster.role,
                 "server": plane.server,
@@ -127,7 +126,11 @@ def up(
             }
             _save(state, record, planes)
         for plane in planes:
-            plane.wait_ready(timeout)
+            plane.wait_serving(timeout)
+            plane.start_controller_manager()
+            _save(state, record, planes)
+        for plane in planes:
+            plane.wait_controllers(timeout)
         log(f"  control planes ready in {time.monotonic() - began:.1f} s")
         if ensure_visibility_certs():
             record["made"] = [str(VISIBILITY_CERT_DIR)]

@@ -65,8 +65,9 @@ class KueuePlane:
         self.plane.start_etcd()
         self.plane.start_egress(sys.executable)
         self.plane.start_apiserver()
+        self.plane.wait_serving(120)
         self.plane.start_controller_manager()
-        self.plane.wait_ready(120)
+        self.plane.wait_controllers(120)
         self.client = Client(self.plane.kubeconfig_path(ADMIN))
         self.made_visibility = ensure_visibility_certs()
         self.kueue: Kueue | None = None
