@@ -37,6 +37,8 @@ DEFAULT_STATE = ROOT / ".fleet" / "loopback"
 RECORD = "fleet.json"
 
 Log = Callable[[str], object]
+# The pinned releases' source: the download cache, the release URL, the Go module.
+Fetch = Callable[[str], str]
 
 
 class FleetError(Exception):
@@ -74,7 +76,9 @@ class Fleet:
         return Path(self.clusters[cluster]["kubeconfig"])
 
 
-def cluster_crds(spec: FleetSpec, cluster: ClusterSpec) -> list[dict[str, Any]]:
+def cluster_crds(
+    spec: FleetSpec, cluster: ClusterSpec, fetch: Fetch = releases.fetch
+) -> list[dict[str, Any]]:
     """The CRDs a cluster of the stack serves besides Kueue's: the ClusterProfile CRD where
     the stack uses that mode (the pinned release, or its Go module), and each enabled
     framework's kinds from the framework's Go module. Framework controllers do not run here:
@@ -82,7 +86,7 @@ def cluster_crds(spec: FleetSpec, cluster: ClusterSpec) -> list[dict[str, Any]]:
     crds: list[dict[str, Any]] = []
     for bundle in bundles(spec, cluster):
         if bundle.name == clusterprofile_crd_bundle().name:
-            crds += documents(releases.fetch(bundle.url))
+            crds += documents(fetch(bundle.url))
     for key in cluster.frameworks or ():
         crds += gomodule.framework_crds(key)
     return crds
@@ -95,6 +99,7 @@ def up(
     spec: FleetSpec | None = None,
     timeout: float = 180,
     log: Log = print,
+    fetch: Fetch = releases.fetch,
 ) -> Fleet:
     """Starts a control plane and Kueue for each cluster of the stack (or of `spec`), and
     returns once every Kueue serves its webhooks. Anything started is stopped again when a
@@ -107,7 +112,7 @@ def up(
     if spec is None:
         spec, _ = load_stack(stack if stack.endswith(".yaml") else str(stack_path(stack)))
     binaries = toolchain.require(list(toolchain.CONTROL_PLANE))
-    manifest = releases.fetch(kueue_bundle(spec.kueue.version).url, expect_kinds=("Deployment",))
+    manifest = fetch(kueue_bundle(spec.kueue.version).url)
     state.mkdir(parents=True, exist_ok=True)
     record: dict[str, Any] = {"stack": spec.stack or stack, "clusters": {}, "processes": []}
     planes: list[ControlPlane] = []
@@ -138,7 +143,7 @@ def up(
         for plane, cluster in zip(planes, spec.clusters, strict=True):
             kueue = Kueue(plane, kueue_objects(manifest, spec, cluster), binaries["kueue"])
             client = Client(plane.kubeconfig_path(ADMIN))
-            kueue.apply_install(client, cluster_crds(spec, cluster))
+            kueue.apply_install(client, cluster_crds(spec, cluster, fetch))
             kueue.start(client)
             _save(state, record, planes)
             record["clusters"][cluster.name]["kueueConfigChanges"] = kueue.changes

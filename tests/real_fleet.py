@@ -16,7 +16,7 @@ from components.checks.load import load_stack
 from components.model.spec import ClusterSpec, FleetSpec
 from components.model.stack_file import stack_path
 from components.objects.kueue_install import kueue_objects
-from components.upstream import toolchain
+from components.upstream import releases, toolchain
 from loopback import fleet as loopback_fleet
 from loopback.client import Client
 from loopback.controlplane import ADMIN, ControlPlane
@@ -49,6 +49,12 @@ def manifest() -> str:
     if text is None:
         pytest.skip(why_missing())
     return text
+
+
+def real_fetch(url: str) -> str:
+    """The pinned release itself, never the synthetic one the mock-engine tests point
+    MKF_UPSTREAM_CACHE at (tests/pulumi_harness.py)."""
+    return releases.fetch(url, cache_dir=releases.DEFAULT_CACHE)
 
 
 def spec_of(stack: str) -> FleetSpec:
@@ -88,7 +94,8 @@ class KueuePlane:
 
     def start_kueue_for(self, spec: FleetSpec, cluster: ClusterSpec) -> Kueue:
         return self.start_kueue(
-            kueue_objects(manifest(), spec, cluster), crds=cluster_crds(spec, cluster)
+            kueue_objects(manifest(), spec, cluster),
+            crds=cluster_crds(spec, cluster, real_fetch),
         )
 
     def stop_kueue(self) -> None:
@@ -118,7 +125,7 @@ def dev_fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[loopback_fle
     binaries()
     manifest()
     state = tmp_path_factory.mktemp("fleet")
-    started = loopback_fleet.up("dev", state, log=lambda _line: None)
+    started = loopback_fleet.up("dev", state, log=lambda _line: None, fetch=real_fetch)
     try:
         yield started
     finally:
