@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Iterator
 
+from components.checks.quantities import quota_quantities
 from components.model import kueue_gates, quantity
 from components.model.fieldtypes import is_label_value, minor_tuple
 from components.model.frameworks import (
@@ -723,6 +724,7 @@ RULES: list[Rule] = [
     worker_quotas_refer_to_queues,
     manager_quota,
     quotas_admit_something,
+    quota_quantities,
     local_queues,
 ]
 
