@@ -1,4 +1,4 @@
-"""The fleet's commands: validate, render (and --diff), status, schema, the CI
+"""The fleet's commands: validate, render (and --diff), status, schema, reference, the CI
 driver (up, down, preview, run) and reader-access. `python -m components ...` and the
 installed `mkf ...` (cli/mkf.py) are the same commands.
 
@@ -339,6 +339,18 @@ def cmd_schema(args: argparse.Namespace) -> int:
     return _generated(args, out, schema_text(), "the schema of the current model", "mkf schema")
 
 
+def cmd_reference(args: argparse.Namespace) -> int:
+    from components.cli.reference import generated_pages
+
+    code = SAME
+    for path, text in generated_pages().items():
+        code = max(
+            code,
+            _generated(args, path, text, "what the code documents", "mkf reference"),
+        )
+    return code
+
+
 READER_STEPS = """\
 # The dispatcher's read-only identity for worker {cluster} (fleet {fleet}).
 # 1. Apply this on the worker:
@@ -493,6 +505,13 @@ def configure(parser: argparse.ArgumentParser) -> argparse._SubParsersAction:
     sc = command("schema", cmd_schema, "write the stack files' JSON Schema (from the model)")
     sc.add_argument("--out", help="where to write it (default: schema/stack.schema.json)")
     sc.add_argument("--check", action="store_true", help="exit 1 if the written one is stale")
+    rf = command(
+        "reference",
+        cmd_reference,
+        "write the docs generated from the code (docs/stack-reference.md, the tables in "
+        "docs/dispatcher.md and docs/commands.md)",
+    )
+    rf.add_argument("--check", action="store_true", help="exit 1 if a written page is stale")
     return sub
 
 
