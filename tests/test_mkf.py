@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.metadata
 import shutil
 import subprocess
 import sys
@@ -193,3 +194,13 @@ def test_zsh_completion(project: Path, line: str, expected: list[str]) -> None:
     current = words[-1]
     # compadd filters by the current word itself; the stand-in gets every candidate.
     assert sorted(w for w in offered if w.startswith(current)) == expected
+
+
+def test_the_version_of_a_checkout_not_installed(monkeypatch: pytest.MonkeyPatch) -> None:
+    from components.cli import version as module
+
+    def missing(name: str) -> str:
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(module.importlib.metadata, "version", missing)
+    assert module.version() == PYPROJECT["project"]["version"]

@@ -343,7 +343,7 @@ def cmd_reference(args: argparse.Namespace) -> int:
     from components.cli.reference import generated_pages
 
     code = SAME
-    for path, text in generated_pages().items():
+    for path, text in generated_pages(build_parser()).items():
         code = max(
             code,
             _generated(args, path, text, "what the code documents", "mkf reference"),
@@ -551,6 +551,31 @@ def dispatch(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             file=sys.stderr,
         )
         return FAILED
+
+
+def build_parser(prog: str = "mkf") -> argparse.ArgumentParser:
+    """mkf's parser: the fleet's commands, the controller's under `controller`, shell
+    completion and --version."""
+    from components.cli.completion import completion_script
+    from components.cli.version import version
+    from components.model.versions import KUEUE_VERSION
+    from controller import cli as controller
+
+    parser = argparse.ArgumentParser(prog=prog)
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=f"mkf {version()} (Kueue {KUEUE_VERSION}, Python {sys.version.split()[0]})",
+    )
+    sub = configure(parser)
+    text = "the dispatch controller: run it, or explain a decision (python -m controller)"
+    c = sub.add_parser("controller", help=text, description=text)
+    controller.configure(c, top=False)
+    text = "print a shell completion script: source <(mkf completion bash)"
+    completion = sub.add_parser("completion", help=text, description=text)
+    completion.add_argument("shell", choices=("bash", "zsh"))
+    completion.set_defaults(func=lambda args: print(completion_script(parser, args.shell)) or 0)
+    return parser
 
 
 def main(argv: list[str] | None = None, prog: str = "python -m components") -> int:

@@ -302,9 +302,7 @@ def settings_tables() -> str:
     return "\n".join(lines).lstrip("\n") + "\n"
 
 
-def commands_table() -> str:
-    from components.cli.mkf import build_parser
-
+def commands_table(parser: argparse.ArgumentParser) -> str:
     rows = ["| command | what it does | options |", "|---|---|---|"]
 
     def walk(parser: argparse.ArgumentParser, path: str) -> None:
@@ -331,30 +329,31 @@ def commands_table() -> str:
                 shown = " ".join(f"`{o}`" for o in [*positionals, *options]) or "-"
                 rows.append(f"| `{path} {name}` | {helps.get(name, '')} | {shown} |")
 
-    walk(build_parser(), "mkf")
+    walk(parser, "mkf")
     return "\n".join(rows) + "\n"
 
 
-REGIONS: dict[str, Callable[[], str]] = {
-    "stack-keys": stack_keys,
-    "dispatch-policy": policy_tables,
-    "settings": settings_tables,
+REGIONS: dict[str, Callable[[argparse.ArgumentParser], str]] = {
+    "stack-keys": lambda _: stack_keys(),
+    "dispatch-policy": lambda _: policy_tables(),
+    "settings": lambda _: settings_tables(),
     "commands": commands_table,
 }
 
 
-def fill_regions(text: str, source: Path) -> str:
-    """`text` with every generated region made again; a region of unknown name is an error."""
+def fill_regions(text: str, source: Path, parser: argparse.ArgumentParser) -> str:
+    """`text` with every generated region made again; a region of unknown name is an error.
+    `parser`: mkf's, for the command table."""
 
     def fill(match: re.Match[str]) -> str:
         name = match.group("name")
         if name not in REGIONS:
             raise ValueError(f"{source}: unknown generated region '{name}'")
-        return f"{match.group(1)}{REGIONS[name]()}{match.group(4)}"
+        return f"{match.group(1)}{REGIONS[name](parser)}{match.group(4)}"
 
     return REGION.sub(fill, text)
 
 
-def generated_pages() -> dict[Path, str]:
-    """Each generated page and what it should hold."""
-    return {page: fill_regions(page.read_text(), page) for page in PAGES}
+def generated_pages(parser: argparse.ArgumentParser) -> dict[Path, str]:
+    """Each generated page and what it should hold (`parser`: mkf's)."""
+    return {page: fill_regions(page.read_text(), page, parser) for page in PAGES}
