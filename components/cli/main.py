@@ -234,7 +234,11 @@ def _driver(args: argparse.Namespace) -> Any:
         up_timeout=args.timeout,
         ready_timeout=args.ready_timeout,
     )
-    return Driver(options)
+    # Progress (and the Pulumi CLI's own) is a diagnostic, on stderr; only preview's diff
+    # is the result of its command. `run`'s command writes where it likes.
+    if args.command == "preview":
+        return Driver(options)
+    return Driver(options, log=lambda text: print(text, file=sys.stderr, flush=True))
 
 
 def _guarded(action: Callable[[], int]) -> int:

@@ -36,8 +36,8 @@ class Reporter:
     err: TextIO = field(default_factory=lambda: sys.stderr)
     paint_out: Painter = field(default_factory=lambda: Painter(False))
     paint_err: Painter = field(default_factory=lambda: Painter(False))
-    # note (path, message) -> the stacks that carry it, in the order they were read
-    _notes: dict[tuple[str, str], tuple[Problem, list[str]]] = field(default_factory=dict)
+    # note (path, the message's first clause) -> each stack's note, in the order read
+    _notes: dict[tuple[str, str], list[tuple[Problem, str]]] = field(default_factory=dict)
 
     @classmethod
     def for_args(cls, args: argparse.Namespace) -> Reporter:
@@ -72,16 +72,22 @@ class Reporter:
             self.error(problem.render(source))
         for note in notes(problems):
             key = (note.path, note.message.split(":", 1)[0])
-            self._notes.setdefault(key, (note, []))[1].append(source)
+            self._notes.setdefault(key, []).append((note, source))
 
     def finish(self) -> None:
         """Each note once, naming the stacks it applies to (none with -q)."""
         if self.quiet:
             return
-        for note, sources in self._notes.values():
-            if len(sources) == 1:
-                self.error(note.render(sources[0]))
-            else:
-                self.error(replace(note, line=None).render())
-                self.error(f"    in: {', '.join(sources)}")
+        for seen in self._notes.values():
+            note, source = seen[0]
+            if len(seen) == 1:
+                self.error(note.render(source))
+                continue
+            if len({n.message for n, _ in seen}) > 1:
+                # The same note with each stack's own details: the first clause says it.
+                head = note.message.split(":", 1)[0]
+                detail = "the details differ per stack: `mkf validate --stack NAME` shows one"
+                note = replace(note, message=f"{head} ({detail})")
+            self.error(replace(note, line=None).render())
+            self.error(f"    in: {', '.join(s for _, s in seen)}")
         self._notes.clear()
