@@ -284,8 +284,6 @@ class ControlPlane:
                     time.sleep(0.3)
 
     def check_alive(self) -> None:
-        from loopback.processes import running
-
         for process in self.started:
-            if not running(process.as_dict()):
+            if process.exited():
                 raise StartError(f"{process.name} exited; its log ends: {log_tail(process.log)}")
