@@ -515,7 +515,7 @@ def test_user_kubeconfig_replaces_the_placeholder() -> None:
 def test_default_fleet_when_keys_are_omitted() -> None:
     spec, problems = load({}, stack="dev")
     # the default frameworks include LeaderWorkerSet: the manager does not wait for PodsReady
-    assert [(p.path, p.severity) for p in problems] == [("kueue.waitForPodsReady", "warning")]
+    assert [(p.path, p.severity) for p in problems] == [("kueue.waitForPodsReady", "note")]
     assert [c.name for c in spec.clusters] == ["manager", "worker1", "worker2"]
     assert {c.provider for c in spec.clusters} == {"kind"}
     assert spec.manager.kind is not None and "@sha256:" in spec.manager.kind.node_image

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Iterator
 import yaml
 
 from components.checks import kueue_rules
+from components.checks.quantities import quota_quantities
 from components.model import kueue_gates, quantity
 from components.model.fieldtypes import is_label_value, minor_tuple
 from components.model.frameworks import (
@@ -797,6 +798,7 @@ RULES: list[Rule] = [
     worker_quotas_refer_to_queues,
     manager_quota,
     quotas_admit_something,
+    quota_quantities,
     local_queues,
     # Kueue's own limits and rules for the objects the fleet writes, with their upstream
     # references (kueue_rules.RULE_INVENTORY).

@@ -9,8 +9,6 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-import yaml
-
 from components.model.frameworks import FRAMEWORKS, STATUS_NOT_MIRRORED
 from components.model.problems import Problem
 from components.model.spec import ClusterSpec, FleetSpec
@@ -20,6 +18,7 @@ from components.model.versions import (
     SHELL_LESS_PLUGIN_IMAGES,
 )
 from components.objects.labels import KUEUE_NAMESPACE, metadata
+from components.objects.manifests import yaml_text
 
 CONFIG_MAP = "kueue-manager-config"
 CONFIG_KEY = "controller_manager_config.yaml"
@@ -199,7 +198,7 @@ def kueue_pod_annotations(spec: FleetSpec, cluster: ClusterSpec) -> dict[str, st
 
 def config_map(spec: FleetSpec, cluster: ClusterSpec) -> dict[str, Any]:
     """The ConfigMap the Kueue Deployment mounts its configuration from."""
-    text = yaml.safe_dump(configuration(spec, cluster), sort_keys=False)
+    text = yaml_text(configuration(spec, cluster))
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -246,8 +245,9 @@ def pods_ready_problems(spec: FleetSpec) -> list[Problem]:
             Problem(
                 "kueue.waitForPodsReady",
                 f"waitForPodsReady is off on the manager and on for the workers: {why}",
-                "nothing to do; set kueue.waitForPodsReady.onManager to false to acknowledge",
-                "warning",
+                "nothing to do; set kueue.waitForPodsReady.onManager to false to acknowledge "
+                "it and not see this again",
+                "note",
             )
         ]
     return []
