@@ -198,6 +198,16 @@ def test_render_diff_shows_a_change_of_the_expected_configuration() -> None:
     assert [line for line in lines if line.startswith("==")] == ["== manager: changed"]
 
 
+def test_render_diff_shows_that_switching_a_deployed_stack_uninstalls_its_kueue() -> None:
+    managed = load(byo(kueue={"install": "managed"}), stack="byo")[0]
+    lines = diff_fleets(managed, byo_spec(), "old", "new")
+    for cluster in ("manager", "worker-lab-a", "worker-lab-b"):
+        section = lines[lines.index(f"== {cluster}: changed") :]
+        assert "- upstream kueue (removed)" in section
+        assert "- ConfigMap kueue-system/kueue-manager-config (removed)" in section
+        assert f"+ {EXPECTED_KUEUE_KEY} (added)" in section
+
+
 # --- the deploy-time check -------------------------------------------------------------------
 
 
