@@ -29,9 +29,30 @@ class Tool:
     name: str  # the binary's file name in BIN_DIR
     package: str  # the main package, listed in tools/go.mod's tool block
     module: str  # the module whose pinned version it is built at
+    # -X flags that stamp the version, as each project's own release build does; "{version}"
+    # and "{minor}" are filled from the pinned version.
+    stamps: tuple[str, ...] = ()
 
     def version(self) -> str:
         return module_versions().get(self.module, "?")
+
+    def ldflags(self) -> str:
+        version = self.version()
+        parts = version.lstrip("v").split(".")
+        minor = parts[1] if len(parts) > 1 else "0"
+        return " ".join(f"-X {stamp.format(version=version, minor=minor)}" for stamp in self.stamps)
+
+
+# What `/version` answers and what clients compare against: without them a binary built from
+# a module says v0.0.0-master (k8s.io/component-base version/base.go at v0.36.2; Kubernetes'
+# hack/lib/version.sh sets them for a release; Kueue's Makefile at v0.19.2 sets LD_FLAGS).
+KUBE_STAMPS = (
+    "k8s.io/component-base/version.gitVersion={version}",
+    "k8s.io/component-base/version.gitMajor=1",
+    "k8s.io/component-base/version.gitMinor={minor}",
+    "k8s.io/component-base/version.gitTreeState=clean",
+)
+KUEUE_STAMPS = ("sigs.k8s.io/kueue/pkg/version.GitVersion={version}",)
 
 
 KUSTOMIZE = "sigs.k8s.io/kustomize/kustomize/v5"
@@ -39,13 +60,19 @@ TOOLS: dict[str, Tool] = {
     t.name: t
     for t in (
         Tool("etcd", "go.etcd.io/etcd/server/v3", "go.etcd.io/etcd/server/v3"),
-        Tool("kube-apiserver", "k8s.io/kubernetes/cmd/kube-apiserver", "k8s.io/kubernetes"),
+        Tool(
+            "kube-apiserver",
+            "k8s.io/kubernetes/cmd/kube-apiserver",
+            "k8s.io/kubernetes",
+            KUBE_STAMPS,
+        ),
         Tool(
             "kube-controller-manager",
             "k8s.io/kubernetes/cmd/kube-controller-manager",
             "k8s.io/kubernetes",
+            KUBE_STAMPS,
         ),
-        Tool("kueue", "sigs.k8s.io/kueue/cmd/kueue", "sigs.k8s.io/kueue"),
+        Tool("kueue", "sigs.k8s.io/kueue/cmd/kueue", "sigs.k8s.io/kueue", KUEUE_STAMPS),
         # Kueue's release manifest is `kustomize build config/default` at the tag, with the
         # kustomize its hack/tools/go.mod pins (v5.8.1 at v0.19.2): components/upstream/gomodule.py.
         Tool(
@@ -93,9 +120,10 @@ def go_binary() -> str:
     return go
 
 
-def _fingerprint() -> str:
-    """What a build depends on: the pinned module set (go.mod, go.sum) and the Go release."""
-    digest = hashlib.sha256()
+def _fingerprint(tool: Tool) -> str:
+    """What a build depends on: the pinned module set (go.mod, go.sum), the Go release and
+    the tool's own build flags."""
+    digest = hashlib.sha256(tool.ldflags().encode())
     for name in ("go.mod", "go.sum"):
         digest.update((TOOLS_MODULE / name).read_bytes())
     digest.update(
@@ -113,7 +141,11 @@ def _stamp(name: str) -> Path:
 def is_built(name: str) -> bool:
     """True when the binary exists and was built from the current pins."""
     stamp = _stamp(name)
-    return (BIN_DIR / name).is_file() and stamp.is_file() and stamp.read_text() == _fingerprint()
+    return (
+        (BIN_DIR / name).is_file()
+        and stamp.is_file()
+        and stamp.read_text() == _fingerprint(TOOLS[name])
+    )
 
 
 def path_of(name: str) -> Path:
@@ -133,7 +165,6 @@ def build(
             f"unknown tool {', '.join(unknown)}: choose from {', '.join(sorted(TOOLS))}"
         )
     BIN_DIR.mkdir(parents=True, exist_ok=True)
-    fingerprint = _fingerprint()
     built: dict[str, Path] = {}
     for name in wanted:
         tool = TOOLS[name]
@@ -145,7 +176,7 @@ def build(
         log(f"  {name:<26} {tool.version():<12} building {tool.package} ...")
         started = time.monotonic()
         result = subprocess.run(
-            [go, "build", "-trimpath", "-o", str(target), tool.package],
+            [go, "build", "-trimpath", "-ldflags", tool.ldflags(), "-o", str(target), tool.package],
             cwd=TOOLS_MODULE,
             capture_output=True,
             text=True,
@@ -157,7 +188,7 @@ def build(
             raise ToolchainError(
                 f"go build {tool.package} failed in {TOOLS_MODULE}: " + " | ".join(tail)
             )
-        _stamp(name).write_text(fingerprint)
+        _stamp(name).write_text(_fingerprint(tool))
         log(f"  {name:<26} {tool.version():<12} built in {time.monotonic() - started:.0f} s")
         built[name] = target
     return built

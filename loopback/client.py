@@ -1,0 +1,71 @@
+"""The launcher's few calls to an API server, through the kubernetes client's dynamic
+client: server-side apply, list, and a dry-run create."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kubernetes import config as kube_config
+from kubernetes.dynamic import DynamicClient
+from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
+
+FIELD_MANAGER = "loopback-launcher"
+
+
+class Client:
+    def __init__(self, kubeconfig: Path) -> None:
+        api = kube_config.new_client_from_config_dict(yaml.safe_load(kubeconfig.read_text()))
+        self.dynamic = DynamicClient(api)
+
+    def _resource(self, api_version: str, kind: str) -> Any:
+        try:
+            return self.dynamic.resources.get(api_version=api_version, kind=kind)
+        except ResourceNotFoundError:
+            # A CRD applied since discovery was read.
+            self.dynamic.resources.invalidate_cache()
+            return self.dynamic.resources.get(api_version=api_version, kind=kind)
+
+    def apply(self, obj: dict[str, Any]) -> None:
+        resource = self._resource(obj["apiVersion"], obj["kind"])
+        meta = obj["metadata"]
+        self.dynamic.server_side_apply(
+            resource,
+            body=obj,
+            name=meta["name"],
+            namespace=meta.get("namespace") if resource.namespaced else None,
+            field_manager=FIELD_MANAGER,
+            force_conflicts=True,
+        )
+
+    def wait_established(self, crd: str, timeout: float = 30) -> None:
+        resource = self._resource("apiextensions.k8s.io/v1", "CustomResourceDefinition")
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            status = resource.get(name=crd).to_dict().get("status") or {}
+            conditions = status.get("conditions") or []
+            if any(c["type"] == "Established" and c["status"] == "True" for c in conditions):
+                return
+            time.sleep(0.2)
+        raise TimeoutError(f"CRD {crd} not Established after {timeout:.0f} s")
+
+    def list(
+        self, api_version: str, kind: str, namespace: str | None = None
+    ) -> list[dict[str, Any]]:
+        resource = self._resource(api_version, kind)
+        return [i for i in resource.get(namespace=namespace).to_dict().get("items", [])]
+
+    def get(
+        self, api_version: str, kind: str, name: str, namespace: str | None = None
+    ) -> dict[str, Any] | None:
+        resource = self._resource(api_version, kind)
+        try:
+            return resource.get(name=name, namespace=namespace).to_dict()
+        except NotFoundError:
+            return None
+
+    def dry_run_create(self, obj: dict[str, Any]) -> None:
+        resource = self._resource(obj["apiVersion"], obj["kind"])
+        resource.create(body=obj, dry_run="All")

@@ -1,0 +1,208 @@
+"""Kueue v0.19.2 on a loopback control plane: the project's own install objects for the
+cluster (the release manifest with the Configuration and gate flags the project renders,
+components/objects/kueue_install.py) applied as they are, except the Deployment, whose
+manager runs here as a process with that same Configuration and those same flags.
+
+A process outside a pod needs a few fields of the Configuration changed; only these are,
+and each change is listed (`config_changes`) and written beside the configuration file:
+- ports (webhook, metrics, health probes, visibility server): N Kueues share one machine, so
+  each listens on 127.0.0.1 on ports of its own; the Services keep their ports and the
+  egress proxy (loopback/egress.py) joins them to these;
+- webhook.certDir: the default /tmp/k8s-webhook-server/serving-certs would be shared by every
+  Kueue on the machine; internal certificate management stays on, so Kueue makes and injects
+  its certificates itself, for its Service's DNS name, exactly as in a cluster. In a pod the
+  kubelet mounts the Secret Kueue writes them to at that folder (config/components/manager at
+  v0.19.2) and Kueue waits until the files appear (open-policy-agent/cert-controller
+  ensureCertsMounted); here the launcher copies the Secret's files there, as the kubelet would;
+- leaderElection.resourceNamespace: in a pod controller-runtime reads the namespace from the
+  service-account mount (pkg/leaderelection at v0.24), which a process does not have.
+Everything else is exactly as rendered, so Kueue's strict decoder, its gate checks and its
+webhooks judge what the project would deploy.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from components.objects.kueue_config import CONFIG_KEY, CONFIG_MAP
+from components.objects.kueue_install import KUEUE_CONTAINER, KUEUE_DEPLOYMENT
+from loopback.controlplane import KUEUE, ControlPlane, StartError
+from loopback.processes import free_port, log_tail, start
+
+NAMESPACE = "kueue-system"
+# The container ports of Kueue's manager in its install (config/components/manager and
+# config/default at v0.19.2): the Services point at these by number or name.
+CONTAINER_PORTS = {"webhook": 9443, "metrics": 8443, "health": 8081, "visibility": 8082}
+
+
+def split_install(
+    objects: list[dict[str, Any]],
+) -> tuple[dict[str, Any], list[str], list[dict[str, Any]]]:
+    """The rendered Configuration, the manager's arguments, and every object but the
+    Deployment (to apply as it is)."""
+    config: dict[str, Any] | None = None
+    args: list[str] | None = None
+    rest: list[dict[str, Any]] = []
+    for obj in objects:
+        meta = obj.get("metadata") or {}
+        if obj["kind"] == "Deployment" and meta.get("name") == KUEUE_DEPLOYMENT:
+            pod = obj["spec"]["template"]["spec"]
+            container = next(c for c in pod["containers"] if c["name"] == KUEUE_CONTAINER)
+            args = list(container.get("args") or [])
+            continue
+        if obj["kind"] == "ConfigMap" and meta.get("name") == CONFIG_MAP:
+            config = yaml.safe_load(obj["data"][CONFIG_KEY])
+        rest.append(obj)
+    if config is None or args is None:
+        raise StartError("the Kueue install objects lack its ConfigMap or Deployment")
+    return config, args, rest
+
+
+def process_config(
+    rendered: dict[str, Any], ports: dict[str, int], cert_dir: Path
+) -> tuple[dict[str, Any], list[str]]:
+    """The rendered Configuration with only the fields a process needs changed, and a line
+    per change."""
+    config = copy.deepcopy(rendered)
+    changes: list[str] = []
+
+    def put(path: str, value: Any) -> None:
+        *parents, leaf = path.split(".")
+        node = config
+        for part in parents:
+            node = node.setdefault(part, {})
+        old = node.get(leaf, "<default>")
+        node[leaf] = value
+        changes.append(f"{path}: {old} -> {value}")
+
+    put("webhook.port", ports["webhook"])
+    put("webhook.host", "127.0.0.1")
+    put("webhook.certDir", str(cert_dir))
+    put("metrics.bindAddress", f"127.0.0.1:{ports['metrics']}")
+    put("health.healthProbeBindAddress", f"127.0.0.1:{ports['health']}")
+    put("visibilityServer.bindAddress", "127.0.0.1")
+    put("visibilityServer.bindPort", ports["visibility"])
+    if not (config.get("leaderElection") or {}).get("resourceNamespace"):
+        put("leaderElection.resourceNamespace", config.get("namespace") or NAMESPACE)
+    return config, changes
+
+
+def process_args(args: list[str], config_file: Path) -> list[str]:
+    """The Deployment's arguments with --config pointing at the process's file."""
+    return [f"--config={config_file}" if a.startswith("--config=") else a for a in args]
+
+
+def install_order(obj: dict[str, Any]) -> int:
+    """Namespaces and CRDs first (what the rest lives in), webhook configurations last."""
+    kind = obj["kind"]
+    if kind in ("Namespace", "CustomResourceDefinition"):
+        return 0
+    if kind.endswith("WebhookConfiguration") or kind == "APIService":
+        return 2
+    return 1
+
+
+class Kueue:
+    def __init__(self, plane: ControlPlane, objects: list[dict[str, Any]], binary: Path) -> None:
+        self.plane = plane
+        self.binary = binary
+        self.rendered, self.args, self.install = split_install(objects)
+        self.ports = {name: free_port() for name in CONTAINER_PORTS}
+        self.config, self.changes = process_config(
+            self.rendered, self.ports, plane.folder / "kueue-certs"
+        )
+        self.config_file = plane.folder / "kueue-config.yaml"
+
+    def apply_install(self, client: Any) -> None:
+        """Server-side apply of the install objects, in order, as the launcher."""
+        for obj in sorted(self.install, key=install_order):
+            client.apply(obj)
+            if obj["kind"] == "CustomResourceDefinition":
+                client.wait_established(obj["metadata"]["name"])
+
+    def routes(self, client: Any) -> dict[str, int]:
+        """Each Service of Kueue's namespace, by ClusterIP:port, to the local port of the
+        container port it targets."""
+        by_container = {v: self.ports[k] for k, v in CONTAINER_PORTS.items()}
+        named = {"webhook-server": 9443, "https": 8443, "visibility": 8082}
+        found: dict[str, int] = {}
+        for service in client.list("v1", "Service", NAMESPACE):
+            ip = service["spec"].get("clusterIP")
+            for port in service["spec"].get("ports") or []:
+                target = port.get("targetPort", port["port"])
+                number = named.get(target) if isinstance(target, str) else target
+                if ip and ip != "None" and number in by_container:
+                    found[f"{ip}:{port['port']}"] = by_container[number]
+        return found
+
+    def start(self, client: Any) -> None:
+        self.config_file.write_text(yaml.safe_dump(self.config, sort_keys=False))
+        (self.plane.folder / "kueue-config-changes.txt").write_text("\n".join(self.changes) + "\n")
+        (self.plane.folder / "egress-routes.json").write_text(json.dumps(self.routes(client)))
+        self.plane.started.append(
+            start(
+                f"{self.plane.name}/kueue",
+                [str(self.binary), *process_args(self.args, self.config_file)],
+                self.plane.folder / "kueue.log",
+                env={"KUBECONFIG": str(self.plane.kubeconfig_path(KUEUE))},
+            )
+        )
+
+    def mount_cert_secret(self, client: Any) -> None:
+        """What the kubelet does for the Deployment's secret volume: the Secret's keys as
+        files in the certificate folder, once Kueue has filled it."""
+        name = (self.config.get("internalCertManagement") or {}).get("webhookSecretName")
+        secret = client.get("v1", "Secret", name, NAMESPACE) if name else None
+        data = (secret or {}).get("data") or {}
+        if not {"tls.crt", "tls.key"} <= set(data):
+            return
+        folder = Path(self.config["webhook"]["certDir"])
+        folder.mkdir(parents=True, exist_ok=True)
+        for key, value in data.items():
+            target = folder / key
+            content = base64.b64decode(value)
+            if not target.is_file() or target.read_bytes() != content:
+                target.write_bytes(content)
+                target.chmod(0o600)
+
+    def wait_ready(self, client: Any, timeout: float) -> None:
+        """Until Kueue's readiness probe answers and the API server has called its webhook
+        for a (dry-run) ResourceFlavor: certificates made, injected and served."""
+        deadline = time.monotonic() + timeout
+        probe = f"http://127.0.0.1:{self.ports['health']}/readyz"
+        last = ""
+        while True:
+            self.plane.check_alive()
+            self.mount_cert_secret(client)
+            try:
+                with urllib.request.urlopen(probe, timeout=3) as answer:
+                    ready = answer.status == 200
+            except (OSError, urllib.error.HTTPError) as exc:
+                ready, last = False, f"readyz: {exc}"
+            if ready:
+                try:
+                    client.dry_run_create(
+                        {
+                            "apiVersion": "kueue.x-k8s.io/v1beta2",
+                            "kind": "ResourceFlavor",
+                            "metadata": {"name": "loopback-probe"},
+                        }
+                    )
+                    return
+                except Exception as exc:  # noqa: BLE001 - any refusal means not ready yet
+                    last = f"webhook: {exc}"
+            if time.monotonic() > deadline:
+                raise StartError(
+                    f"{self.plane.name}: Kueue not ready after {timeout:.0f} s ({last}); "
+                    f"its log ends: {log_tail(self.plane.folder / 'kueue.log')}"
+                )
+            time.sleep(0.5)
