@@ -3,6 +3,7 @@ client: server-side apply, list, and a dry-run create."""
 
 from __future__ import annotations
 
+import contextlib
 import time
 from pathlib import Path
 from typing import Any
@@ -65,6 +66,14 @@ class Client:
             return resource.get(name=name, namespace=namespace).to_dict()
         except NotFoundError:
             return None
+
+    def delete(self, obj: dict[str, Any]) -> None:
+        """Deletes the object if it is there (foreground: gone once its dependents are)."""
+        resource = self._resource(obj["apiVersion"], obj["kind"])
+        meta = obj["metadata"]
+        namespace = meta.get("namespace") if resource.namespaced else None
+        with contextlib.suppress(NotFoundError):
+            resource.delete(name=meta["name"], namespace=namespace)
 
     def dry_run_create(self, obj: dict[str, Any]) -> None:
         resource = self._resource(obj["apiVersion"], obj["kind"])

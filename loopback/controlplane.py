@@ -261,31 +261,34 @@ class ControlPlane:
             body = r.read()
         return json.loads(body) if body[:1] in (b"{", b"[") else body.decode()
 
-    def wait_ready(self, timeout: float) -> None:
-        """Until /readyz is ok and the controller manager has made the default namespace's
-        ServiceAccount (its service-account controller runs)."""
+    def wait_serving(self, timeout: float) -> None:
+        """Until the API server's /readyz is ok: its RBAC bootstrap roles included, which
+        kube-controller-manager checks once as it starts and exits without."""
+        self._wait("/readyz", "kube-apiserver", timeout)
+
+    def wait_controllers(self, timeout: float) -> None:
+        """Until the controller manager has made the default namespace's ServiceAccount (its
+        service-account controller runs)."""
+        self._wait(
+            "/api/v1/namespaces/default/serviceaccounts/default", "kube-controller-manager", timeout
+        )
+
+    def _wait(self, path: str, who: str, timeout: float) -> None:
         deadline = time.monotonic() + timeout
-        checks = [
-            ("/readyz", "kube-apiserver"),
-            ("/api/v1/namespaces/default/serviceaccounts/default", "kube-controller-manager"),
-        ]
-        for path, who in checks:
-            while True:
-                self.check_alive()
-                try:
-                    self.get(path)
-                    break
-                except OSError:
-                    if time.monotonic() > deadline:
-                        raise StartError(
-                            f"{self.name}: {who} not ready after {timeout:.0f} s; "
-                            f"its log ends: {log_tail(self.folder / f'{who}.log')}"
-                        ) from None
-                    time.sleep(0.3)
+        while True:
+            self.check_alive()
+            try:
+                self.get(path)
+                return
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise StartError(
+                        f"{self.name}: {who} not ready after {timeout:.0f} s; "
+                        f"its log ends: {log_tail(self.folder / f'{who}.log')}"
+                    ) from None
+                time.sleep(0.3)
 
     def check_alive(self) -> None:
-        from loopback.processes import running
-
         for process in self.started:
-            if not running(process.as_dict()):
+            if process.exited():
                 raise StartError(f"{process.name} exited; its log ends: {log_tail(process.log)}")

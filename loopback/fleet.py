@@ -20,21 +20,25 @@ from pathlib import Path
 from typing import Any
 
 from components.checks.load import load_stack
-from components.model.spec import FleetSpec
+from components.model.spec import ClusterSpec, FleetSpec
 from components.model.stack_file import stack_path
-from components.model.versions import kueue_bundle
+from components.model.versions import clusterprofile_crd_bundle, kueue_bundle
+from components.objects.fleet import bundles
 from components.objects.kueue_install import kueue_objects
-from components.upstream import releases, toolchain
+from components.objects.manifests import documents
+from components.upstream import gomodule, releases, toolchain
 from loopback.client import Client
 from loopback.controlplane import ADMIN, ControlPlane
-from loopback.kueue import Kueue
-from loopback.processes import stop_all
+from loopback.kueue import VISIBILITY_CERT_DIR, Kueue, ensure_visibility_certs
+from loopback.processes import others_running, stop_all
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_STATE = ROOT / ".fleet" / "loopback"
 RECORD = "fleet.json"
 
 Log = Callable[[str], object]
+# The pinned releases' source: the download cache, the release URL, the Go module.
+Fetch = Callable[[str], str]
 
 
 class FleetError(Exception):
@@ -72,6 +76,22 @@ class Fleet:
         return Path(self.clusters[cluster]["kubeconfig"])
 
 
+def cluster_crds(
+    spec: FleetSpec, cluster: ClusterSpec, fetch: Fetch = releases.fetch
+) -> list[dict[str, Any]]:
+    """The CRDs a cluster of the stack serves besides Kueue's: the ClusterProfile CRD where
+    the stack uses that mode (the pinned release, or its Go module), and each enabled
+    framework's kinds from the framework's Go module. Framework controllers do not run here:
+    their objects are accepted and watched, never reconciled."""
+    crds: list[dict[str, Any]] = []
+    for bundle in bundles(spec, cluster):
+        if bundle.name == clusterprofile_crd_bundle().name:
+            crds += documents(fetch(bundle.url))
+    for key in cluster.frameworks or ():
+        crds += gomodule.framework_crds(key)
+    return crds
+
+
 def up(
     stack: str,
     state: Path = DEFAULT_STATE,
@@ -79,6 +99,7 @@ def up(
     spec: FleetSpec | None = None,
     timeout: float = 180,
     log: Log = print,
+    fetch: Fetch = releases.fetch,
 ) -> Fleet:
     """Starts a control plane and Kueue for each cluster of the stack (or of `spec`), and
     returns once every Kueue serves its webhooks. Anything started is stopped again when a
@@ -91,7 +112,7 @@ def up(
     if spec is None:
         spec, _ = load_stack(stack if stack.endswith(".yaml") else str(stack_path(stack)))
     binaries = toolchain.require(list(toolchain.CONTROL_PLANE))
-    manifest = releases.fetch(kueue_bundle(spec.kueue.version).url, expect_kinds=("Deployment",))
+    manifest = fetch(kueue_bundle(spec.kueue.version).url)
     state.mkdir(parents=True, exist_ok=True)
     record: dict[str, Any] = {"stack": spec.stack or stack, "clusters": {}, "processes": []}
     planes: list[ControlPlane] = []
@@ -103,7 +124,6 @@ def up(
             plane.start_etcd()
             plane.start_egress(sys.executable)
             plane.start_apiserver()
-            plane.start_controller_manager()
             record["clusters"][cluster.name] = {
                 "role": cluster.role,
                 "server": plane.server,
@@ -111,13 +131,19 @@ def up(
             }
             _save(state, record, planes)
         for plane in planes:
-            plane.wait_ready(timeout)
+            plane.wait_serving(timeout)
+            plane.start_controller_manager()
+            _save(state, record, planes)
+        for plane in planes:
+            plane.wait_controllers(timeout)
         log(f"  control planes ready in {time.monotonic() - began:.1f} s")
+        if ensure_visibility_certs():
+            record["made"] = [str(VISIBILITY_CERT_DIR)]
         kueues: list[tuple[Kueue, Client]] = []
         for plane, cluster in zip(planes, spec.clusters, strict=True):
             kueue = Kueue(plane, kueue_objects(manifest, spec, cluster), binaries["kueue"])
             client = Client(plane.kubeconfig_path(ADMIN))
-            kueue.apply_install(client)
+            kueue.apply_install(client, cluster_crds(spec, cluster, fetch))
             kueue.start(client)
             _save(state, record, planes)
             record["clusters"][cluster.name]["kueueConfigChanges"] = kueue.changes
@@ -142,5 +168,10 @@ def down(state: Path = DEFAULT_STATE, *, log: Log = print) -> bool:
         return False
     stopped = stop_all(record.get("processes") or [])
     log(f"  stopped {len(stopped)} processes")
+    # The visibility certificate folder is shared by every Kueue on the machine: it goes with
+    # the last of them.
+    if not others_running("kueue"):
+        for made in record.get("made") or []:
+            shutil.rmtree(made, ignore_errors=True)
     shutil.rmtree(state)
     return True

@@ -16,6 +16,9 @@ and each change is listed (`config_changes`) and written beside the configuratio
   ensureCertsMounted); here the launcher copies the Secret's files there, as the kubelet would;
 - leaderElection.resourceNamespace: in a pod controller-runtime reads the namespace from the
   service-account mount (pkg/leaderelection at v0.24), which a process does not have.
+The visibility server keeps its self-signed certificate in /visibility, a fixed path (an
+emptyDir in the pod; pkg/visibility/server.go at v0.19.2): `ensure_visibility_certs` makes it
+once for every Kueue on the machine, and `down` removes it when `up` made it.
 Everything else is exactly as rendered, so Kueue's strict decoder, its gate checks and its
 webhooks judge what the project would deploy.
 """
@@ -28,6 +31,7 @@ import json
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,12 +39,14 @@ import yaml
 
 from components.objects.kueue_config import CONFIG_KEY, CONFIG_MAP
 from components.objects.kueue_install import KUEUE_CONTAINER, KUEUE_DEPLOYMENT
+from loopback import pki
 from loopback.controlplane import KUEUE, ControlPlane, StartError
 from loopback.processes import free_port, log_tail, start
 
 NAMESPACE = "kueue-system"
 # The container ports of Kueue's manager in its install (config/components/manager and
 # config/default at v0.19.2): the Services point at these by number or name.
+STAND_IN_ADDRESS = "192.0.2.10"
 CONTAINER_PORTS = {"webhook": 9443, "metrics": 8443, "health": 8081, "visibility": 8082}
 
 
@@ -96,9 +102,13 @@ def process_config(
     return config, changes
 
 
-def process_args(args: list[str], config_file: Path) -> list[str]:
-    """The Deployment's arguments with --config pointing at the process's file."""
-    return [f"--config={config_file}" if a.startswith("--config=") else a for a in args]
+def process_args(args: list[str], config_file: Path, kubeconfig: Path) -> list[str]:
+    """The Deployment's arguments with --config pointing at the process's file, and the
+    kubeconfig a pod would not need: given as the flag, not $KUBECONFIG, because Kueue's
+    visibility server takes its delegated authentication from the flag and otherwise from
+    the in-cluster service account (pkg/visibility/server.go at v0.19.2)."""
+    args = [f"--config={config_file}" if a.startswith("--config=") else a for a in args]
+    return [*args, f"--kubeconfig={kubeconfig}"]
 
 
 def install_order(obj: dict[str, Any]) -> int:
@@ -122,9 +132,11 @@ class Kueue:
         )
         self.config_file = plane.folder / "kueue-config.yaml"
 
-    def apply_install(self, client: Any) -> None:
-        """Server-side apply of the install objects, in order, as the launcher."""
-        for obj in sorted(self.install, key=install_order):
+    def apply_install(self, client: Any, crds: Sequence[dict[str, Any]] = ()) -> None:
+        """Server-side apply of the install objects, in order, as the launcher; `crds` first
+        (what Kueue needs served before it starts: the ClusterProfile CRD in that mode, the
+        frameworks' kinds it watches)."""
+        for obj in [*crds, *sorted(self.install, key=install_order)]:
             client.apply(obj)
             if obj["kind"] == "CustomResourceDefinition":
                 client.wait_established(obj["metadata"]["name"])
@@ -144,16 +156,58 @@ class Kueue:
                     found[f"{ip}:{port['port']}"] = by_container[number]
         return found
 
+    def publish_endpoints(self, client: Any) -> None:
+        """What the endpoint-slice controller publishes once Kueue's pod is Ready: an
+        EndpointSlice per Service of Kueue's namespace, so that the aggregator finds its
+        visibility API available (kube-aggregator's availability controller checks the
+        Service's endpoints before it calls it, k8s.io/kube-aggregator v0.36). The address is
+        never dialled, as the API server calls the Service's ClusterIP through the egress
+        proxy; it is from TEST-NET-1 (RFC 5737), as Endpoints refuse loopback addresses."""
+        for service in client.list("v1", "Service", NAMESPACE):
+            name = service["metadata"]["name"]
+            client.apply(
+                {
+                    "apiVersion": "discovery.k8s.io/v1",
+                    "kind": "EndpointSlice",
+                    "metadata": {
+                        "name": f"{name}-loopback",
+                        "namespace": NAMESPACE,
+                        "labels": {
+                            "kubernetes.io/service-name": name,
+                            "endpointslice.kubernetes.io/managed-by": "loopback-launcher",
+                        },
+                    },
+                    "addressType": "IPv4",
+                    "endpoints": [{"addresses": [STAND_IN_ADDRESS], "conditions": {"ready": True}}],
+                    "ports": [
+                        {
+                            "name": port.get("name"),
+                            "port": port.get("targetPort"),
+                            "protocol": "TCP",
+                        }
+                        for port in service["spec"].get("ports") or []
+                        if isinstance(port.get("targetPort"), int)
+                    ]
+                    or [
+                        {"name": port.get("name"), "port": port["port"], "protocol": "TCP"}
+                        for port in service["spec"].get("ports") or []
+                    ],
+                }
+            )
+
     def start(self, client: Any) -> None:
         self.config_file.write_text(yaml.safe_dump(self.config, sort_keys=False))
         (self.plane.folder / "kueue-config-changes.txt").write_text("\n".join(self.changes) + "\n")
         (self.plane.folder / "egress-routes.json").write_text(json.dumps(self.routes(client)))
+        self.publish_endpoints(client)
         self.plane.started.append(
             start(
                 f"{self.plane.name}/kueue",
-                [str(self.binary), *process_args(self.args, self.config_file)],
+                [
+                    str(self.binary),
+                    *process_args(self.args, self.config_file, self.plane.kubeconfig_path(KUEUE)),
+                ],
                 self.plane.folder / "kueue.log",
-                env={"KUBECONFIG": str(self.plane.kubeconfig_path(KUEUE))},
             )
         )
 
@@ -206,3 +260,31 @@ class Kueue:
                     f"its log ends: {log_tail(self.plane.folder / 'kueue.log')}"
                 )
             time.sleep(0.5)
+
+
+VISIBILITY_CERT_DIR = Path("/visibility")
+
+
+def ensure_visibility_certs(folder: Path = VISIBILITY_CERT_DIR) -> bool:
+    """The self-signed pair Kueue's visibility server would write at start
+    (k8s.io/apiserver SecureServingOptions.MaybeDefaultWithSelfSignedCerts: apiserver.crt
+    and apiserver.key, used as they are when present), made once so that N Kueues starting
+    together never read a half-written file; True when this call made the folder."""
+    made = not folder.exists()
+    try:
+        folder.mkdir(mode=0o755, exist_ok=True)
+        if not (folder / "apiserver.crt").is_file():
+            ca = pki.Authority(folder, "visibility-ca", "kueue-visibility-ca")
+            ca.issue(
+                folder,
+                "apiserver",
+                "localhost",
+                server_names=("localhost",),
+                server_ips=("127.0.0.1",),
+            )
+    except OSError as exc:
+        raise StartError(
+            f"cannot write {folder} ({exc.strerror}): Kueue v0.19.2's visibility server keeps "
+            f"its certificate there; create it once with `sudo install -d -m 1777 {folder}`"
+        ) from None
+    return made

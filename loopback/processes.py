@@ -11,7 +11,7 @@ import signal
 import socket
 import subprocess
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,9 +22,16 @@ class Started:
     pid: int
     argv0: str
     log: str
+    # Only in the command that started it (a later `down` reads the record instead).
+    process: subprocess.Popen[bytes] | None = field(default=None, compare=False, repr=False)
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {"name": self.name, "pid": self.pid, "argv0": self.argv0, "log": self.log}
+
+    def exited(self) -> bool:
+        if self.process is not None:
+            return self.process.poll() is not None
+        return not running(self.as_dict())
 
 
 def free_port() -> int:
@@ -44,7 +51,7 @@ def start(name: str, argv: list[str], log: Path, env: dict[str, str] | None = No
             start_new_session=True,
             env={**os.environ, **(env or {})},
         )
-    return Started(name, process.pid, argv[0], str(log))
+    return Started(name, process.pid, argv[0], str(log), process)
 
 
 def is_ours(record: dict[str, Any]) -> bool:
@@ -91,3 +98,18 @@ def log_tail(path: str | Path, lines: int = 8) -> str:
     except OSError:
         return ""
     return " | ".join(text.strip().splitlines()[-lines:])
+
+
+def others_running(program: str) -> bool:
+    """True while some process on the machine runs a binary named `program` (another fleet's
+    Kueue, say), so that what all of them share is not removed from under it."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv0 = (entry / "cmdline").read_bytes().split(b"\0")[0].decode(errors="replace")
+        except OSError:
+            continue
+        if Path(argv0).name == program:
+            return True
+    return False

@@ -97,3 +97,7 @@ def upstream_crds() -> CrdSchemas:
     if schemas is None:
         pytest.skip(where)
     return schemas
+
+
+# The real tier's fixtures (tests/real_fleet.py), for every test module.
+from tests.real_fleet import dev_fleet, kueue_plane  # noqa: E402, F401

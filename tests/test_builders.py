@@ -537,7 +537,9 @@ def test_inventory_rights_only_when_asked_for(tmp_path: Path) -> None:
         r["metadata"]["namespace"] != "kueue-system"
         for r in find(plain, "Role", "multikueue-fleet-dispatcher")
     )
+    # Inventory clusters are ClusterProfiles: only ClusterProfile mode connects them.
     config["dispatcher"] = {"inventory": True}
+    config["credentials"] = {"mode": "clusterProfile"}
     manager = fleet(config)["manager"]
     # The controller is told, so it watches profiles and reaches joined clusters by token.
     for objects, expected in ((plain, False), (manager, True)):
@@ -555,10 +557,8 @@ def test_inventory_rights_only_when_asked_for(tmp_path: Path) -> None:
         for r in find(manager, "Role", "multikueue-fleet-dispatcher")
         if r["metadata"]["namespace"] == "kueue-system"
     ]
-    assert profiles["rules"] == [
-        {
-            "apiGroups": ["multicluster.x-k8s.io"],
-            "resources": ["clusterprofiles"],
-            "verbs": ["get", "list", "watch"],
-        }
-    ]
+    assert {
+        "apiGroups": ["multicluster.x-k8s.io"],
+        "resources": ["clusterprofiles"],
+        "verbs": ["get", "list", "watch"],
+    } in profiles["rules"]

@@ -74,3 +74,33 @@ def test_a_cache_entry_without_digest_is_used_only_when_whole(
     cached.write_text("kind: Deployment\nmetadata: {name: [\n")  # cut mid-object
     net.append(Response(WHOLE.encode()))
     assert upstream.fetch(URL) == WHOLE
+
+
+def test_a_pinned_artifact_must_match_its_digest(
+    net: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(upstream.PINNED_SHA256, URL, "0" * 64)
+    monkeypatch.setattr(upstream.gomodule, "SOURCES", {})
+    net.append(Response(WHOLE.encode()))
+    with pytest.raises(RuntimeError, match=r"not the pinned 0000.*tampered"):
+        upstream.fetch(URL)
+
+
+def test_without_the_release_url_the_go_module_of_its_tag_is_used(
+    net: list[Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def unreachable(url: str, timeout: float) -> Response:
+        raise OSError("network is unreachable")
+
+    monkeypatch.setattr(upstream.urllib.request, "urlopen", unreachable)
+    monkeypatch.setattr(upstream.gomodule, "has_source", lambda url: url.startswith(URL))
+    monkeypatch.setattr(upstream.gomodule, "artifact_text", lambda url: WHOLE)
+    assert upstream.fetch(URL) == WHOLE
+    assert (tmp_path / upstream.cache_key(URL)).read_text() == WHOLE  # cached like a download
+
+    def broken(url: str) -> str:
+        raise upstream.gomodule.ModuleSourceError("go mod download failed")
+
+    monkeypatch.setattr(upstream.gomodule, "artifact_text", broken)
+    with pytest.raises(RuntimeError, match=r"cannot download .*; nor from its Go module: go mod"):
+        upstream.fetch(URL + "?other")  # not cached

@@ -15,7 +15,7 @@ from components.model.frameworks import FRAMEWORKS, STATUS_NOT_MIRRORED
 from components.model.problems import Problem
 from components.model.spec import ClusterSpec, FleetSpec
 from components.model.versions import (
-    INIT_CONTAINER_PLUGIN_IMAGE,
+    KUEUE_PLUGIN_DOCKERFILE,
     SECRETREADER_PLUGIN_IMAGE,
     SHELL_LESS_PLUGIN_IMAGES,
 )
@@ -274,26 +274,30 @@ def pods_ready_problems(spec: FleetSpec) -> list[Problem]:
     return []
 
 
-def init_container_plugin_image(spec: FleetSpec) -> str:
-    """The image the init container copies the access-provider plugin out of: it runs
-    `sh -c "mkdir && cp"`, so the default (shell-less) official image is swapped for a build
-    that has a shell."""
-    image = spec.credentials.cluster_profile.plugin_image
-    return INIT_CONTAINER_PLUGIN_IMAGE if image == SECRETREADER_PLUGIN_IMAGE else image
-
-
 def plugin_image_problems(spec: FleetSpec, mount: str | None) -> list[Problem]:
-    """A plugin image an init container cannot copy from, refused with the fix."""
-    image = init_container_plugin_image(spec)
+    """The init container runs `sh -c "mkdir && cp"`: a plugin image without a shell (the
+    official one, also the default) cannot be copied from, and no image with one is
+    published (versions.KUEUE_PLUGIN_DOCKERFILE), so initContainer mode needs the user's."""
+    image = spec.credentials.cluster_profile.plugin_image
     if mount != "initContainer" or not image.startswith(SHELL_LESS_PLUGIN_IMAGES):
         return []
+    default = image == SECRETREADER_PLUGIN_IMAGE
     return [
         Problem(
             "credentials.clusterProfile.pluginImage",
-            f"'{image}' has no shell or cp (it is built FROM scratch, for image volumes), so "
-            "the init container cannot copy the plugin out of it",
-            "remove pluginImage (the stack then uses an alpine build of the plugin), use an "
-            "image with sh and cp, or run the manager on Kubernetes 1.35+ with pluginMount "
-            "imageVolume",
+            (
+                "the plugin reaches Kueue through an init container here (pluginMount "
+                f"{spec.credentials.cluster_profile.plugin_mount}, Kubernetes "
+                f"{spec.manager.kubernetes_version}), which needs an image with sh and cp; "
+                f"the default '{image}' has neither (it is built FROM scratch), and no "
+                "image that has them is published"
+                if default
+                else f"'{image}' has no shell or cp (it is built FROM scratch, for image "
+                "volumes), so the init container cannot copy the plugin out of it"
+            ),
+            "build the plugin with a shell (Kueue's alpine build: "
+            f"{KUEUE_PLUGIN_DOCKERFILE}), push it and set pluginImage to it; or run the "
+            "manager on Kubernetes 1.35+ (pluginMount imageVolume); or use pluginMount "
+            "customImage",
         )
     ]

@@ -55,7 +55,12 @@ from components.objects.worker_access import (
 from components.resources.clusters import ClusterHandle, KindClusterComponent, make_cluster
 from components.resources.existing_kueue import ExistingKueue
 from components.resources.kube_objects import KubeObject, ObjectSet, with_deploy_time_values
-from components.resources.providers import ControllerImage, ServiceAccountToken, source_hash
+from components.resources.providers import (
+    IMAGE_PLATFORM,
+    ControllerImage,
+    ServiceAccountToken,
+    source_hash,
+)
 from components.upstream.releases import fetch, kustomize_directory
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -282,7 +287,14 @@ class Fleet(pulumi.ComponentResource):
                     self,
                 )
             self._objects(
-                "Queues", f"{cluster.name}-queues", handle, queue_objects(spec, cluster), on_kueue
+                "Queues",
+                f"{cluster.name}-queues",
+                handle,
+                queue_objects(spec, cluster),
+                on_kueue,
+                # The LocalQueues' namespaces on a cluster the stack does not create are
+                # the teams' own, maybe there already: used as they are, never deleted.
+                patch_kinds=frozenset({"Namespace"}) if cluster.provider == "existing" else None,
             )
         worker_frameworks = [frameworks[w.name] for w in spec.workers]
         self._manager(kueue[spec.manager.name], access, worker_frameworks)
@@ -310,6 +322,7 @@ class Fleet(pulumi.ComponentResource):
         handle: ClusterHandle,
         objects: list[dict[str, Any]],
         object_opts: pulumi.ResourceOptions,
+        patch_kinds: frozenset[str] | None = None,
     ) -> ObjectSet:
         return ObjectSet(
             typ,
@@ -320,6 +333,7 @@ class Fleet(pulumi.ComponentResource):
             self.known[handle.spec.name],
             pulumi.ResourceOptions(parent=self),
             previously_in_group(name, self, self),
+            patch_kinds or frozenset(),
         )
 
     def _kueue(
@@ -398,7 +412,9 @@ class Fleet(pulumi.ComponentResource):
                     "tag": tag,
                     "context": str(ROOT),
                     "dockerfile": str(ROOT / "controller" / "Dockerfile"),
-                    "platform": spec.dispatcher.platform,
+                    # Unnamed, a kind manager's is asked of Docker at build time.
+                    "platform": spec.dispatcher.platform
+                    or (None if kind_managers else IMAGE_PLATFORM),
                     "registry": spec.dispatcher.registry,
                     "kind_clusters": [h.spec.physical_name(spec.fleet_name) for h in kind_managers],
                     # A replaced kind manager is a new cluster under the same name: its

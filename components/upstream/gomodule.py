@@ -16,7 +16,11 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+import yaml
+
+from components.model.frameworks import FRAMEWORKS
 from components.model.versions import (
     CLUSTER_INVENTORY_API_VERSION,
     KUEUE_VERSION,
@@ -119,3 +123,48 @@ def artifact_text(url: str) -> str:
             f"not the pinned {PINNED_SHA256[url]}: the module or the build changed"
         )
     return text
+
+
+# The Go module of each framework's controller, at the version the project installs (the
+# same versions Kueue v0.19.2's go.mod requires, so tools/go.sum already pins them).
+FRAMEWORK_MODULES = {
+    "jobset": "sigs.k8s.io/jobset",
+    "leaderworkerset": "sigs.k8s.io/lws",
+    "mpi": "github.com/kubeflow/mpi-operator",
+    "training-operator": "github.com/kubeflow/training-operator",
+    "trainer": "github.com/kubeflow/trainer/v2",
+    "kuberay": "github.com/ray-project/kuberay/ray-operator",
+    "appwrapper": "github.com/project-codeflare/appwrapper",
+}
+
+
+def framework_crds(key: str) -> list[dict[str, Any]]:
+    """The CRDs of a framework's API groups, read from its Go module at the pinned version: what
+    a cluster needs for Kueue to watch those kinds (MultiKueue makes a worker inactive when
+    one is missing), without the controller. A CRD can stand in several files of a module
+    (kustomize bases, Helm charts); the first parseable one is taken, bases first."""
+    if key not in FRAMEWORK_MODULES or not FRAMEWORKS[key].bundles:
+        return []
+    framework = FRAMEWORKS[key]
+    # Every kind of the framework's API groups, not only those Kueue manages: Kueue's trainjob
+    # integration indexes TrainingRuntimes as it starts and exits without their CRD
+    # (pkg/controller/jobs/trainjob at v0.19.2).
+    groups = {r.group for r in framework.resources}
+    folder = module_dir(FRAMEWORK_MODULES[key], framework.bundles[0].version)
+    found: dict[str, dict[str, Any]] = {}
+    paths = sorted(folder.rglob("*.yaml"), key=lambda p: ("bases" not in p.parts, len(p.parts)))
+    for path in paths:
+        text = path.read_text(errors="replace")
+        if "kind: CustomResourceDefinition" not in text or "{{" in text:
+            continue
+        try:
+            docs = list(yaml.safe_load_all(text))
+        except yaml.YAMLError:
+            continue
+        for doc in docs:
+            if not isinstance(doc, dict) or doc.get("kind") != "CustomResourceDefinition":
+                continue
+            spec = doc.get("spec") or {}
+            if spec.get("group") in groups and doc["metadata"]["name"] not in found:
+                found[doc["metadata"]["name"]] = doc
+    return list(found.values())
