@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Iterator
 import yaml
 
 from components.checks import kueue_rules
+from components.checks.existing_kueue import existing_kueue
 from components.checks.quantities import quota_quantities
 from components.model import kueue_gates, quantity
 from components.model.fieldtypes import is_label_value, minor_tuple
@@ -340,7 +341,9 @@ def cluster_profile_mode(spec: FleetSpec) -> Iterator[Problem]:
             "set dispatcher.enabled: true, or use credentials.mode: kubeconfigSecret",
         )
     version = spec.manager.kubernetes_version
-    if cp.plugin_mount in ("imageVolume", "auto") and version is None:
+    # An existing Kueue gets the plugin from whoever installed it (existing_kueue).
+    mounts = spec.kueue.install == "managed"
+    if mounts and cp.plugin_mount in ("imageVolume", "auto") and version is None:
         yield _error(
             "manager.kubernetesVersion",
             "the manager's Kubernetes version is unknown, so the access-provider plugin "
@@ -349,7 +352,8 @@ def cluster_profile_mode(spec: FleetSpec) -> Iterator[Problem]:
             "initContainer or customImage",
         )
     elif (
-        cp.plugin_mount == "imageVolume"
+        mounts
+        and cp.plugin_mount == "imageVolume"
         and minor_tuple(version or "0.0") < IMAGE_VOLUME_MIN_KUBERNETES
     ):
         yield _error(
@@ -358,7 +362,7 @@ def cluster_profile_mode(spec: FleetSpec) -> Iterator[Problem]:
             "use pluginMount: initContainer (or auto, which picks it)",
         )
     yield from plugin_image_problems(spec, plugin_mount(spec, spec.manager))
-    if cp.plugin_mount == "customImage" and not cp.kueue_image:
+    if mounts and cp.plugin_mount == "customImage" and not cp.kueue_image:
         yield _error(
             "credentials.clusterProfile.kueueImage",
             "pluginMount customImage needs the Kueue image that holds the plugin",
@@ -374,7 +378,8 @@ def cluster_profile_mode(spec: FleetSpec) -> Iterator[Problem]:
 
 def kueue_image_needs_custom_mount(spec: FleetSpec) -> Iterator[Problem]:
     cp = spec.credentials.cluster_profile
-    if cp.kueue_image and cp.plugin_mount != "customImage":
+    managed = spec.kueue.install == "managed"  # else existing_kueue refuses kueueImage
+    if managed and cp.kueue_image and cp.plugin_mount != "customImage":
         yield _error(
             "credentials.clusterProfile.kueueImage",
             "kueueImage is used only with pluginMount: customImage",
@@ -787,6 +792,7 @@ RULES: list[Rule] = [
     multikueue_origin,
     cluster_profile_mode,
     kueue_image_needs_custom_mount,
+    existing_kueue,
     worker_kubeconfigs,
     dispatcher,
     queue_names_unique,

@@ -21,6 +21,10 @@ from controller.terminal import Painter
 
 OBJECTS_FILE = "objects.yaml"
 UPSTREAM_FILE = "upstream.yaml"
+# With `kueue.install: existing`: the Configuration the stack expects Kueue to run with.
+# Nothing applies it; it is there to compare with the one the cluster's Kueue runs.
+EXPECTED_KUEUE_FILE = "kueue-configuration.yaml"
+EXPECTED_KUEUE_KEY = "expected Kueue Configuration (not applied)"
 
 
 class _Dumper(PlainDumper):
@@ -46,6 +50,25 @@ def dump_one(obj: Any) -> str:
 
 def upstream_doc(cluster: ClusterObjects) -> dict[str, Any]:
     return {"cluster": cluster.cluster.name, "installs": [b.as_dict() for b in cluster.bundles]}
+
+
+def expected_kueue_text(spec: FleetSpec, cluster: ClusterObjects) -> str:
+    """The expected Configuration as a file an operator reads: what it is, then the YAML
+    that belongs under `controller_manager_config.yaml` in Kueue's ConfigMap."""
+    head = (
+        f"# Kueue {spec.kueue.version} on cluster '{cluster.cluster.name}' must run with these "
+        "settings for the fleet to\n"
+        "# work (kueue.install: existing). The fleet does not apply them: compare them with "
+        "the\n"
+        "# Configuration your Kueue runs (a release install reads it from ConfigMap\n"
+        "# kueue-system/kueue-manager-config, key controller_manager_config.yaml) and restart "
+        "Kueue\n"
+        "# after a change: it reads it only at start. Keys not listed here (probes, metrics, "
+        "webhook\n"
+        "# port, leader election, certificates) are yours; this file alone is a valid "
+        "Configuration.\n"
+    )
+    return head + dump_one(cluster.expected_kueue_configuration)
 
 
 # Written into every directory `render --out` fills, listing the files it wrote: a later
@@ -152,6 +175,9 @@ def write_render(spec: FleetSpec, out: Path, warnings: list[Problem]) -> list[Pa
         (folder / OBJECTS_FILE).write_text(dump(cluster.objects))
         (folder / UPSTREAM_FILE).write_text(dump_one(upstream_doc(cluster)))
         written += [folder / OBJECTS_FILE, folder / UPSTREAM_FILE]
+        if cluster.expected_kueue_configuration is not None:
+            (folder / EXPECTED_KUEUE_FILE).write_text(expected_kueue_text(spec, cluster))
+            written.append(folder / EXPECTED_KUEUE_FILE)
     summary = {
         "stack": spec.stack,
         "fleet": spec.fleet_name,
@@ -197,6 +223,8 @@ def _by_key(cluster: ClusterObjects | None) -> dict[str, str]:
         return {}
     entries = {object_key(o): dump_one(o) for o in cluster.objects}
     entries.update({f"upstream {b.name}": dump_one(b.as_dict()) for b in cluster.bundles})
+    if cluster.expected_kueue_configuration is not None:
+        entries[EXPECTED_KUEUE_KEY] = dump_one(cluster.expected_kueue_configuration)
     return entries
 
 

@@ -511,6 +511,13 @@ def _kueue_version(value: Any) -> str:
 
 
 class KueueSpec(_Model):
+    # Who installs Kueue on the fleet's clusters. "managed": the fleet, from the pinned
+    # release with this stack's Configuration. "existing": someone else already did (a
+    # platform team, a managed add-on, the loopback launcher); the fleet installs nothing of
+    # Kueue's, checks at deploy time that its API is served, and `render` writes the
+    # Configuration this stack expects that Kueue to run with (components/checks/
+    # existing_kueue.py).
+    install: Literal["managed", "existing"] = "managed"
     version: Annotated[
         str,
         PlainValidator(_kueue_version),

@@ -184,6 +184,27 @@ def configuration(spec: FleetSpec, cluster: ClusterSpec) -> dict[str, Any]:
     return config
 
 
+# The keys of a Configuration the fleet depends on. The rest (probes, metrics, the webhook
+# port, leader election, certificates, client rates) is how one runs Kueue: with
+# `kueue.install: existing` that is its owner's choice, and Kueue's defaults apply to what
+# is left out (apis/config/v1beta2/defaults.go at v0.19.2, SetDefaults_Configuration).
+FLEET_KEYS = (
+    "apiVersion",
+    "kind",
+    "namespace",
+    "integrations",
+    "waitForPodsReady",
+    "multiKueue",
+    "featureGates",
+)
+
+
+def fleet_configuration(spec: FleetSpec, cluster: ClusterSpec) -> dict[str, Any]:
+    """What a Kueue the fleet does not install must run with: the fleet's keys of
+    `configuration`, itself a valid Configuration."""
+    return {k: v for k, v in configuration(spec, cluster).items() if k in FLEET_KEYS}
+
+
 def startup_hash(spec: FleetSpec, cluster: ClusterSpec) -> str:
     """A digest of everything Kueue reads only at start: its Configuration and gate flags."""
     text = "\n".join(

@@ -27,8 +27,11 @@ PLUGIN_ROOT = "/plugins"
 
 
 def plugin_mount(spec: FleetSpec, cluster: ClusterSpec) -> str | None:
-    """How the access-provider plugin reaches kueue-controller-manager, or None."""
+    """How the access-provider plugin reaches kueue-controller-manager, or None (also when
+    Kueue is not the fleet's to edit: whoever installed it mounts the plugin)."""
     if cluster.role != "manager" or spec.credentials.mode != "clusterProfile":
+        return None
+    if spec.kueue.install == "existing":
         return None
     mode = spec.credentials.cluster_profile.plugin_mount
     if mode != "auto":
