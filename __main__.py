@@ -22,7 +22,9 @@ except FleetConfigError as exc:
     # sdk/python/cmd/pulumi-language-python-exec).
     raise pulumi.RunError(str(exc)) from None
 for problem in problems:
-    pulumi.log.warn(str(problem))
+    # A note needs no action: the info channel shows it once in `pulumi up`, and runs under
+    # the mock engine (tests, benchmarks) do not print it at all.
+    (pulumi.log.info if problem.severity == "note" else pulumi.log.warn)(str(problem))
 
 fleet = Fleet("fleet", spec)
 manager = fleet.handles[spec.manager.name]

@@ -6,8 +6,8 @@
 The manager is the API emulator (tests/kube_emulator.py, the default; it keeps its
 watch, conflict and status-subresource rules but not the CRD schemas, whose CEL costs
 ~30 ms a write in Python), a real kube-apiserver with etcd started from
-KUBEBUILDER_ASSETS (`--server real`, with Kueue's real CRDs when ../shared/upstream has
-them), or a throwaway API server you already run (`--kubeconfig`, e.g. a fresh kind
+KUBEBUILDER_ASSETS (`--server real`, with Kueue's real CRDs from the pinned release or its
+Go module), or a throwaway API server you already run (`--kubeconfig`, e.g. a fresh kind
 cluster without Kueue: the benchmark installs the CRDs and leaves its objects behind).
 Workers are always emulated, in a process of their own; the controller runs in this one,
 so its memory is measured alone. Phases:

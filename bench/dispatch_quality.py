@@ -1,29 +1,32 @@
-"""Dispatch quality: our policy beside Kueue's AllAtOnce and Incremental dispatchers, on the
-same seeded traces of a simulated MultiKueue fleet (bench/dq_sim.py, bench/dq_dispatchers.py,
-bench/dq_trace.py).
+"""Dispatch quality: our policy beside Kueue's AllAtOnce and Incremental dispatchers and an
+oracle, on the same seeded traces of a simulated MultiKueue fleet (bench/dq_sim.py,
+bench/dq_dispatchers.py, bench/dq_trace.py), over several seeds.
 
-    .venv-dev/bin/python bench/dispatch_quality.py [--scenarios balanced-3 bursts ...]
-        [--csv my-trace.csv --csv-workers 10] [--chart bench/dispatch_quality.png]
-        [--write-benchmarks]
+    .venv-dev/bin/python bench/dispatch_quality.py [--scenario balanced-3 bursts ...]
+        [--seeds 8] [--jobs 2] [--csv my-trace.csv --csv-workers 10]
+        [--chart bench/dispatch_quality.png] [--write-benchmarks]
 
-Prints one markdown table per scenario and the targets, writes the admission-time CDF
-chart, and with --write-benchmarks puts the tables into BENCHMARKS.md between its
-dispatch-quality markers.
+Prints one markdown table per scenario (median over the seeds, min-max beside it) and the
+targets, writes the admission-time CDF chart (median curve, min-max band), and with
+--write-benchmarks puts the tables into BENCHMARKS.md between its dispatch-quality markers.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import os
+import statistics
 import sys
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 # The bench modules beside this file, and the project (controller/) above it.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from dq_dispatchers import AllAtOnce, Dispatcher, Incremental, OurPolicy
-from dq_sim import Settings, Sim
+from dq_dispatchers import AllAtOnce, Incremental, Oracle, OurPolicy
+from dq_sim import Dispatcher, Settings, Sim
 from dq_trace import SCENARIOS, Scenario, TraceError, fleet, read_csv, scenario
 
 from controller.model import Policy
@@ -34,14 +37,19 @@ END = "<!-- dispatch-quality:end -->"
 
 
 KUEUE = ("AllAtOnce", "Incremental")
+ORACLE = "oracle"
+Measures = dict[str, float | list[float]]
+# dispatcher -> one measure per seed, in seed order
+Rows = dict[str, list[Measures]]
 
 
 def dispatchers() -> list[Dispatcher]:
-    """Fresh dispatchers for one run: Kueue's two and the project's default policy."""
-    return [  # Kueue's first (the KUEUE names), then ours
+    """Fresh dispatchers for one run: Kueue's two, the project's default policy, the oracle."""
+    return [  # Kueue's first (the KUEUE names), then ours, then the limit
         AllAtOnce(),
         Incremental(),
         OurPolicy(Policy(), "policy"),
+        Oracle(),
     ]
 
 
@@ -53,7 +61,7 @@ def percentile(values: list[float], p: float) -> float:
     return ordered[max(0, math.ceil(p / 100 * len(ordered)) - 1)]
 
 
-def measure(sim: Sim) -> dict[str, float | list[float]]:
+def measure(sim: Sim) -> Measures:
     wls = sim.wls
     waits = [
         w.admitted_at - w.first_reserved
@@ -91,67 +99,126 @@ def measure(sim: Sim) -> dict[str, float | list[float]]:
     }
 
 
-def run_scenario(sc: Scenario, settings: Settings) -> dict[str, dict]:
-    return {d.name: measure(Sim(sc, d, settings).run()) for d in dispatchers()}
+def _run_one(task: tuple[Scenario, int, Settings]) -> Measures:
+    sc, index, settings = task
+    return measure(Sim(sc, dispatchers()[index], settings).run())
 
 
-def minutes(seconds: float) -> str:
-    return "n/a" if math.isnan(seconds) else f"{seconds / 60:.1f}"
+def run_all(scenarios: list[Scenario], settings: Settings, jobs: int = 1) -> dict[str, Rows]:
+    """Every dispatcher on every scenario (one Scenario per seed, seeds in order), in `jobs`
+    processes. Returns scenario name -> dispatcher -> measures per seed."""
+    names = [d.name for d in dispatchers()]
+    tasks = [(sc, i, settings) for sc in scenarios for i in range(len(names))]
+    if jobs > 1:
+        with ProcessPoolExecutor(jobs) as pool:
+            # The biggest runs first, so that no process is left with one at the end.
+            order = sorted(range(len(tasks)), key=lambda t: -len(tasks[t][0].jobs))
+            futures = {t: pool.submit(_run_one, tasks[t]) for t in order}
+            results = [futures[t].result() for t in range(len(tasks))]
+    else:
+        results = [_run_one(t) for t in tasks]
+    out: dict[str, Rows] = {}
+    for (sc, i, _), result in zip(tasks, results, strict=True):
+        out.setdefault(sc.name, {n: [] for n in names})[names[i]].append(result)
+    return out
 
 
-def table(sc: Scenario, rows: dict[str, dict]) -> str:
+def run_scenario(sc: Scenario, settings: Settings) -> dict[str, Measures]:
+    """One seed of one scenario, every dispatcher."""
+    return {name: rows[0] for name, rows in run_all([sc], settings)[sc.name].items()}
+
+
+def median(rows: list[Measures], key: str) -> float:
+    values = [float(r[key]) for r in rows if not math.isnan(float(r[key]))]  # type: ignore[arg-type]
+    return statistics.median(values) if values else math.nan
+
+
+def spread(rows: list[Measures], key: str, show: str = "{:.1f}", scale: float = 1.0) -> str:
+    """The median over seeds, and min-max beside it when there is more than one seed."""
+    values = [float(r[key]) / scale for r in rows]  # type: ignore[arg-type]
+    if any(math.isnan(v) for v in values):
+        return "n/a"
+    mid = show.format(statistics.median(values))
+    if len(values) == 1:
+        return mid
+    return f"{mid} ({show.format(min(values))}-{show.format(max(values))})"
+
+
+def table(sc: Scenario, rows: Rows) -> str:
+    first = next(iter(rows.values()))
+    seeds = len(first)
+    jobs = f"{len(sc.jobs)} jobs, {first[0]['workloads']} workloads"
+    if seeds > 1:
+        jobs = f"{seeds} seeds; seed {sc.seed}: {jobs}"
     out = [
-        f"**{sc.name}**: {sc.about}; {len(sc.jobs)} jobs "
-        f"({next(iter(rows.values()))['workloads']} workloads)",
+        f"**{sc.name}**: {sc.about}; {jobs}",
         "",
-        "| dispatcher | admit P50 | P95 | P99 | JCT P50 | JCT P95 | makespan | "
-        "utilization | copies/wl | preemptions | evictions | lost admissions | never ran | "
-        "µs/decision |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| dispatcher | admit P50 | P95 | P99 | JCT P95 | utilization | copies/wl | "
+        "preemptions | evictions | lost | never ran | µs/decision |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for name, r in rows.items():
         out.append(
-            f"| {name} | {minutes(r['p50'])} | {minutes(r['p95'])} | {minutes(r['p99'])} | "
-            f"{minutes(r['jct_p50'])} | {minutes(r['jct_p95'])} | {minutes(r['makespan'])} | "
-            f"{r['util']:.0%} | {r['copies']:.2f} | {r['preemptions']} | {r['evictions']} | "
-            f"{r['lost']} | {r['never']} | {r['decision_us']:.0f} |"
+            f"| {name} | {spread(r, 'p50', scale=60)} | {spread(r, 'p95', scale=60)} | "
+            f"{spread(r, 'p99', scale=60)} | {spread(r, 'jct_p95', scale=60)} | "
+            f"{spread(r, 'util', '{:.0%}')} | {spread(r, 'copies', '{:.2f}')} | "
+            f"{spread(r, 'preemptions', '{:.0f}')} | {spread(r, 'evictions', '{:.0f}')} | "
+            f"{spread(r, 'lost', '{:.0f}')} | {spread(r, 'never', '{:.0f}')} | "
+            f"{median(r, 'decision_us'):.0f} |"
         )
     return "\n".join(out)
 
 
-def targets(results: dict[str, tuple[Scenario, dict[str, dict]]], row: str = "policy") -> str:
-    """The issue's targets for one of our rows, met or not, per scenario."""
+def targets(results: dict[str, tuple[Scenario, Rows]], row: str = "policy") -> str:
+    """The issue's targets for one of our rows, met or not, per scenario, on the medians
+    over seeds."""
     out = [
-        f"| scenario | P95 {row} / AllAtOnce (≤ 1.10) | copies/wl (≤ 1.2) | "
-        f"preemptions {row} / AllAtOnce (≤ 0.20) | P95 Incremental / {row} (≥ 2, uneven) |",
-        "|---|---:|---:|---:|---:|",
+        f"| scenario | P95 {row} / AllAtOnce (≤ 1) | copies/wl (≤ 1.2) | "
+        f"preemptions {row} / AllAtOnce (≤ 0.20) | P95 Incremental / {row} (≥ 2, uneven) | "
+        f"P95 {row} / oracle |",
+        "|---|---:|---:|---:|---:|---:|",
     ]
 
     def verdict(ok: bool) -> str:
         return "met" if ok else "**missed**"
 
+    def ratio(a: float, b: float) -> float:
+        return a / b if b else (0.0 if not a else math.inf)
+
     for name, (sc, rows) in results.items():
         ours, aao, inc = rows[row], rows["AllAtOnce"], rows["Incremental"]
-        ratio = ours["p95"] / aao["p95"] if aao["p95"] else math.inf
-        pre = (
-            ours["preemptions"] / aao["preemptions"]
-            if aao["preemptions"]
-            else (0.0 if not ours["preemptions"] else math.inf)
-        )
-        better = inc["p95"] / ours["p95"] if ours["p95"] else math.inf
+        p95, p95_aao, p95_inc = median(ours, "p95"), median(aao, "p95"), median(inc, "p95")
+        copies = median(ours, "copies")
+        pre, pre_aao = median(ours, "preemptions"), median(aao, "preemptions")
+        better = ratio(p95_inc, p95)
         uneven = (
             f"{better:.1f}x {verdict(better >= 2)}" if sc.uneven else f"{better:.1f}x (even load)"
         )
+        oracle = ""
+        if ORACLE in rows:
+            oracle = f"{p95 / 60:.1f} / {median(rows[ORACLE], 'p95') / 60:.1f} min"
         out.append(
-            f"| {name} | {ratio:.2f} {verdict(ratio <= 1.1)} | "
-            f"{ours['copies']:.2f} {verdict(ours['copies'] <= 1.2)} | "
-            f"{ours['preemptions']}/{aao['preemptions']} {verdict(pre <= 0.2)} | {uneven} |"
+            f"| {name} | {p95 / 60:.1f} / {p95_aao / 60:.1f} min "
+            f"{verdict(p95 <= p95_aao)} | {copies:.2f} {verdict(copies <= 1.2)} | "
+            f"{pre:.0f} / {pre_aao:.0f} {verdict(ratio(pre, pre_aao) <= 0.2)} | {uneven} | "
+            f"{oracle} |"
         )
     return "\n".join(out)
 
 
-def chart(results: dict[str, tuple[Scenario, dict[str, dict]]], path: Path) -> None:
-    """Admission-time CDF per dispatcher, one panel per scenario."""
+def _cdf(waits: list[float], n: int, grid: list[float]) -> list[float]:
+    ordered = sorted(waits)
+    out, i = [], 0
+    for x in grid:
+        while i < len(ordered) and ordered[i] / 60 <= x:
+            i += 1
+        out.append(i / max(n, 1))
+    return out
+
+
+def chart(results: dict[str, tuple[Scenario, Rows]], path: Path) -> None:
+    """Admission-time CDF per dispatcher, one panel per scenario: the median over seeds,
+    and the band from the lowest to the highest."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -160,12 +227,16 @@ def chart(results: dict[str, tuple[Scenario, dict[str, dict]]], path: Path) -> N
     cols = min(3, len(results))
     rows = math.ceil(len(results) / cols)
     fig, axes = plt.subplots(rows, cols, figsize=(5 * cols, 3.6 * rows), squeeze=False)
+    grid = [0.01 * 10 ** (k / 40) for k in range(0, 201)]  # 0.01 to 1,000 minutes
     for ax, (name, (sc, by)) in zip(axes.flat, results.items(), strict=False):
-        for dispatcher, r in by.items():
-            waits = sorted(max(w / 60, 0.01) for w in r["waits"])
-            n = r["workloads"]
-            ys = [(i + 1) / n for i in range(len(waits))]
-            ax.step(waits, ys, where="post", label=dispatcher)
+        for dispatcher, runs in by.items():
+            curves = [_cdf(r["waits"], int(r["workloads"]), grid) for r in runs]  # type: ignore[arg-type]
+            mid = [statistics.median(c[k] for c in curves) for k in range(len(grid))]
+            low = [min(c[k] for c in curves) for k in range(len(grid))]
+            high = [max(c[k] for c in curves) for k in range(len(grid))]
+            (line,) = ax.step(grid, mid, where="post", label=dispatcher)
+            if len(curves) > 1:
+                ax.fill_between(grid, low, high, step="post", alpha=0.15, color=line.get_color())
         ax.set_xscale("log")
         ax.set_title(f"{name} ({len(sc.workers)} workers)", fontsize=10)
         ax.set_xlabel("quota reserved → admitted on a worker (min)")
@@ -175,7 +246,10 @@ def chart(results: dict[str, tuple[Scenario, dict[str, dict]]], path: Path) -> N
         ax.legend(fontsize=8, loc="lower right")
     for ax in list(axes.flat)[len(results) :]:
         ax.set_visible(False)
-    fig.suptitle("Time to admission, CDF (a curve below 1 at the right: workloads never admitted)")
+    fig.suptitle(
+        "Time to admission, CDF: median over seeds, band min-max "
+        "(a curve below 1 at the right: workloads never admitted)"
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)
@@ -194,26 +268,47 @@ def write_benchmarks(text: str, path: Path) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--scenarios", nargs="*", default=list(SCENARIOS), choices=SCENARIOS)
-    parser.add_argument("--seed", type=int, default=15)
-    parser.add_argument("--csv", type=Path, help="replay this trace as well")
+    parser.add_argument(
+        "--scenario",
+        "--scenarios",
+        dest="scenarios",
+        nargs="*",
+        default=list(SCENARIOS),
+        choices=SCENARIOS,
+        help="the scenarios to run (all by default; none with only --csv)",
+    )
+    parser.add_argument("--seeds", type=int, default=8, help="run seeds 1..N of each scenario")
+    parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1))
+    parser.add_argument("--csv", type=Path, help="replay this trace as well (one seed)")
     parser.add_argument(
         "--csv-workers", type=int, default=10, help="64 cores each, 16 GPUs on every third"
     )
     parser.add_argument("--staleness", type=float, default=Settings.staleness)
     parser.add_argument("--admission-delay", type=float, default=Settings.admission_delay)
+    parser.add_argument("--release-delay", type=float, default=Settings.release_delay)
     parser.add_argument("--chart", type=Path, default=ROOT / "bench" / "dispatch_quality.png")
     parser.add_argument("--write-benchmarks", action="store_true")
     args = parser.parse_args(argv)
-    if args.staleness <= 0 or args.admission_delay < 0 or args.csv_workers < 1:
+    if (
+        args.staleness <= 0
+        or args.admission_delay < 0
+        or args.release_delay < 0
+        or args.csv_workers < 1
+        or args.seeds < 1
+        or args.jobs < 1
+    ):
         print(
-            "error: --staleness must be more than 0 s, --admission-delay at least 0 s and "
-            "--csv-workers at least 1",
+            "error: --staleness must be more than 0 s, --admission-delay and --release-delay "
+            "at least 0 s, --csv-workers, --seeds and --jobs at least 1",
             file=sys.stderr,
         )
         return 2
-    settings = Settings(admission_delay=args.admission_delay, staleness=args.staleness)
-    chosen = [scenario(n, args.seed) for n in args.scenarios]
+    settings = Settings(
+        admission_delay=args.admission_delay,
+        staleness=args.staleness,
+        release_delay=args.release_delay,
+    )
+    chosen = [scenario(n, seed) for n in args.scenarios for seed in range(1, args.seeds + 1)]
     if args.csv:
         try:
             workers = fleet(args.csv_workers, gpu_workers=tuple(range(0, args.csv_workers, 3)))
@@ -222,14 +317,19 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {exc}", file=sys.stderr)
             return 2
     if not chosen:
-        print("error: nothing to run; name --scenarios or give --csv FILE", file=sys.stderr)
+        print("error: nothing to run; name --scenario or give --csv FILE", file=sys.stderr)
         return 2
-    results = {}
+    by_name = run_all(chosen, settings, args.jobs)
+    first = {}
     for sc in chosen:
-        results[sc.name] = (sc, run_scenario(sc, settings))
-        print(table(sc, results[sc.name][1]) + "\n", flush=True)
+        first.setdefault(sc.name, sc)
+    results = {name: (first[name], rows) for name, rows in by_name.items()}
+    for sc, rows in results.values():
+        print(table(sc, rows) + "\n", flush=True)
     summary = "\n\n".join(
-        targets(results, row) for row in next(iter(results.values()))[1] if row not in KUEUE
+        targets(results, row)
+        for row in next(iter(results.values()))[1]
+        if row not in KUEUE and row != ORACLE
     )
     print(summary)
     chart(results, args.chart)

@@ -1,12 +1,27 @@
-"""The dispatchers the simulation compares: Kueue v0.19.2's AllAtOnce and Incremental, and
-the project's policy through one adapter, `policy_nominate` (see bench/dq_sim.py for the
-rules and their upstream files)."""
+"""The dispatchers the simulation compares: Kueue v0.19.2's AllAtOnce and Incremental, the
+project's policy through one adapter, `policy_nominate`, and an oracle, the limit of what a
+dispatcher could do in this model (see bench/dq_sim.py for the rules and their upstream
+files)."""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
-from dq_sim import CQ, Dispatcher, Sim, Wl
+from dq_sim import (
+    ADMITTED,
+    CQ,
+    EVICTING,
+    PENDING,
+    Copy,
+    Dispatcher,
+    Settings,
+    Sim,
+    Wl,
+    Worker,
+    queue_order,
+)
 
 from controller import policy as real_policy
 from controller.model import (
@@ -15,10 +30,14 @@ from controller.model import (
     WorkerView,
     WorkloadView,
 )
-from controller.policy import InFlightIndex
+from controller.policy import FitMemo, InFlightIndex
 
-STEP = 3  # pkg/controller/workloaddispatcher/incrementaldispatcher.go DefaultStepSize
-ROUND = 300.0  # the same file, incrementalDispatcherRoundTimeout
+# pkg/controller/workloaddispatcher/incrementaldispatcher.go at v0.19.2: DefaultStepSize,
+# used unless the configuration's incrementalDispatcher.stepSize says otherwise (stepSize(),
+# feature MultiKueueIncrementalDispatcherConfig, beta and on: pkg/features/kube_features.go
+# lines 862-864), and incrementalDispatcherRoundTimeout.
+STEP = 3
+ROUND = 300.0
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 
 
@@ -30,14 +49,24 @@ class AllAtOnce(Dispatcher):
 
 
 class Incremental(Dispatcher):
-    name = "Incremental"
+    """`step` more clusters every round, appended to the earlier ones, in the
+    MultiKueueConfig's order: getNextNominatedWorkers sorts them by name only when
+    MultiKueueIncrementalDispatcherRespectConfigOrder is off, and in v0.19.2 it is beta and
+    on (pkg/features/kube_features.go lines 865-867)."""
+
+    def __init__(self, step: int = STEP, config_order: bool = True) -> None:
+        self.step = step
+        self.config_order = config_order
+        self.name = "Incremental" if step == STEP else f"Incremental (step {step})"
 
     def nominate(self, sim: Sim, wl: Wl) -> tuple[str, ...]:
-        rest = sorted(c for c in sim.clusters if c not in wl.nominated)
+        rest = [c for c in sim.clusters if c not in wl.nominated]
+        if not self.config_order:
+            rest.sort()
         if rest:
             wl.round += 1
             sim.at(sim.now + ROUND, "round", (wl, wl.round))
-        return wl.nominated + tuple(rest[:STEP])
+        return wl.nominated + tuple(rest[: self.step])
 
 
 def policy_nominate(
@@ -47,11 +76,12 @@ def policy_nominate(
     policy: Policy,
     in_flight: InFlightIndex,
     now: datetime,
+    memo: FitMemo | None = None,
 ) -> tuple[str, ...]:
     """The one call into the project's policy: `controller.policy.decide`, and the in-flight
     demand recorded the way controller/dispatcher.py `_record_in_flight` does. Returns the
     clusters to nominate."""
-    decision = real_policy.decide(view, clusters, workers, policy, in_flight, now)
+    decision = real_policy.decide(view, clusters, workers, policy, in_flight, now, memo)
     if not decision.nominate:
         return ()  # the controller writes nothing (a NoFeasibleCluster Event)
     in_flight.replace(
@@ -67,12 +97,14 @@ def policy_nominate(
 
 class OurPolicy(Dispatcher):
     refreshes = True
+    reads_snapshot = True
 
     def __init__(self, policy: Policy | None = None, name: str = "policy") -> None:
         self.policy = policy or Policy()
         self.name = name
         self.widen_after = self.policy.widen_after_seconds
         self.in_flight = InFlightIndex()
+        self.memo = FitMemo()  # as controller/dispatcher.py keeps one; never changes a decision
 
     def nominate(self, sim: Sim, wl: Wl) -> tuple[str, ...]:
         # A LeaderWorkerSet group's demand is the sum of its workloads.
@@ -86,8 +118,229 @@ class OurPolicy(Dispatcher):
             wl.job.priority,
         )
         now = EPOCH + timedelta(seconds=sim.now)
-        chosen = policy_nominate(view, sim.clusters, sim.snapshot, self.policy, self.in_flight, now)
+        chosen = policy_nominate(
+            view, sim.clusters, sim.snapshot, self.policy, self.in_flight, now, self.memo
+        )
         return chosen or wl.nominated
 
     def done(self, wl: Wl) -> None:
         self.in_flight.remove(f"team/{wl.key}")
+
+
+# (delay, moment or 0, new preemptions, share left free): see Oracle._estimate
+Estimate = tuple[float, float, int, float]
+
+
+class Oracle(Dispatcher):
+    """The best single cluster, as far as anything in this model can know it: it reads
+    every worker's live state (no watch lag; it looks again every second), orders each
+    worker's queue as its Kueue will, knows which preemptions would succeed and when running
+    work ends, and nominates the one cluster where the workload is admitted soonest (ties:
+    fewest new preemptions, then the tightest fit, against fragmenting big workers). What
+    it cannot know is the future: arrivals and local work yet to come. It moves a waiting
+    workload only to a cluster where it would be admitted sooner by more than a worker's
+    cycle, never away from an admitted copy."""
+
+    name = "oracle"
+    refreshes = True
+
+    def period(self, settings: Settings) -> float:
+        return settings.sync_delay
+
+    def __init__(self) -> None:
+        self._ahead: dict[tuple[str, int, int], tuple[dict[str, dict[str, int]], bool]] = {}
+        self._prefixes: dict[
+            tuple[str, int, int | None], tuple[list[Copy], list[dict[str, dict[str, int]]]]
+        ] = {}
+        self._estimates: dict[tuple[str, int, object], Estimate | None] = {}
+
+    def nominate(self, sim: Sim, wl: Wl) -> tuple[str, ...]:
+        requests = {r: a * wl.job.parts for r, a in wl.requests.items()}
+        current = wl.nominated[0] if wl.nominated else None
+        copy = wl.copies.get(current) if current is not None else None
+        if copy is not None and copy.state == ADMITTED:
+            return wl.nominated  # admitted there: the manager is about to take it
+        best: tuple[tuple[float, int, float], str] | None = None
+        estimates: dict[str, tuple[float, int, float]] = {}
+        shape = (wl.job.priority, tuple(sorted(requests.items())))
+        for name in sim.clusters:
+            worker = sim.workers[name]
+            if name in wl.copies:  # its own copy's place in that queue decides
+                found = self._estimate(sim, worker, wl, requests)
+            else:  # the same for every new copy of this shape while the worker is unchanged
+                key = (name, worker.version, shape)
+                if key not in self._estimates:
+                    if len(self._estimates) > 65536:
+                        self._estimates.clear()
+                    self._estimates[key] = self._estimate(sim, worker, wl, requests)
+                found = self._estimates[key]
+            if found is None:
+                continue
+            # Waiting for running work to end is known as a moment, the rest as a delay.
+            delay, at, new, left = found
+            estimate = (max(at - sim.now, 0.0) + delay if at else delay, new, left)
+            estimates[name] = estimate
+            if best is None or estimate < best[0]:
+                best = (estimate, name)
+        if best is None:
+            return wl.nominated
+        if current in estimates and estimates[current][0] <= best[0][0] + sim.s.admission_delay:
+            return wl.nominated
+        return (best[1],)
+
+    def _usage_after_queue(
+        self, sim: Sim, worker: Worker, wl: Wl
+    ) -> tuple[dict[str, dict[str, int]], bool]:
+        """Quota in use once the worker's next cycle has admitted what is ahead of the
+        workload's copy (a new copy, or the one already queued there), and whether a
+        StrictFIFO head stops the queue before it."""
+        own = wl.copies.get(worker.spec.name)
+        cache_key = (worker.spec.name, worker.version, wl.job.priority)
+        if own is None and cache_key in self._ahead:
+            return self._ahead[cache_key]
+        usage = {f: dict(u) for f, u in worker.used.items()}
+        stuck = False
+        mine = queue_order(own) if own is not None else (-wl.job.priority, math.inf, 0.0)
+        for other in sorted(worker.pending, key=queue_order):
+            if other is own or other.state != PENDING or queue_order(other) >= mine:
+                continue
+            flavors = worker.assign(other.requests, usage)
+            if flavors is None:
+                if worker.spec.queueing == "StrictFIFO":
+                    stuck = True
+                    break
+                continue
+            _add(usage, other.requests, flavors, 1)
+        if own is None:
+            if len(self._ahead) > 4096:
+                self._ahead.clear()
+            self._ahead[cache_key] = (usage, stuck)
+        return usage, stuck
+
+    def _estimate(
+        self, sim: Sim, worker: Worker, wl: Wl, requests: dict[str, int]
+    ) -> Estimate | None:
+        """When the workload would be admitted on `worker` (a delay from now, plus the
+        moment running work ends if it must wait for that), the new preemptions it takes
+        and the share left free; None where it can never fit."""
+        usage, stuck = self._usage_after_queue(sim, worker, wl)
+        flavors = worker.assign(requests, usage)
+        if flavors is not None and not stuck:
+            return (0.0, 0.0, 0, _left(worker, usage, requests, flavors))
+        s = sim.s
+        if not stuck and worker.spec.preemption == "LowerPriority":
+            # Victims in CandidatesOrdering (dq_sim.Sim._preempt), taken until it fits.
+            victims = self._prefix(
+                (worker.spec.name, worker.version, wl.job.priority),
+                lambda: sorted(
+                    (
+                        c
+                        for c in worker.running
+                        if c.priority < wl.job.priority and c.state in (ADMITTED, EVICTING)
+                    ),
+                    key=lambda c: (c.state != EVICTING, c.priority, -(c.admitted_at or 0.0)),
+                ),
+            )
+            k = _first_fit(worker, requests, usage, victims)
+            if k is not None:
+                new = sum(c.state != EVICTING for c in victims[0][: k + 1])
+                return (s.release_delay + s.admission_delay, 0.0, new, 0.0)
+        # Waits for running work to end, soonest first.
+        ending = self._prefix(
+            (worker.spec.name, worker.version, None),
+            lambda: sorted(
+                worker.running,
+                key=lambda c: (
+                    (c.admitted_at or 0.0) + c.duration
+                    if c.state == ADMITTED
+                    else sim.now + s.release_delay
+                ),
+            ),
+        )
+        k = _first_fit(worker, requests, usage, ending)
+        if k is None:
+            return None
+        c = ending[0][k]
+        end = (
+            (c.admitted_at or 0.0) + c.duration
+            if c.state == ADMITTED
+            else sim.now + s.release_delay
+        )
+        return (s.admission_delay, end, 0, 0.0)
+
+    def _prefix(
+        self, key: tuple[str, int, int | None], ordered: Callable[[], list[Copy]]
+    ) -> tuple[list[Copy], list[dict[str, dict[str, int]]]]:
+        """The copies `ordered` gives and, for each k, the quota freed by the first k + 1 of
+        them (cached while the worker is unchanged)."""
+        if key not in self._prefixes:
+            copies = ordered()
+            freed: dict[str, dict[str, int]] = {}
+            steps = []
+            for c in copies:
+                freed = {f: dict(u) for f, u in freed.items()}
+                for r, a in c.requests.items():
+                    flavor = c.flavors.get(r)
+                    if flavor is not None:
+                        bucket = freed.setdefault(flavor, {})
+                        bucket[r] = bucket.get(r, 0) + a
+                steps.append(freed)
+            if len(self._prefixes) > 4096:
+                self._prefixes.clear()
+            self._prefixes[key] = (copies, steps)
+        return self._prefixes[key]
+
+
+def _first_fit(
+    worker: Worker,
+    requests: dict[str, int],
+    usage: dict[str, dict[str, int]],
+    prefix: tuple[list[Copy], list[dict[str, dict[str, int]]]],
+) -> int | None:
+    """The smallest k such that freeing the first k + 1 copies makes `requests` fit (fit
+    only grows as more is freed, so a binary search), or None."""
+
+    def fits(k: int) -> bool:
+        trial = {f: dict(u) for f, u in usage.items()}
+        for flavor, freed in prefix[1][k].items():
+            for r, a in freed.items():
+                trial[flavor][r] = trial[flavor].get(r, 0) - a
+        return worker.assign(requests, trial) is not None
+
+    lo, hi = 0, len(prefix[0]) - 1
+    if hi < 0 or not fits(hi):
+        return None
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if fits(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def _add(
+    usage: dict[str, dict[str, int]], requests: dict[str, int], flavors: dict[str, str], sign: int
+) -> None:
+    for r, a in requests.items():
+        flavor = flavors.get(r)
+        if flavor is not None:
+            usage[flavor][r] = usage[flavor].get(r, 0) + sign * a
+
+
+def _left(
+    worker: Worker,
+    usage: dict[str, dict[str, int]],
+    requests: dict[str, int],
+    flavors: dict[str, str],
+) -> float:
+    """The smallest share of a requested flavor left free after placing `requests`: lower
+    is a tighter fit."""
+    left = 1.0
+    for group in worker.groups:
+        for flavor, nominal in group:
+            for r, a in requests.items():
+                if flavors.get(r) == flavor and nominal.get(r):
+                    free = nominal[r] - usage[flavor].get(r, 0) - a
+                    left = min(left, free / nominal[r])
+    return left

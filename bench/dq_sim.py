@@ -1,19 +1,21 @@
-"""A discrete-event model of a MultiKueue fleet (Kueue v0.19.2) and three dispatchers.
+"""A discrete-event model of a MultiKueue fleet (Kueue v0.19.2) for the dispatchers of
+bench/dq_dispatchers.py.
 
 The rules modelled, each from the upstream file (kubernetes-sigs/kueue, tag v0.19.2):
 - Remote copies exist only on nominated clusters; a copy on a cluster no longer nominated
   is deleted (pkg/controller/admissionchecks/multikueue/workload.go,
   nominateAndSynchronizeWorkers).
-- AllAtOnce nominates every cluster of the MultiKueueConfig at once (same function, the
-  `MultiKueueDispatcherModeAllAtOnce` branch).
-- Incremental nominates the not-yet-nominated clusters in alphabetical order, 3 more per
-  round, a round lasting 5 minutes, appending to the earlier ones
-  (pkg/controller/workloaddispatcher/incrementaldispatcher.go: DefaultStepSize,
-  incrementalDispatcherRoundTimeout, getNextNominatedWorkers).
-- The first copy admitted wins: the manager sets clusterName to it and deletes the other
-  copies (workload.go, "6b. An admitting remote is visible"); clusterName may only be set
-  to a cluster in nominatedClusterNames as they were (pkg/webhooks/workload_webhook.go,
-  validateClusterNameUpdate), so an admission on a cluster dropped meanwhile is lost.
+- The first copy admitted wins: the manager takes the remote whose Admitted condition has
+  the earliest lastTransitionTime (workload.go, bestMatchByCondition, "6. Get the admitting
+  remote"). Condition times are serialized to the second (metav1.Time), `Before` is strict
+  and the remotes are a Go map, so copies admitted within the same second tie and the
+  winner among them is whichever the map yields first: here a seeded random draw.
+- The other copies are deleted ("6b. An admitting remote is visible"); a deletion reaches
+  the worker's Kueue after `sync_delay` (a pending copy can still be admitted meanwhile) and
+  an admitted copy holds its quota until its pods are gone, `release_delay` later.
+  `clusterName` may only be set to a cluster in nominatedClusterNames as they were
+  (pkg/webhooks/workload_webhook.go, validateClusterNameUpdate), so an admission on a
+  cluster dropped meanwhile is lost.
 - A copy evicted on its worker sets the check to Retry, which evicts the workload on the
   manager: its quota is released and it goes back to the manager's queue (workload.go,
   "4. Handle workload eviction"; pkg/controller/core/workload_controller.go, "Evicted due
@@ -21,10 +23,20 @@ The rules modelled, each from the upstream file (kubernetes-sigs/kueue, tag v0.1
 - A LeaderWorkerSet group goes to one cluster: only the primary component (lowest index)
   is dispatched, the others follow the cluster one of them got (workload.go,
   isPrimaryComponentWorkload, getComponentWorkloadsClusterName, syncToSingleCluster).
-- A worker's Kueue orders its queue by priority then creation time; StrictFIFO stops at a
-  head that does not fit, BestEffortFIFO tries the rest; `withinClusterQueue:
-  LowerPriority` lets a workload evict lower-priority admitted ones of its ClusterQueue.
-  Multikueue's orchestrated preemption (MultiKueueOrchestratedPreemption) is alpha and off
+- A worker's Kueue orders its queue by priority then creation time (to the second; equal
+  ones in no set order, here a seeded draw); StrictFIFO stops at a head that does not fit,
+  BestEffortFIFO tries the rest; `withinClusterQueue: LowerPriority` lets a workload evict
+  lower-priority admitted ones of its ClusterQueue.
+- Preemption is not admission: the scheduler issues the evictions and the preemptor waits
+  (pkg/scheduler/scheduler.go lines 493-497: `mode == flavorassigner.Preempt` ->
+  issuePreemptions, return). It is admitted in a later cycle, once the victims' quota is
+  released (`release_delay` after the eviction), if it still fits then. Victims are chosen
+  workloads already being evicted first, then lowest priority, then the most recently
+  admitted (pkg/scheduler/preemption/common/ordering.go, CandidatesOrdering), taken until
+  the preemptor fits, and then those not needed are given back in reverse order
+  (pkg/scheduler/preemption/preemption.go, classicalPreemptions, fillBackWorkloads); a
+  victim already being evicted is not evicted again (IssuePreemptions, IsEvicted).
+- Multikueue's orchestrated preemption (MultiKueueOrchestratedPreemption) is alpha and off
   by default in v0.19.2 (pkg/features/kube_features.go), so copies preempt freely.
 """
 
@@ -32,6 +44,8 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import math
+import random
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
@@ -53,8 +67,12 @@ class Dispatcher(ABC):
 
     name = ""
     refreshes = False  # decides again when its view of the workers changes
-
+    reads_snapshot = False  # decides on the watches' view of the workers (`Sim.snapshot`)
     widen_after = 0.0  # seconds between widenings, if it widens
+
+    def period(self, settings: Settings) -> float:
+        """How often it looks again at the workers (0: never)."""
+        return settings.staleness if self.refreshes else 0.0
 
     @abstractmethod
     def nominate(self, sim: Sim, wl: Wl) -> tuple[str, ...]: ...
@@ -67,8 +85,13 @@ class Dispatcher(ABC):
 class Settings:
     admission_delay: float = 2.0  # a worker's Kueue: event to admission
     staleness: float = 5.0  # the dispatcher's view of the workers is this old at most
-    sync_delay: float = 1.0  # the manager's MultiKueue controller reacting to a remote
+    sync_delay: float = 1.0  # a change reaching the other side (manager <-> worker informers)
+    release_delay: float = 10.0  # an evicted or deleted admitted workload's pods going away
     horizon: float = 12 * 3600.0  # stop; what has not run by then never ran
+
+
+# Where a copy is on its worker.
+PENDING, ADMITTED, EVICTING, DELETING, GONE = "pending", "admitted", "evicting", "deleting", "gone"
 
 
 @dataclass(eq=False)
@@ -82,9 +105,16 @@ class Copy:
     created: float
     duration: float
     owner: Wl | None = None
+    tiebreak: float = 0.0  # its place among workloads created in the same second
     admitted_at: float | None = None
     flavors: dict[str, str] = field(default_factory=dict)
-    alive: bool = True
+    state: str = PENDING
+    wanted: bool = True  # the manager has not deleted it
+
+    @property
+    def charged(self) -> bool:
+        """Holds quota on its worker."""
+        return self.state in (ADMITTED, EVICTING, DELETING)
 
 
 @dataclass(eq=False)
@@ -103,6 +133,7 @@ class Wl:
     nominated: tuple[str, ...] = ()
     nominated_at: float | None = None
     copies: dict[str, Copy] = field(default_factory=dict)
+    dying: list[Copy] = field(default_factory=list)  # deleted, not yet gone from the worker
     finished_at: float | None = None
     round: int = 0  # Incremental's rounds, to ignore a stale round timer
     evictions: int = 0
@@ -122,20 +153,25 @@ class Worker:
             self.groups.append([("gpu", {GPU: spec.gpu * 1000})])
         self.used: dict[str, Resources] = {f: {} for g in self.groups for f, _ in g}
         self.pending: list[Copy] = []
-        self.running: list[Copy] = []
+        self.running: list[Copy] = []  # every copy holding quota (admitted, evicting, deleting)
         self.pass_due = False
         self.share_area = 0.0
         self.share_since = 0.0
+        self.version = 0  # bumped on every change, for views cached by a dispatcher
 
-    def assign(self, requests: Resources) -> dict[str, str] | None:
-        """resource -> flavor, the first flavor of each group that holds the request."""
+    def assign(
+        self, requests: Resources, usage: dict[str, Resources] | None = None
+    ) -> dict[str, str] | None:
+        """resource -> flavor, the first flavor of each group that holds the request (with
+        the quota in use, or `usage` if given)."""
+        usage = self.used if usage is None else usage
         out: dict[str, str] = {}
         for group in self.groups:
             wanted = {r: a for r, a in requests.items() if r in group[0][1] and a > 0}
             if not wanted:
                 continue
             for flavor, nominal in group:
-                used = self.used[flavor]
+                used = usage[flavor]
                 if all(used.get(r, 0) + a <= nominal.get(r, 0) for r, a in wanted.items()):
                     out.update(dict.fromkeys(wanted, flavor))
                     break
@@ -145,6 +181,7 @@ class Worker:
         return out if all(r in covered for r, a in requests.items() if a > 0) else None
 
     def charge(self, copy: Copy, sign: int) -> None:
+        self.version += 1
         for r, a in copy.requests.items():
             flavor = copy.flavors.get(r)
             if flavor is not None:
@@ -188,13 +225,20 @@ class Stats:
     admitted: list[tuple[str, str]] = field(default_factory=list)  # (workload, cluster)
 
 
+def queue_order(copy: Copy) -> tuple[int, float, float]:
+    """A worker's queue order: priority, then creation time to the second, then no set
+    order (pkg/cache/queue: queueOrderingFunc; metadata times are whole seconds)."""
+    return (-copy.priority, math.floor(copy.created), copy.tiebreak)
+
+
 class Sim:
     def __init__(self, scenario: Scenario, dispatcher: Dispatcher, settings: Settings) -> None:
         self.s = settings
         self.scenario = scenario
         self.d = dispatcher
+        self.rng = random.Random(f"ties/{scenario.name}/{scenario.seed}")
         self.workers = {w.name: Worker(w) for w in scenario.workers}
-        self.clusters = list(self.workers)
+        self.clusters = list(self.workers)  # the MultiKueueConfig's order
         self.now = 0.0
         self.events: list[tuple[float, int, str, object]] = []
         self.seq = itertools.count()
@@ -216,7 +260,7 @@ class Sim:
         for job in scenario.jobs:
             self.at(job.arrival, "arrive", job)
         for local in scenario.local:
-            copy = Copy(
+            copy = self._copy(
                 f"local/{next(self.seq)}",
                 local.worker,
                 local.requests,
@@ -225,8 +269,21 @@ class Sim:
                 local.duration,
             )
             self.at(local.arrival, "local", copy)
-        if dispatcher.refreshes:
+        self.period = dispatcher.period(settings)
+        if self.period:
             self.at(0.0, "refresh", None)
+
+    def _copy(
+        self,
+        key: str,
+        worker: str,
+        requests: Resources,
+        priority: int,
+        created: float,
+        duration: float,
+        owner: Wl | None = None,
+    ) -> Copy:
+        return Copy(key, worker, requests, priority, created, duration, owner, self.rng.random())
 
     def at(self, t: float, kind: str, payload: object) -> None:
         heapq.heappush(self.events, (t, next(self.seq), kind, payload))
@@ -240,6 +297,9 @@ class Sim:
             "finish": self._finish,
             "round": self._round,
             "refresh": self._refresh,
+            "gone": self._gone,
+            "release": self._release,
+            "evicted": self._evicted,
         }
         while self.events:
             t, _, kind, payload = heapq.heappop(self.events)
@@ -300,7 +360,7 @@ class Sim:
         if wl.index != 0:
             return  # waits for the primary component
         self.waiting[wl.key] = wl
-        if self.d.refreshes and not self.snapshot:
+        if self.d.reads_snapshot and not self.snapshot:
             self._take_snapshot()
         started = time.perf_counter()
         chosen = self.d.nominate(self, wl)
@@ -316,10 +376,10 @@ class Sim:
         self.stats.nominations.append((self.now, wl.key, chosen))
         for cluster in list(wl.copies):
             if cluster not in chosen:
-                self._delete_copy(wl.copies.pop(cluster))
+                self._delete_copy(wl, wl.copies.pop(cluster))
         for cluster in chosen:
             if cluster not in wl.copies:
-                copy = Copy(
+                copy = self._copy(
                     wl.key, cluster, wl.requests, wl.job.priority, self.now, wl.job.duration, wl
                 )
                 wl.copies[cluster] = copy
@@ -327,32 +387,30 @@ class Sim:
                 self.workers[cluster].pending.append(copy)
                 self._wake(cluster)
 
-    def _delete_copy(self, copy: Copy) -> None:
-        copy.alive = False
-        worker = self.workers[copy.worker]
-        if copy.admitted_at is not None:
-            self._account(worker)
-            worker.charge(copy, -1)
-            worker.running.remove(copy)
-        else:
-            worker.pending.remove(copy)
-        self._wake(copy.worker)
+    def _delete_copy(self, wl: Wl, copy: Copy) -> None:
+        """The manager deletes a remote copy: its worker's Kueue learns of it later."""
+        copy.wanted = False
+        wl.dying.append(copy)
+        self.at(self.now + self.s.sync_delay, "gone", copy)
 
     def _sync(self, wl: Wl) -> None:
-        """The manager sees an admitted copy: the first one admitted wins."""
+        """The manager sees an admitted copy: the first one admitted wins (to the second,
+        ties in no set order)."""
         if wl.cluster or wl.reserved_at is None:
             return
-        admitted = sorted(
-            (c for c in wl.copies.values() if c.admitted_at is not None),
-            key=lambda c: (c.admitted_at, c.worker),
-        )
+        admitted = [c for c in (*wl.copies.values(), *wl.dying) if c.state == ADMITTED]
         if not admitted:
             return
+        admitted.sort(key=lambda c: (math.floor(c.admitted_at or 0.0), self.rng.random()))
         winner = admitted[0]
-        if winner.worker not in wl.nominated:
-            self.stats.lost_admissions += 1  # the webhook refuses this clusterName
-            self._delete_copy(wl.copies.pop(winner.worker))
-            return
+        if not winner.wanted:
+            # Its cluster was dropped from the nominations: the webhook refuses this
+            # clusterName, and the copy is on its way out.
+            self.stats.lost_admissions += 1
+            admitted = [c for c in admitted if c.wanted]
+            if not admitted:
+                return
+            winner = admitted[0]
         wl.cluster = winner.worker
         self.waiting.pop(wl.key, None)
         if wl.admitted_at is None:
@@ -361,20 +419,24 @@ class Sim:
         self.stats.wasted_admissions += len(admitted) - 1
         for cluster in list(wl.copies):
             if cluster != winner.worker:
-                self._delete_copy(wl.copies.pop(cluster))
+                self._delete_copy(wl, wl.copies.pop(cluster))
         wl.nominated = ()
         self.d.done(wl)
         for member in self.groups[wl.job.name]:
             if member is not wl:
                 self._dispatch(member)
 
-    def _evicted(self, wl: Wl) -> None:
-        """Its copy was evicted on the worker: Retry, evicted on the manager, requeued."""
+    def _evicted(self, copy: Copy) -> None:
+        """The manager sees its admitted copy evicted on the worker: Retry, evicted on the
+        manager, requeued; its remote copies are deleted."""
+        wl = copy.owner
+        if wl is None or wl.cluster != copy.worker:
+            return
         self.stats.evictions += 1
         wl.evictions += 1
         self.waiting.pop(wl.key, None)
         for cluster in list(wl.copies):
-            self._delete_copy(wl.copies.pop(cluster))
+            self._delete_copy(wl, wl.copies.pop(cluster))
         wl.cluster = None
         wl.nominated = ()
         wl.nominated_at = None
@@ -394,26 +456,26 @@ class Sim:
         self.snapshot = {name: w.view() for name, w in self.workers.items()}
 
     def _refresh(self, _: object) -> None:
-        """The watches deliver what changed at most `staleness` ago: decide again for the
+        """The watches deliver what changed at most `period` ago: decide again for the
         workloads still waiting, as the controller does on a worker's queue update, and
         when widening is due."""
         changed, self.dirty = self.dirty, False
-        if changed:
+        if changed and self.d.reads_snapshot:
             self._take_snapshot()
-        widen = self.d.widen_after
+        widen, period = self.d.widen_after, self.period
         for wl in list(self.waiting.values()):
             due = (
                 widen
                 and wl.nominated_at is not None
                 and (
-                    (self.now - wl.nominated_at) % widen < self.s.staleness
+                    (self.now - wl.nominated_at) % widen < period
                     and self.now - wl.nominated_at >= widen
                 )
             )
             if changed or due or not wl.nominated:
                 self._dispatch(wl)
         if self.events or self.waiting:
-            self.at(self.now + self.s.staleness, "refresh", None)
+            self.at(self.now + period, "refresh", None)
 
     # --- the workers --------------------------------------------------------------------------
     def _local(self, copy: Copy) -> None:
@@ -423,6 +485,7 @@ class Sim:
     def _wake(self, name: str) -> None:
         self.dirty = True
         worker = self.workers[name]
+        worker.version += 1
         if not worker.pass_due:
             worker.pass_due = True
             self.at(self.now + self.s.admission_delay, "pass", worker)
@@ -431,23 +494,71 @@ class Sim:
         worker.share_area += (self.now - worker.share_since) * worker.share()
         worker.share_since = self.now
 
+    def _gone(self, copy: Copy) -> None:
+        """A deletion reaches the worker's Kueue: a pending copy leaves the queue, an
+        admitted one starts releasing its quota."""
+        worker = self.workers[copy.worker]
+        if copy.state == PENDING:
+            worker.pending.remove(copy)
+            copy.state = GONE
+            self._forget(copy)
+            self._wake(copy.worker)
+        elif copy.state == ADMITTED:
+            copy.state = DELETING
+            self.at(self.now + self.s.release_delay, "release", copy)
+
+    def _forget(self, copy: Copy) -> None:
+        if copy.owner is not None and copy in copy.owner.dying:
+            copy.owner.dying.remove(copy)
+
+    def _release(self, copy: Copy) -> None:
+        """An evicted or deleted workload's pods are gone: its quota is free. Evicted local
+        work (and a copy the manager still wants) goes back to the worker's queue."""
+        if not copy.charged:
+            return
+        worker = self.workers[copy.worker]
+        evicted = copy.state == EVICTING
+        self._account(worker)
+        worker.charge(copy, -1)
+        worker.running.remove(copy)
+        copy.state = GONE
+        self._forget(copy)
+        self._wake(copy.worker)
+        owner = copy.owner
+        if evicted and (owner is None or (copy.wanted and owner.cluster != copy.worker)):
+            again = self._copy(
+                copy.key,
+                copy.worker,
+                copy.requests,
+                copy.priority,
+                copy.created,
+                copy.duration,
+                owner,
+            )
+            again.tiebreak = copy.tiebreak
+            worker.pending.append(again)
+            if owner is not None:
+                owner.copies[copy.worker] = again
+
     def _pass(self, worker: Worker) -> None:
         """One scheduling cycle of the worker's Kueue over its ClusterQueue."""
         worker.pass_due = False
-        worker.pending.sort(key=lambda c: (-c.priority, c.created, c.key))
+        worker.pending.sort(key=queue_order)
+        cycle = _Cycle(worker)
         for copy in list(worker.pending):
-            if not copy.alive:
-                continue  # deleted during this cycle (a workload evicted meanwhile)
-            flavors = worker.assign(copy.requests)
-            if flavors is None and worker.spec.preemption == "LowerPriority":
-                flavors = self._preempt(worker, copy)
+            if copy.state != PENDING:
+                continue
+            flavors = worker.assign(copy.requests, cycle.usage())
             if flavors is None:
+                if worker.spec.preemption == "LowerPriority":
+                    self._preempt(worker, copy, cycle)
                 if worker.spec.queueing == "StrictFIFO":
                     break
                 continue
             self._account(worker)
             copy.flavors = flavors
             copy.admitted_at = self.now
+            copy.state = ADMITTED
             worker.charge(copy, 1)
             worker.pending.remove(copy)
             worker.running.append(copy)
@@ -456,67 +567,106 @@ class Sim:
             if copy.owner is not None:
                 self.at(self.now + self.s.sync_delay, "sync", copy.owner)
 
-    def _preempt(self, worker: Worker, copy: Copy) -> dict[str, str] | None:
-        """Evict lower-priority admitted workloads, lowest priority and newest first, until
-        `copy` fits; nothing if it would not fit even then."""
-        victims = sorted(
-            (c for c in worker.running if c.priority < copy.priority),
-            key=lambda c: (c.priority, -(c.admitted_at or 0.0)),
+    def _preempt(self, worker: Worker, copy: Copy, cycle: _Cycle) -> None:
+        """Evict what `copy` needs evicted to fit (CandidatesOrdering, then fill-back); it
+        is not admitted now, but in a cycle after the victims' quota is released. For the
+        rest of this cycle its quota is held, so nothing behind it takes what it preempts
+        for (scheduler.go: `cq.AddUsage(usage)` before issuePreemptions). A preemptor whose
+        victims overlap those of one earlier in the cycle is skipped ("We skip
+        multiple-preemptions per cohort if any of the targets are overlapping")."""
+        candidates = sorted(
+            (
+                c
+                for c in worker.running
+                if c.priority < copy.priority and c.state in (ADMITTED, EVICTING)
+            ),
+            key=lambda c: (c.state != EVICTING, c.priority, -(c.admitted_at or 0.0)),
         )
+        usage = cycle.usage() or {f: dict(u) for f, u in worker.used.items()}
         taken: list[Copy] = []
-        for victim in victims:
-            worker.charge(victim, -1)
+        flavors = None
+        for victim in candidates:
+            _add(usage, victim.requests, victim.flavors, -1)
             taken.append(victim)
-            if worker.assign(copy.requests) is not None:
+            flavors = worker.assign(copy.requests, usage)
+            if flavors is not None:
                 break
-        flavors = worker.assign(copy.requests)
-        for victim in taken:
-            worker.charge(victim, 1)
         if flavors is None:
-            return None
-        self._account(worker)
+            return
+        # fillBackWorkloads: give back, newest taken first, those it fits without.
+        for victim in reversed(taken[:-1]):
+            _add(usage, victim.requests, victim.flavors, 1)
+            if worker.assign(copy.requests, usage) is None:
+                _add(usage, victim.requests, victim.flavors, -1)
+            else:
+                taken.remove(victim)
+        flavors = worker.assign(copy.requests, usage) or flavors
+        if any(id(v) in cycle.targeted for v in taken):
+            return
+        cycle.targeted.update(id(v) for v in taken)
+        cycle.hold(copy.requests, flavors)
         for victim in taken:
+            if victim.state == EVICTING:
+                continue  # preemption ongoing: not evicted again
             if copy.owner is not None:
                 self.stats.preemptions += 1
-            worker.charge(victim, -1)
-            worker.running.remove(victim)
-            victim.admitted_at = None
-            if victim.owner is not None and victim.owner.cluster == worker.spec.name:
-                victim.alive = False
-                victim.owner.copies.pop(worker.spec.name, None)
-                self._evicted(victim.owner)
-            else:
-                # Local work, or a copy that had not won yet: requeued on this worker.
-                victim.alive = False
-                requeued = Copy(
-                    victim.key,
-                    victim.worker,
-                    victim.requests,
-                    victim.priority,
-                    victim.created,
-                    victim.duration,
-                    victim.owner,
-                )
-                worker.pending.append(requeued)
-                if victim.owner is not None:
-                    victim.owner.copies[worker.spec.name] = requeued
-        self._wake(worker.spec.name)
-        return worker.assign(copy.requests)
+            victim.state = EVICTING
+            self.at(self.now + self.s.release_delay, "release", victim)
+            if victim.owner is not None:
+                self.at(self.now + self.s.sync_delay, "evicted", victim)
+        worker.version += 1
+        self.dirty = True
 
     def _finish(self, copy: Copy) -> None:
-        if not copy.alive or copy.admitted_at is None:
+        if copy.state not in (ADMITTED, DELETING) or copy.admitted_at is None:
             return
         worker = self.workers[copy.worker]
         self._account(worker)
         worker.charge(copy, -1)
         worker.running.remove(copy)
-        copy.alive = False
+        won = copy.state == ADMITTED and copy.wanted
+        copy.state = GONE
+        self._forget(copy)
         self._wake(copy.worker)
         wl = copy.owner
-        if wl is not None:
-            if wl.cluster != copy.worker:
-                return  # a copy that lost: it was deleted, or is being
+        if wl is not None and won and wl.cluster == copy.worker:
             wl.copies.pop(copy.worker, None)
             wl.finished_at = self.now
             self._release_manager(wl)
             self._admit_on_manager()
+
+
+class _Cycle:
+    """One scheduling cycle of a worker: the quota held for preemptors waiting on their
+    victims, and the victims already targeted."""
+
+    def __init__(self, worker: Worker) -> None:
+        self.worker = worker
+        self.held: dict[str, Resources] = {}
+        self.targeted: set[int] = set()
+
+    def hold(self, requests: Resources, flavors: dict[str, str]) -> None:
+        for r, a in requests.items():
+            flavor = flavors.get(r)
+            if flavor is not None:
+                bucket = self.held.setdefault(flavor, {})
+                bucket[r] = bucket.get(r, 0) + a
+
+    def usage(self) -> dict[str, Resources] | None:
+        """The quota in use plus what is held; None when nothing is held (then it is the
+        worker's own, read-only for the caller)."""
+        if not self.held:
+            return None
+        out = {f: dict(u) for f, u in self.worker.used.items()}
+        for flavor, held in self.held.items():
+            _add(out, held, dict.fromkeys(held, flavor), 1)
+        return out
+
+
+def _add(
+    usage: dict[str, Resources], requests: Resources, flavors: dict[str, str], sign: int
+) -> None:
+    for r, a in requests.items():
+        flavor = flavors.get(r)
+        if flavor is not None:
+            usage[flavor][r] = usage[flavor].get(r, 0) + sign * a

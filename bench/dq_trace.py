@@ -83,6 +83,7 @@ class Scenario:
     jobs: tuple[Job, ...]
     local: tuple[LocalJob, ...] = ()
     uneven: bool = False  # workers unevenly loaded: the "2x better than Incremental" target
+    seed: int = 0  # what the trace was drawn from; the simulation's ties are drawn from it too
 
 
 def run_time(rng: random.Random, median: float = 1200.0) -> float:
@@ -108,20 +109,48 @@ def _core_seconds(job: Job) -> float:
     return job.requests["cpu"] / MILLI * job.parts * job.duration
 
 
-def fleet(n: int, gpu_workers: tuple[int, ...] = (), cpu: int = 64) -> tuple[WorkerSpec, ...]:
-    """`n` workers named worker-00.. (Incremental nominates in that alphabetical order);
-    even ones BestEffortFIFO, odd ones StrictFIFO; every fourth never preempts."""
+def fleet(
+    n: int, gpu_workers: tuple[int, ...] = (), cpu: int = 64, kueue_defaults: bool = False
+) -> tuple[WorkerSpec, ...]:
+    """`n` workers named worker-00.., in that order in the MultiKueueConfig (Incremental
+    nominates in config order); even ones BestEffortFIFO, odd ones StrictFIFO, every fourth
+    never preempting; or, with `kueue_defaults`, every one as Kueue's defaults make it
+    (BestEffortFIFO, `withinClusterQueue: Never`: apis/kueue/v1beta2/clusterqueue_types.go)."""
     return tuple(
         WorkerSpec(
             f"worker-{i:02}",
             cpu,
             cpu * 4,
             16 if i in gpu_workers else 0,
-            "BestEffortFIFO" if i % 2 == 0 else "StrictFIFO",
-            "Never" if i % 4 == 3 else "LowerPriority",
+            "BestEffortFIFO" if i % 2 == 0 or kueue_defaults else "StrictFIFO",
+            "Never" if i % 4 == 3 or kueue_defaults else "LowerPriority",
         )
         for i in range(n)
     )
+
+
+def mixed_gpu_fleet() -> tuple[WorkerSpec, ...]:
+    """4 workers of 8 GPUs (64 cores, 256 GiB) and 16 of 1 GPU (8 cores, 32 GiB), on
+    Kueue's defaults, listed by name (the big ones first: Incremental's first round is
+    three of them)."""
+    big = [WorkerSpec(f"big-{i:02}", 64, 256, 8, preemption="Never") for i in range(4)]
+    small = [WorkerSpec(f"small-{i:02}", 8, 32, 1, preemption="Never") for i in range(16)]
+    return tuple(big + small)
+
+
+def jobs_gpu_bursts(rng: random.Random, bursts: int, size: int) -> list[Job]:
+    """`size` GPU jobs within a minute, every 40 minutes: 1 GPU (60%), 4 (25%) or 8 (15%),
+    8 cores and 32 GiB per GPU; an 8-GPU job takes a whole big worker."""
+    out: list[Job] = []
+    for b in range(bursts):
+        for _ in range(size):
+            draw = rng.random()
+            n = 1 if draw < 0.6 else 4 if draw < 0.85 else 8
+            t = b * 2400.0 + rng.uniform(0, 60)
+            out.append(
+                Job(f"job-{len(out):04}", t, res(8 * n, 32 * n, n), run_time(rng), 100, "gpu")
+            )
+    return sorted(out, key=lambda j: j.arrival)
 
 
 def local_work(rng: random.Random, worker: WorkerSpec, load: float, hours: float) -> list[LocalJob]:
@@ -167,9 +196,13 @@ def jobs_bursts(rng: random.Random, gpus: bool, bursts: int, size: int) -> list[
 HOURS = 3.0
 
 
-def scenario(name: str, seed: int = 15) -> Scenario:
+def scenario(name: str, seed: int = 1) -> Scenario:
     """One of SCENARIOS, drawn from `seed`."""
-    rng = random.Random(f"{name}/{seed}")
+    sc = _draw(name, seed, random.Random(f"{name}/{seed}"))
+    return Scenario(sc.name, sc.about, sc.workers, sc.jobs, sc.local, sc.uneven, seed)
+
+
+def _draw(name: str, seed: int, rng: random.Random) -> Scenario:
     if name in ("balanced-3", "balanced-10", "balanced-40"):
         n = int(name.rsplit("-", 1)[1])
         workers = fleet(n, gpu_workers=tuple(range(n)))
@@ -202,6 +235,24 @@ def scenario(name: str, seed: int = 15) -> Scenario:
         jobs = jobs_bursts(rng, True, 5, 60)
         about = "10 workers (GPUs on worker-00 and -05); 5 bursts of 60 jobs, 40 min apart"
         return Scenario(name, about, workers, tuple(jobs), tuple(local), uneven=True)
+    if name == "kueue-defaults":
+        workers = fleet(10, gpu_workers=tuple(range(10)), kueue_defaults=True)
+        local = [j for w in workers for j in local_work(rng, w, 0.3, HOURS)]
+        jobs = jobs_poisson(rng, 10 * 64, HOURS, True, 0.5)
+        about = (
+            "balanced-10 on Kueue's defaults: every worker BestEffortFIFO, no preemption; "
+            "30% local load on each"
+        )
+        return Scenario(name, about, workers, tuple(jobs), tuple(local))
+    if name == "mixed-gpu":
+        workers = mixed_gpu_fleet()
+        local = [j for w in workers if w.cpu >= 64 for j in local_work(rng, w, 0.2, HOURS)]
+        jobs = jobs_gpu_bursts(rng, 6, 24)
+        about = (
+            "4 workers of 8 GPUs, 16 of 1 GPU (Kueue's defaults); 6 bursts of 24 GPU "
+            "jobs (1, 4 or 8 GPUs), 40 min apart; 20% local CPU load on the big ones"
+        )
+        return Scenario(name, about, workers, tuple(jobs), tuple(local), uneven=True)
     raise KeyError(name)
 
 
@@ -212,6 +263,8 @@ SCENARIOS = (
     "one-gpu-worker",
     "saturated-worker",
     "bursts",
+    "kueue-defaults",
+    "mixed-gpu",
 )
 
 CSV_COLUMNS = ("arrival", "cpu", "memory", "gpu", "pods", "duration", "priority")

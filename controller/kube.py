@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import random
 import time
 import urllib.request
@@ -63,6 +64,22 @@ class ApiError(Exception):
     def __init__(self, status: int, message: str) -> None:
         super().__init__(f"{status}: {message}")
         self.status = status
+        self.message = message
+
+
+def connection_reason(exc: BaseException) -> str:
+    """Why a connection failed, in the words of the system ("connection refused", "name or
+    service not known", a certificate's complaint), not the client's repr of its pool key."""
+    if isinstance(exc, TimeoutError):
+        return "no answer in time"
+    if isinstance(exc, aiohttp.ClientConnectorCertificateError):
+        return f"certificate not accepted: {exc.certificate_error}"
+    if isinstance(exc, aiohttp.ClientConnectorDNSError):
+        return f"cannot resolve {exc.host}: {exc.os_error.strerror or exc.os_error}"
+    error = exc.os_error if isinstance(exc, aiohttp.ClientConnectorError) else exc
+    if isinstance(error, OSError) and error.errno and error.errno > 0:
+        return os.strerror(error.errno).lower()
+    return str(exc) or type(exc).__name__
 
 
 class Gone(Exception):
@@ -159,7 +176,7 @@ class Kube:
                 wait = float(retry_after) if retry_after and retry_after.isdigit() else delay
             except (TimeoutError, aiohttp.ClientError, OSError) as exc:
                 if attempt == self.attempts:
-                    raise ApiError(0, f"{self.cluster} unreachable: {exc!r}") from exc
+                    raise ApiError(0, connection_reason(exc)) from exc
                 wait = delay
             await asyncio.sleep(wait * (0.5 + random.random()))
             delay = min(delay * 2, 5.0)
@@ -270,7 +287,7 @@ class Kube:
         except TimeoutError as exc:
             raise ApiError(0, f"no answer within {timeout:g}s") from exc
         except (aiohttp.ClientError, OSError) as exc:
-            raise ApiError(0, str(exc) or exc.__class__.__name__) from exc
+            raise ApiError(0, connection_reason(exc)) from exc
         return str((result if isinstance(result, dict) else {}).get("gitVersion", ""))
 
 

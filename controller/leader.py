@@ -1,5 +1,14 @@
 """Leader election on a coordination.k8s.io Lease: one replica writes, the others keep
-their caches warm and take over when the lease is not renewed in time."""
+their caches warm and take over when the lease is not renewed in time.
+
+Written here rather than taken from kubernetes_asyncio's `leaderelection` (`LeaseLock`,
+in the pinned kubernetes_asyncio): its `LeaseLock.get` catches only `ApiException`, so a
+connection error while renewing escapes `LeaderElection.run` without cancelling the
+`onstarted_leading` task or calling `onstopped_leading`. The replica would go on writing
+nominations as leader while its lease expires and another replica takes over: two
+writers. tests/test_leader.py shows it against the library itself. Any failure to read or
+renew the lease here stops this replica writing until it holds the lease again. It also
+goes through the controller's own client (kube.py), not a second ApiClient and pool."""
 
 from __future__ import annotations
 

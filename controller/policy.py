@@ -172,6 +172,10 @@ class _Fit:
         self.fits = True
         self.possible = True
         self.headroom = 1.0  # smallest share of a flavor left free after placement
+        # The smallest quota of a device the workload requests (extended resources:
+        # nvidia.com/gpu, google.com/tpu) in the flavor it lands on; None when it requests
+        # none.
+        self.device_quota: int | None = None
         self.deficit = 0.0  # largest share of a flavor missing to fit now
         self.blocker: str | Callable[[], str] = ""
         for group in queue.groups:
@@ -202,6 +206,11 @@ class _Fit:
             else:
                 if short <= 0:
                     self.headroom = min(self.headroom, 0.0 - short)  # never -0.0
+                    for r in wanted:
+                        if "/" in r:  # an extended resource: a device
+                            n = nominal[r]
+                            if self.device_quota is None or n < self.device_quota:
+                                self.device_quota = n
                     for r in wanted:
                         self.flavors[r] = flavor.name
                     return
@@ -308,7 +317,7 @@ class _Judged(NamedTuple):
 
     verdict: Verdict
     standing: int  # _FITS, _WAITS or _OUT
-    key: tuple[int, float]  # rank among the clusters of the same standing (lower first)
+    key: tuple[int, float, float]  # rank among the clusters of the same standing (lower first)
 
 
 def _stuck(queue: QueueCapacity, cluster: str, workload: WorkloadView) -> int:
@@ -335,7 +344,7 @@ def _judge(
 ) -> _Judged:
     category, reason, queue = _filter(worker, local_queue, workload, policy)
     if queue is None:
-        return _Judged(Verdict(name, "filtered", reason, category=category), _OUT, 0.0)
+        return _Judged(Verdict(name, "filtered", reason, category=category), _OUT, (0, 0.0, 0.0))
     used = in_flight.usage(name, queue.name, workload.key)
     # Nominated there and nothing waits in the ClusterQueue: the worker's Kueue has taken
     # the workload's copy, so its reservation may already hold this workload's own demand
@@ -350,7 +359,7 @@ def _judge(
         )
         # Scored as short of its whole quota at least: nothing gets in before the head does.
         verdict = Verdict(name, "waits", why, float(-max(fit.deficit, 1.0)), fit.flavors)
-        return _Judged(verdict, _WAITS, (_STUCK, _rank_waiting(policy, fit, queue, used)))
+        return _Judged(verdict, _WAITS, (_STUCK, _rank_waiting(policy, fit, queue, used), 0.0))
     if fit.fits:
         verdict = Verdict(
             name,
@@ -360,19 +369,26 @@ def _judge(
             fit.flavors,
         )
         strategy = policy.strategy
-        key = (
-            -fit.headroom
-            if strategy == "MostFreeQuota"
-            else (fit.headroom if strategy == "BestFit" else 0.0)
-        )
-        return _Judged(verdict, _FITS, (0, key))
+        if strategy == "MostFreeQuota":
+            # Most free quota, but a workload asking for devices goes first to the clusters
+            # with the fewest of them that hold it: 1-GPU jobs do not take one GPU from each
+            # 8-GPU worker while 1-GPU workers stand idle, leaving no worker for an 8-GPU
+            # job. Where every worker has the same devices, this is most free quota alone
+            # (both measured in BENCHMARKS.md section 4: mixed-gpu, balanced-10).
+            device = fit.device_quota
+            key = (0, -fit.headroom, 0.0) if device is None else (0, device, -fit.headroom)
+        else:
+            key = (0, fit.headroom if strategy == "BestFit" else 0.0, 0.0)
+        return _Judged(verdict, _FITS, key)
     if fit.possible:
         verdict = Verdict(name, "waits", fit.blocker, float(-fit.deficit), fit.flavors)
         # Where the queue may preempt, the workload can get in before anything ends
         # there; elsewhere it waits for running work to finish, however small its deficit.
         first = _MAY_PREEMPT if queue.preempts else _NO_PREEMPTION
-        return _Judged(verdict, _WAITS, (first, _rank_waiting(policy, fit, queue, used)))
-    return _Judged(Verdict(name, "filtered", fit.blocker, category="too-large"), _OUT, (0, 0.0))
+        return _Judged(verdict, _WAITS, (first, _rank_waiting(policy, fit, queue, used), 0.0))
+    return _Judged(
+        Verdict(name, "filtered", fit.blocker, category="too-large"), _OUT, (0, 0.0, 0.0)
+    )
 
 
 def _rank_waiting(
@@ -401,11 +417,13 @@ class _Shape:
         self.position = {name: order for order, name in reversed(list(enumerate(clusters)))}
         self.verdicts: list[Verdict] = []
         self.standing: list[int] = []
-        self.fitting: dict[int, tuple[tuple[int, float], int, Verdict]] = {}
-        self.waiting: dict[int, tuple[tuple[int, float], int, Verdict]] = {}
+        self.fitting: dict[int, tuple[tuple[int, float, float], int, Verdict]] = {}
+        self.waiting: dict[int, tuple[tuple[int, float, float], int, Verdict]] = {}
         self.dirty: set[str] = set()  # judged with a workload's own share: judge again
 
-    def set(self, order: int, standing: int, key: tuple[int, float], verdict: Verdict) -> None:
+    def set(
+        self, order: int, standing: int, key: tuple[int, float, float], verdict: Verdict
+    ) -> None:
         if order == len(self.verdicts):
             self.verdicts.append(verdict)
             self.standing.append(standing)
@@ -514,7 +532,6 @@ def decide(
             if verdicts
             else "no clusters",
         )
-    count = widened_count(policy, workload, now)
     # A nominated cluster that can still admit the workload stays, fitting or not: it may be
     # admitting it right now (see the module docstring). Filtered clusters leave: admission
     # there is impossible or unwanted.
@@ -523,6 +540,12 @@ def decide(
     }
     kept = [c for c, s in standing.items() if s != _OUT]
     anything_fits = bool(shape.fitting)
+    # Widening goes on while the workload waits, even where the view says it fits
+    # somewhere: nominated where it "fits" and still not admitted after `widenAfter`, the
+    # view is what is wrong (work of higher priority queued there first, a stale
+    # reservation). Widening only while nothing fits was measured and made P95 worse
+    # (BENCHMARKS.md section 4: balanced-10 9.9 -> 12.4 minutes over 8 seeds).
+    count = widened_count(policy, workload, now)
     # `count` is how many clusters where the workload fits to reach (or, when nothing fits,
     # how many to wait on); a kept cluster that only waits does not count toward it when
     # another fits, so a full nominated cluster gains a companion rather than losing its

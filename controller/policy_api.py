@@ -16,14 +16,35 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, Field, ValidationError
 
 from controller.model import MAX_NOMINATIONS, STRATEGIES, WHEN_NOTHING_FITS, Policy
-from controller.typed import OBJECT_NAME, DnsSubdomain, LabelKey, Strict, problems
+from controller.typed import (
+    LABEL_KEY_PATTERN,
+    LABEL_KEY_PREFIX_PATTERN,
+    LABEL_VALUE_PATTERN,
+    OBJECT_NAME,
+    SUBDOMAIN_PATTERN,
+    DnsSubdomain,
+    LabelKey,
+    LabelValue,
+    Strict,
+    label_key,
+    problems,
+)
 
 GROUP = "dispatch.multikueue-fleet.io"
 VERSION = "v1alpha1"
 KIND = "DispatchPolicy"
 PLURAL = "dispatchpolicies"
-_DURATION = re.compile(r"^(\d+(\.\d+)?(ms|s|m|h))+$")
+# Durations as the controller reads them: numbers with units ms, s, m or h, one after the
+# other ("1h30m", "0.5s"). The CRD's pattern is this one, and so is the stack's
+# `dispatcher.policy` type (components/model/fieldtypes.py), so that no duration valid in
+# one is refused by another. Go's own syntax (ns, us, a bare "0", a sign) is not accepted.
+DURATION_PATTERN = r"^(\d+(\.\d+)?(ms|s|m|h))+$"
+DURATION_FIX = "a duration like 30s, 5m or 1h30m (units ms, s, m, h)"
+_DURATION = re.compile(DURATION_PATTERN.removeprefix("^").removesuffix("$"))
 _UNIT = {"ms": 0.001, "s": 1, "m": 60, "h": 3600}
+# A selector's labels: bounded, so the API server's cost estimate of the CEL rule that
+# checks their keys stays within its budget (one regular expression per key).
+MAX_SELECTOR_LABELS = 16
 
 
 class InvalidPolicy(ValueError):
@@ -35,9 +56,14 @@ class InvalidPolicy(ValueError):
         super().__init__("\n".join(self.lines))
 
 
+def is_duration(text: str) -> bool:
+    # fullmatch: "5m\n" is refused, as the API server's (Go) `$` refuses it.
+    return _DURATION.fullmatch(text) is not None
+
+
 def seconds(text: str) -> float:
-    if not _DURATION.match(text):
-        raise ValueError(f"'{text}' is not a duration like 30s, 5m or 1h")
+    if not is_duration(text):
+        raise ValueError(f"'{text}' is not {DURATION_FIX}")
     return sum(float(n) * _UNIT[u] for n, _, u in re.findall(r"(\d+(\.\d+)?)(ms|s|m|h)", text))
 
 
@@ -56,11 +82,17 @@ def _one_of(choices: tuple[str, ...]) -> AfterValidator:
 
 
 def _order_by(value: str) -> str:
-    if value not in ("name", "created") and not (
-        value.startswith("label:") and len(value) > len("label:")
-    ):
+    if value in ("name", "created"):
+        return value
+    if not value.startswith("label:"):
         raise ValueError("not name, created or label:<key>")
+    label_key(value.removeprefix("label:"))
     return value
+
+
+def duration_text(secs: float) -> str:
+    """`secs` in the duration syntax, to the millisecond."""
+    return f"{secs:.3f}".rstrip("0").rstrip(".") + "s"
 
 
 Duration = Annotated[str, AfterValidator(_duration)]
@@ -70,10 +102,11 @@ FIXES = {
     "strategy": f"one of {', '.join(STRATEGIES)}",
     "whenNothingFits": f"one of {', '.join(WHEN_NOTHING_FITS)}",
     "clustersToNominate": f"a whole number from 1 to {MAX_NOMINATIONS} (Kueue's limit)",
-    "widenAfter": "a duration like 30s, 5m or 1h30m",
-    "drainTimeout": "a duration like 30s, 5m or 1h30m",
+    "widenAfter": DURATION_FIX,
+    "drainTimeout": DURATION_FIX,
     "clusterQueues": f"a list of ClusterQueue names, each {OBJECT_NAME}",
-    "matchLabels": "a mapping of label keys to string values (quote numbers and booleans)",
+    "matchLabels": f"a mapping of at most {MAX_SELECTOR_LABELS} label keys to label values "
+    "(quote numbers and booleans)",
     "multiKueueConfig": f"the MultiKueueConfig the clusters join ({OBJECT_NAME})",
     "orderBy": "name, created or label:<key>",
     "accessProvider": "the name of a ClusterProfile access provider",
@@ -82,7 +115,9 @@ FIXES = {
 
 
 class LabelSelector(Strict):
-    match_labels: dict[LabelKey, str] | None = None
+    match_labels: (
+        Annotated[dict[LabelKey, LabelValue], Field(max_length=MAX_SELECTOR_LABELS)] | None
+    ) = None
 
 
 class InventoryFields(Strict):
@@ -153,23 +188,78 @@ def parse_inventory(policy: str, raw: Any) -> InventorySpec | None:
     return _inventory_spec(policy, fields)
 
 
+def _match_labels() -> dict[str, Any]:
+    """A label selector's matchLabels: label keys (CEL, as a structural schema cannot
+    constrain a map's keys) to label values, at most MAX_SELECTOR_LABELS of them."""
+    key_ok = (
+        f"k.matches(r'{LABEL_KEY_PATTERN}') && "
+        f"(!k.contains('/') || k.matches(r'{LABEL_KEY_PREFIX_PATTERN}'))"
+    )
+    return {
+        "type": "object",
+        "maxProperties": MAX_SELECTOR_LABELS,
+        "additionalProperties": {
+            "type": "string",
+            "maxLength": 63,
+            "pattern": LABEL_VALUE_PATTERN,
+        },
+        "x-kubernetes-validations": [
+            {
+                "rule": f"self.all(k, {key_ok})",
+                "message": "every key must be a label key: an optional DNS subdomain prefix "
+                "of at most 253 characters and '/', then a name of at most 63 letters, "
+                "digits, '-', '_' and '.'",
+            }
+        ],
+    }
+
+
+def _selector() -> dict[str, Any]:
+    return {"type": "object", "properties": {"matchLabels": _match_labels()}}
+
+
+def _name() -> dict[str, Any]:
+    return {"type": "string", "maxLength": 253, "pattern": SUBDOMAIN_PATTERN}
+
+
+def _duration_schema(default: str, description: str = "") -> dict[str, Any]:
+    schema = {"type": "string", "pattern": DURATION_PATTERN, "default": default}
+    return {**schema, "description": description} if description else schema
+
+
+def _order_by_schema() -> dict[str, Any]:
+    label = LABEL_KEY_PATTERN.removeprefix("^")
+    prefix = LABEL_KEY_PREFIX_PATTERN.removeprefix("^")
+    return {
+        "type": "string",
+        "default": "name",
+        "maxLength": len("label:") + 317,
+        "x-kubernetes-validations": [
+            {
+                "rule": f"self == 'name' || self == 'created' || "
+                f"(self.matches(r'^label:{label}') && "
+                f"(!self.contains('/') || self.matches(r'^label:{prefix}')))",
+                "message": "must be name, created or label:<label key>",
+            }
+        ],
+    }
+
+
 def crd() -> dict[str, Any]:
-    """The CustomResourceDefinition, with a schema that rejects bad values at the API."""
+    """The CustomResourceDefinition, with a schema that rejects at the API server every
+    value `parse` and `parse_inventory` would refuse (tests/test_policy_values.py)."""
     spec_schema = {
         "type": "object",
         "properties": {
             "clusterQueues": {
                 "type": "array",
-                "items": {"type": "string"},
+                "items": _name(),
                 "description": "ClusterQueues governed; empty: the default "
                 "policy for every ClusterQueue not named "
                 "by another policy.",
             },
             "clusterSelector": {
-                "type": "object",
-                "properties": {
-                    "matchLabels": {"type": "object", "additionalProperties": {"type": "string"}}
-                },
+                **_selector(),
                 "description": "Only workers whose MultiKueueCluster has these labels.",
             },
             "strategy": {"type": "string", "enum": list(STRATEGIES), "default": "MostFreeQuota"},
@@ -179,35 +269,18 @@ def crd() -> dict[str, Any]:
                 "maximum": MAX_NOMINATIONS,
                 "default": 1,
             },
-            "widenAfter": {
-                "type": "string",
-                "pattern": _DURATION.pattern,
-                "default": "5m",
-                "description": "Nominate more clusters after waiting this long.",
-            },
+            "widenAfter": _duration_schema("5m", "Nominate more clusters after waiting this long."),
             "inventory": {
                 "type": "object",
                 "required": ["multiKueueConfig"],
                 "description": "Opt-in: ClusterProfiles selected here join this MultiKueueConfig.",
                 "properties": {
-                    "multiKueueConfig": {"type": "string"},
-                    "selector": {
-                        "type": "object",
-                        "properties": {
-                            "matchLabels": {
-                                "type": "object",
-                                "additionalProperties": {"type": "string"},
-                            }
-                        },
-                    },
+                    "multiKueueConfig": _name(),
+                    "selector": _selector(),
                     "accessProvider": {"type": "string"},
                     "requiredProperties": {"type": "array", "items": {"type": "string"}},
-                    "orderBy": {"type": "string", "default": "name"},
-                    "drainTimeout": {
-                        "type": "string",
-                        "pattern": _DURATION.pattern,
-                        "default": "1h",
-                    },
+                    "orderBy": _order_by_schema(),
+                    "drainTimeout": _duration_schema("1h"),
                 },
             },
             "whenNothingFits": {
@@ -312,7 +385,7 @@ def policy_object(name: str, policy: Policy, cluster_queues: Iterable[str] = ())
     spec: dict[str, Any] = {
         "strategy": policy.strategy,
         "clustersToNominate": policy.clusters_to_nominate,
-        "widenAfter": f"{int(policy.widen_after_seconds)}s",
+        "widenAfter": duration_text(policy.widen_after_seconds),
         "whenNothingFits": policy.when_nothing_fits,
     }
     if policy.cluster_selector:

@@ -24,16 +24,27 @@ DnsLabel = Annotated[str, StringConstraints(max_length=63, pattern=rf"^{_LABEL}$
 DnsSubdomain = Annotated[str, StringConstraints(max_length=253, pattern=rf"^{_SUBDOMAIN}$")]
 
 
-def _label_key(key: str) -> str:
-    prefix, _, name = key.rpartition("/")
-    if prefix and (len(prefix) > 253 or not re.fullmatch(_SUBDOMAIN, prefix)):
+def label_key(key: str) -> str:
+    prefix, slash, name = key.rpartition("/")
+    if slash and (len(prefix) > 253 or not re.fullmatch(_SUBDOMAIN, prefix)):
         raise ValueError(f"the prefix '{prefix}' is not a DNS subdomain")
     if len(name) > 63 or not re.fullmatch(_QUALIFIED, name):
         raise ValueError(f"'{name}' is not a label name (letters, digits, '-', '_', '.')")
     return key
 
 
-LabelKey = Annotated[str, AfterValidator(_label_key)]
+LabelKey = Annotated[str, AfterValidator(label_key)]
+# apimachinery IsValidLabelValue: empty, or at most 63 characters of the name syntax.
+LABEL_VALUE_PATTERN = rf"^({_QUALIFIED})?$"
+LabelValue = Annotated[str, StringConstraints(max_length=63, pattern=LABEL_VALUE_PATTERN)]
+
+# The same rules as patterns and CEL for a CRD schema, so the API server refuses exactly
+# what the controller would (controller/policy_api.py). A label key in one regular
+# expression: the name's 63 characters bounded by the repetition, the prefix's 253 by a
+# second expression (CEL's RE2 has no look-ahead).
+SUBDOMAIN_PATTERN = rf"^{_SUBDOMAIN}$"
+LABEL_KEY_PATTERN = rf"^({_SUBDOMAIN}/)?([A-Za-z0-9][-A-Za-z0-9_.]{{0,61}})?[A-Za-z0-9]$"
+LABEL_KEY_PREFIX_PATTERN = r"^[^/]{1,253}/"
 
 # What a value of each kind should look like, said in the fix when one is wrong.
 NAMESPACE = "a namespace name: lowercase letters, digits and '-', at most 63 characters"

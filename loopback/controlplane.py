@@ -262,24 +262,26 @@ class ControlPlane:
             body = r.read()
         return json.loads(body) if body[:1] in (b"{", b"[") else body.decode()
 
-    def wait_ready(self, timeout: float) -> None:
-        """Until /readyz is ok and the controller manager has made the default namespace's
-        ServiceAccount (its service-account controller runs)."""
-        deadline = time.monotonic() + timeout
-        self._wait_for("/readyz", "kube-apiserver", timeout, deadline, self.check_alive)
-        self._wait_for(
-            "/api/v1/namespaces/default/serviceaccounts/default",
-            "kube-controller-manager",
-            timeout,
-            deadline,
-            self.check_alive,
+    def wait_serving(self, timeout: float) -> None:
+        """Until the API server's /readyz is ok: its RBAC bootstrap roles included, which
+        kube-controller-manager checks once as it starts and exits without."""
+        self._wait("/readyz", "kube-apiserver", timeout)
+
+    def wait_controllers(self, timeout: float) -> None:
+        """Until the controller manager has made the default namespace's ServiceAccount (its
+        service-account controller runs)."""
+        self._wait(
+            "/api/v1/namespaces/default/serviceaccounts/default", "kube-controller-manager", timeout
         )
 
-    def _wait_for(
-        self, path: str, who: str, timeout: float, deadline: float, alive: Callable[[], None]
+    def _wait(
+        self, path: str, who: str, timeout: float, alive: Callable[[], None] | None = None
     ) -> None:
+        """Until `path` answers; `alive` (every process of the plane by default) raises when
+        what is waited for exited."""
+        deadline = time.monotonic() + timeout
         while True:
-            alive()
+            (alive or self.check_alive)()
             try:
                 self.get(path)
                 return
@@ -322,7 +324,7 @@ class ControlPlane:
                     f"{started.name} exited after a restart; its log ends: {log_tail(started.log)}"
                 )
 
-        self._wait_for("/readyz", "kube-apiserver", timeout, time.monotonic() + timeout, alive)
+        self._wait("/readyz", "kube-apiserver", timeout, alive)
 
     def check_alive(self) -> None:
         for process in self.started:

@@ -31,13 +31,15 @@ from loopback.client import Client
 from loopback.controlplane import ADMIN, ControlPlane, StartError
 from loopback.kueue import VISIBILITY_CERT_DIR, Kueue, ensure_visibility_certs
 from loopback.operators import OPERATORS, OperatorProcess, install_manifest
-from loopback.processes import Started, stop_all
+from loopback.processes import Started, others_running, stop_all
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_STATE = ROOT / ".fleet" / "loopback"
 RECORD = "fleet.json"
 
 Log = Callable[[str], object]
+# The pinned releases' source: the download cache, the release URL, the Go module.
+Fetch = Callable[[str], str]
 
 
 class FleetError(Exception):
@@ -139,7 +141,9 @@ class Fleet:
                     raise
 
 
-def cluster_crds(spec: FleetSpec, cluster: ClusterSpec) -> list[dict[str, Any]]:
+def cluster_crds(
+    spec: FleetSpec, cluster: ClusterSpec, fetch: Fetch = releases.fetch
+) -> list[dict[str, Any]]:
     """The CRDs a cluster of the stack serves besides Kueue's: the ClusterProfile CRD where
     the stack uses that mode (the pinned release, or its Go module), and each enabled
     framework's kinds from the framework's Go module. Framework controllers do not run here:
@@ -147,7 +151,7 @@ def cluster_crds(spec: FleetSpec, cluster: ClusterSpec) -> list[dict[str, Any]]:
     crds: list[dict[str, Any]] = []
     for bundle in bundles(spec, cluster):
         if bundle.name == clusterprofile_crd_bundle().name:
-            crds += documents(releases.fetch(bundle.url))
+            crds += documents(fetch(bundle.url))
     for key in cluster.frameworks or ():
         crds += gomodule.framework_crds(key)
     return crds
@@ -161,6 +165,7 @@ def up(
     timeout: float = 180,
     framework_controllers: bool = False,
     log: Log = print,
+    fetch: Fetch = releases.fetch,
 ) -> Fleet:
     """Starts a control plane and Kueue for each cluster of the stack (or of `spec`), and
     returns once every Kueue serves its webhooks; with `framework_controllers`, also the
@@ -176,7 +181,7 @@ def up(
         spec, _ = load_stack(stack if stack.endswith(".yaml") else str(stack_path(stack)))
     binaries = toolchain.require(list(toolchain.CONTROL_PLANE))
     operators: dict[str, list[OperatorProcess]] = {}
-    manifest = releases.fetch(kueue_bundle(spec.kueue.version).url, expect_kinds=("Deployment",))
+    manifest = fetch(kueue_bundle(spec.kueue.version).url)
     state.mkdir(parents=True, exist_ok=True)
     record: dict[str, Any] = {"stack": spec.stack or stack, "clusters": {}, "processes": []}
     planes: list[ControlPlane] = []
@@ -188,7 +193,6 @@ def up(
             plane.start_etcd()
             plane.start_egress(sys.executable)
             plane.start_apiserver()
-            plane.start_controller_manager()
             record["clusters"][cluster.name] = {
                 "role": cluster.role,
                 "server": plane.server,
@@ -196,7 +200,11 @@ def up(
             }
             _save(state, record, planes)
         for plane in planes:
-            plane.wait_ready(timeout)
+            plane.wait_serving(timeout)
+            plane.start_controller_manager()
+            _save(state, record, planes)
+        for plane in planes:
+            plane.wait_controllers(timeout)
         log(f"  control planes ready in {time.monotonic() - began:.1f} s")
         if ensure_visibility_certs():
             record["made"] = [str(VISIBILITY_CERT_DIR)]
@@ -204,7 +212,7 @@ def up(
         for plane, cluster in zip(planes, spec.clusters, strict=True):
             kueue = Kueue(plane, kueue_objects(manifest, spec, cluster), binaries["kueue"])
             client = Client(plane.kubeconfig_path(ADMIN))
-            kueue.apply_install(client, cluster_crds(spec, cluster))
+            kueue.apply_install(client, cluster_crds(spec, cluster, fetch))
             kueue.start(client)
             _save(state, record, planes)
             record["clusters"][cluster.name]["kueueConfigChanges"] = kueue.changes
@@ -262,7 +270,10 @@ def down(state: Path = DEFAULT_STATE, *, log: Log = print) -> bool:
         return False
     stopped = stop_all(record.get("processes") or [])
     log(f"  stopped {len(stopped)} processes")
-    for made in record.get("made") or []:
-        shutil.rmtree(made, ignore_errors=True)
+    # The visibility certificate folder is shared by every Kueue on the machine: it goes with
+    # the last of them.
+    if not others_running("kueue"):
+        for made in record.get("made") or []:
+            shutil.rmtree(made, ignore_errors=True)
     shutil.rmtree(state)
     return True

@@ -98,3 +98,18 @@ def log_tail(path: str | Path, lines: int = 8) -> str:
     except OSError:
         return ""
     return " | ".join(text.strip().splitlines()[-lines:])
+
+
+def others_running(program: str) -> bool:
+    """True while some process on the machine runs a binary named `program` (another fleet's
+    Kueue, say), so that what all of them share is not removed from under it."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv0 = (entry / "cmdline").read_bytes().split(b"\0")[0].decode(errors="replace")
+        except OSError:
+            continue
+        if Path(argv0).name == program:
+            return True
+    return False

@@ -5,6 +5,15 @@
 #
 #   scripts/down.sh [STACK]
 set -euo pipefail
+case "${1:-}" in
+  -h|--help|help)
+    printf '%s\n' "usage: scripts/down.sh [STACK]" "" \
+      "Destroys every cluster and object the stack (default: dev) created and forgets its" \
+      "state in .pulumi-state; the stack file stays. Safe to run twice."
+    exit 0 ;;
+  -*) printf 'error: unknown option %s; usage: scripts/down.sh [STACK]\n' "$1" >&2; exit 2 ;;
+esac
+[ $# -le 1 ] || { printf 'error: one stack name at most, got %s; usage: scripts/down.sh [STACK]\n' "$*" >&2; exit 2; }
 cd "$(dirname "$0")/.."
 ROOT="$PWD"
 STACK="${1:-dev}"

@@ -20,6 +20,10 @@ if [ ! -x "$ENV/bin/python" ]; then
   "$PYTHON" -m venv "$ENV"
 fi
 "$ENV/bin/python" -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+# The `mkf` command (pyproject.toml) from this checkout: tests run it as a user would.
+if [ ! -x "$ENV/bin/mkf" ] || [ pyproject.toml -nt "$ENV/bin/mkf" ]; then
+  "$ENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps -e .
+fi
 
 # The real tier: kube-apiserver, etcd, kube-controller-manager and Kueue built from the pinned
 # Go modules in tools/ (Go's caches make a rebuild a link); without Go its tests skip, saying so.

@@ -7,6 +7,26 @@
 # verified), uses Pulumi's local file backend in .pulumi-state (no account), validates the
 # stack before anything touches a cluster, then provisions it.
 set -euo pipefail
+usage() {
+  cat <<'EOF'
+usage: scripts/up.sh [STACK]
+
+Brings up the stack stacks/Pulumi.STACK.yaml (default: dev, a kind fleet of one manager and
+two workers on this machine's Docker). Creates .venv from the pinned requirements (with the
+`mkf` command in .venv/bin), validates the stack, installs the pinned kind and Pulumi CLI
+into .tools/bin, renders the fleet to .render/STACK, runs `pulumi up` on the local file
+backend in .pulumi-state, and writes each cluster's kubeconfig to .fleet/kubeconfigs.
+
+  scripts/up.sh            the dev stack (passphrase: multikueue-fleet-dev, set for you)
+  scripts/up.sh gke        any other stack: set PULUMI_CONFIG_PASSPHRASE first
+  scripts/down.sh [STACK]  tears it down again
+EOF
+}
+case "${1:-}" in
+  -h|--help|help) usage; exit 0 ;;
+  -*) printf 'error: unknown option %s; usage: scripts/up.sh [STACK] (see --help)\n' "$1" >&2; exit 2 ;;
+esac
+[ $# -le 1 ] || { printf 'error: one stack name at most, got %s; usage: scripts/up.sh [STACK]\n' "$*" >&2; exit 2; }
 cd "$(dirname "$0")/.."
 ROOT="$PWD"
 STACK="${1:-dev}"
@@ -32,6 +52,11 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -r requirements.txt \
   || die "installing requirements.txt into .venv failed (see pip's message above)"
+# The `mkf` command (pyproject.toml), from this checkout; again only when pyproject changed.
+if [ ! -x .venv/bin/mkf ] || [ pyproject.toml -nt .venv/bin/mkf ]; then
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps -e . \
+    || die "installing the mkf command into .venv failed (see pip's message above)"
+fi
 
 step "Validating $STACK_FILE"
 # Before any download or cluster: a wrong stack file stops here with every problem listed.
@@ -79,5 +104,5 @@ echo
 echo "The fleet is up. Check it with:"
 pulumi stack output checks --stack "$STACK" --json \
   | .venv/bin/python -c 'import json, sys; print("\n".join("  " + c for c in json.load(sys.stdin)))'
-echo "Kubeconfigs: .fleet/kubeconfigs/ (status: .venv/bin/python -m components status --dir .fleet)"
+echo "Kubeconfigs: .fleet/kubeconfigs/ (is it ready: .venv/bin/mkf status)"
 echo "Tear it down: scripts/down.sh $STACK"

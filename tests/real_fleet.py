@@ -28,13 +28,13 @@ from components.objects.kueue_config import KUEUE_NAMESPACE
 from components.objects.kueue_install import kueue_objects
 from components.objects.labels import FLEET_NAMESPACE
 from components.objects.worker_access import MULTIKUEUE_TOKEN, READER_TOKEN
-from components.upstream import toolchain
+from components.upstream import releases, toolchain
 from loopback import fleet as loopback_fleet
 from loopback.client import Client
 from loopback.controlplane import ADMIN, ControlPlane
 from loopback.fleet import cluster_crds
 from loopback.kueue import VISIBILITY_CERT_DIR, Kueue, ensure_visibility_certs
-from loopback.processes import log_tail, stop_all
+from loopback.processes import log_tail, others_running, stop_all
 from tests.upstream_data import real_kueue_manifest, why_missing
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -63,6 +63,12 @@ def manifest() -> str:
     return text
 
 
+def real_fetch(url: str) -> str:
+    """The pinned release itself, never the synthetic one the mock-engine tests point
+    MKF_UPSTREAM_CACHE at (tests/pulumi_harness.py)."""
+    return releases.fetch(url, cache_dir=releases.DEFAULT_CACHE)
+
+
 def spec_of(stack: str) -> FleetSpec:
     spec, _ = load_stack(str(stack_path(stack)))
     return spec
@@ -77,8 +83,9 @@ class KueuePlane:
         self.plane.start_etcd()
         self.plane.start_egress(sys.executable)
         self.plane.start_apiserver()
+        self.plane.wait_serving(120)
         self.plane.start_controller_manager()
-        self.plane.wait_ready(120)
+        self.plane.wait_controllers(120)
         self.client = Client(self.plane.kubeconfig_path(ADMIN))
         self.made_visibility = ensure_visibility_certs()
         self.kueue: Kueue | None = None
@@ -99,7 +106,8 @@ class KueuePlane:
 
     def start_kueue_for(self, spec: FleetSpec, cluster: ClusterSpec) -> Kueue:
         return self.start_kueue(
-            kueue_objects(manifest(), spec, cluster), crds=cluster_crds(spec, cluster)
+            kueue_objects(manifest(), spec, cluster),
+            crds=cluster_crds(spec, cluster, real_fetch),
         )
 
     def stop_kueue(self) -> None:
@@ -110,7 +118,7 @@ class KueuePlane:
 
     def close(self) -> None:
         stop_all([p.as_dict() for p in self.plane.started])
-        if self.made_visibility:
+        if self.made_visibility and not others_running("kueue"):
             shutil.rmtree(VISIBILITY_CERT_DIR, ignore_errors=True)
 
 
@@ -135,7 +143,11 @@ def dev_fleet(
     manifest()
     state = tmp_path_factory.mktemp("fleet")
     started = loopback_fleet.up(
-        "dev", state, framework_controllers=controllers, log=lambda _line: None
+        "dev",
+        state,
+        framework_controllers=controllers,
+        log=lambda _line: None,
+        fetch=real_fetch,
     )
     try:
         yield started

@@ -515,7 +515,7 @@ def test_user_kubeconfig_replaces_the_placeholder() -> None:
 def test_default_fleet_when_keys_are_omitted() -> None:
     spec, problems = load({}, stack="dev")
     # the default frameworks include LeaderWorkerSet: the manager does not wait for PodsReady
-    assert [(p.path, p.severity) for p in problems] == [("kueue.waitForPodsReady", "warning")]
+    assert [(p.path, p.severity) for p in problems] == [("kueue.waitForPodsReady", "note")]
     assert [c.name for c in spec.clusters] == ["manager", "worker1", "worker2"]
     assert {c.provider for c in spec.clusters} == {"kind"}
     assert spec.manager.kind is not None and "@sha256:" in spec.manager.kind.node_image
@@ -537,7 +537,9 @@ def test_inventory_rights_only_when_asked_for(tmp_path: Path) -> None:
         r["metadata"]["namespace"] != "kueue-system"
         for r in find(plain, "Role", "multikueue-fleet-dispatcher")
     )
+    # Inventory clusters are ClusterProfiles: only ClusterProfile mode connects them.
     config["dispatcher"] = {"inventory": True}
+    config["credentials"] = {"mode": "clusterProfile"}
     manager = fleet(config)["manager"]
     # The controller is told, so it watches profiles and reaches joined clusters by token.
     for objects, expected in ((plain, False), (manager, True)):
@@ -555,10 +557,8 @@ def test_inventory_rights_only_when_asked_for(tmp_path: Path) -> None:
         for r in find(manager, "Role", "multikueue-fleet-dispatcher")
         if r["metadata"]["namespace"] == "kueue-system"
     ]
-    assert profiles["rules"] == [
-        {
-            "apiGroups": ["multicluster.x-k8s.io"],
-            "resources": ["clusterprofiles"],
-            "verbs": ["get", "list", "watch"],
-        }
-    ]
+    assert {
+        "apiGroups": ["multicluster.x-k8s.io"],
+        "resources": ["clusterprofiles"],
+        "verbs": ["get", "list", "watch"],
+    } in profiles["rules"]

@@ -29,24 +29,27 @@ def bad_runs(tmp_path: Path, small: Path) -> list[tuple[tuple[str, ...], int, st
     return [
         (("validate", "--stack", "nosuch"), 1, "no such stack file"),
         (("validate",), 2, "validate needs --stack NAME or --all"),
-        (("validate", "--all", "--stacks-dir", str(empty)), 1, "no stack files"),
+        (("validate", "--all", "--stacks-dir", str(empty)), 2, "no stack files"),
         (("render", "--stack", "nosuch", "--out", str(tmp_path / "o")), 1, "no such stack file"),
         (("render", "--stack", str(small)), 2, "render needs one --stack and --out DIR"),
-        (("render", "--diff", "--stack", str(small)), 1, "not inside this checkout"),
+        (("render", "--diff", "--stack", str(small)), 2, "not inside this checkout"),
         (
             ("render", "--diff", "--old", "no-such-rev:stacks/x.yaml", "--new", str(small)),
-            1,
+            2,
             "no-such-rev:stacks/x.yaml",
         ),
         (("reader-access", "--stack", "nosuch", "--cluster", "w"), 1, "no such stack file"),
         (("reader-access", "--stack", str(small), "--cluster", "Bad_Name"), 2, "DNS label"),
         (("reader-access", "--cluster", "w"), 2, "reader-access needs one --stack NAME"),
-        (("status", "--dir", str(empty)), 1, "summary.json not found"),
-        (("status", "--dir", str(broken)), 1, "cannot be read"),
+        (("status", "--dir", str(empty)), 2, "summary.json not found"),
+        (("status", "--dir", str(broken)), 2, "cannot be read"),
         (("status", "--wait", "soon"), 2, "invalid float value"),
-        (("schema", "--check", "--out", str(stale)), 1, "python -m components schema"),
+        (("schema", "--check", "--out", str(stale)), 1, "mkf schema"),
         (("no-such-command",), 2, "invalid choice"),
         (("--debug", "validate", "--stack", "nosuch"), 1, "no such stack file"),
+        (("validate", "--stack", "nosuch", "--debug", "-q"), 1, "no such stack file"),
+        (("render", "--diff", "--old", str(small)), 2, "render --diff needs --stack NAME"),
+        (("status", "-o", "yaml"), 2, "invalid choice: 'yaml'"),
     ]
 
 

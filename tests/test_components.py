@@ -386,7 +386,7 @@ def test_dev_dispatcher_runs_the_image_built_from_controller(runs: dict[str, Run
     monitor = runs["dev"].monitor
     image = monitor.named("dispatcher-image").inputs
     assert image["kind_clusters"] == ["dev-manager"]
-    assert image["platform"] == "linux/amd64"
+    assert not image.get("platform")  # the provider asks Docker (tests/test_providers.py)
     assert len(image["kind_cluster_ids"]) == 1 and image["kind_cluster_ids"][0]
     assert image["dockerfile"].endswith("controller/Dockerfile")
     deployment = _objects_by_cluster(monitor)["manager"][
@@ -598,12 +598,44 @@ def test_the_dispatcher_image_is_built_for_the_platform_the_stack_names(
     tmp_path: Path,
 ) -> None:
     """The image resource gets `dispatcher.platform` (docker build --platform), whatever
-    machine runs pulumi up; the default is linux/amd64."""
+    machine runs pulumi up; without it, a kind manager's image is built for the Docker
+    engine's machine (the provider asks it), another's for linux/amd64."""
     prepare_environment(tmp_path)
     config, secret = engine_config(ROOT / "stacks" / "Pulumi.dev.yaml")
     default = run_program("dev", config, secret).monitor.named("dispatcher-image")
-    assert default.inputs["platform"] == "linux/amd64"
+    assert not default.inputs.get("platform")
     dispatcher = json.loads(config.get("multikueue-fleet:dispatcher", "{}"))
     config["multikueue-fleet:dispatcher"] = json.dumps({**dispatcher, "platform": "linux/arm64"})
     arm = run_program("dev", config, secret).monitor.named("dispatcher-image")
     assert arm.inputs["platform"] == "linux/arm64"
+
+
+def test_team_namespaces_on_existing_clusters_are_used_never_owned(
+    tmp_path: Path, runs: dict[str, Run]
+) -> None:
+    """A LocalQueue's namespace on an `existing` cluster may be a team's, with its work in
+    it: it is a Patch resource there (applied whether it exists or not, never deleted:
+    pulumi-kubernetes v4.32.0 await.go 190-206, 958-962), aliased to the Namespace resource
+    an older stack registered; on a cluster the stack creates it stays an owned Namespace."""
+    config, secret = engine_config(ROOT / "stacks" / "Pulumi.existing.yaml")
+    queues = json.loads(config["multikueue-fleet:queues"])
+    queues["localQueues"].append(
+        {"namespace": "team-a", "name": "lq", "clusterQueue": "cluster-queue"}
+    )
+    config["multikueue-fleet:queues"] = json.dumps(queues)
+    prepare_environment(tmp_path)
+    monitor = run_program("existing", config, secret).monitor
+    spec = _spec("existing")
+    for cluster in spec.clusters:
+        (ns,) = [r for r in kube_objects(monitor) if r.name == f"{cluster.name}:Namespace:team-a"]
+        assert ns.typ == "kubernetes:core/v1:NamespacePatch"
+        assert ns.inputs["metadata"]["annotations"]["pulumi.com/patchForce"] == "true"
+        assert any(a.get("spec", {}).get("type") == "kubernetes:core/v1:Namespace"
+                   for a in ns.aliases), ns.aliases  # fmt: skip
+        # The LocalQueue still waits for its namespace.
+        (lq,) = [
+            r for r in kube_objects(monitor) if r.name == f"{cluster.name}:LocalQueue:team-a/lq"
+        ]
+        assert ns.urn in before(monitor, lq.urn)
+    dev = [r for r in kube_objects(runs["dev"].monitor) if r.name.endswith(":Namespace:team-a")]
+    assert dev and {r.typ for r in dev} == {"kubernetes:core/v1:Namespace"}

@@ -13,13 +13,15 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import dispatch_quality  # noqa: E402
 import dq_sim  # noqa: E402
-from dq_dispatchers import AllAtOnce, Dispatcher, Incremental, OurPolicy  # noqa: E402
-from dq_sim import Settings, Sim, Worker  # noqa: E402
+from dq_dispatchers import AllAtOnce, Incremental, Oracle, OurPolicy  # noqa: E402
+from dq_sim import ADMITTED, EVICTING, Copy, Dispatcher, Settings, Sim, Worker  # noqa: E402
 from dq_trace import (  # noqa: E402
+    SCENARIOS,
     Job,
     LocalJob,
     Scenario,
     TraceError,
+    WorkerSpec,
     fleet,
     read_csv,
     res,
@@ -52,11 +54,14 @@ def small(n: int = 4, jobs: int = 30) -> Scenario:
     return Scenario("small", "test", workers, js, local)
 
 
-@pytest.fixture(params=["AllAtOnce", "Incremental", "policy"])
+@pytest.fixture(params=["AllAtOnce", "Incremental", "policy", "oracle"])
 def dispatcher(request: pytest.FixtureRequest) -> Dispatcher:
-    return {"AllAtOnce": AllAtOnce, "Incremental": Incremental, "policy": OurPolicy}[
-        request.param
-    ]()
+    return {
+        "AllAtOnce": AllAtOnce,
+        "Incremental": Incremental,
+        "policy": OurPolicy,
+        "oracle": Oracle,
+    }[request.param]()
 
 
 def test_quota_is_never_over_committed_on_a_worker(
@@ -107,20 +112,130 @@ def test_all_at_once_creates_a_copy_on_every_worker() -> None:
     assert sim.stats.copies >= 5 * len(primaries)
 
 
-def test_incremental_adds_three_clusters_per_five_minute_round() -> None:
-    """incrementaldispatcher.go: DefaultStepSize 3, a 5-minute round, alphabetical order."""
-    workers = tuple(reversed(fleet(10)))  # config order must not matter, names do
+def test_incremental_adds_its_step_per_five_minute_round_in_config_order() -> None:
+    """incrementaldispatcher.go: DefaultStepSize 3, a 5-minute round; the MultiKueueConfig's
+    order (MultiKueueIncrementalDispatcherRespectConfigOrder is on in v0.19.2)."""
+    workers = tuple(reversed(fleet(10)))  # the config lists worker-09 first
     # 100 cores: within the manager's quota (the fleet's 640), on no single worker (64).
     job = Job("job-00", 0.0, res(100, 100), 60.0)
-    sim = Sim(Scenario("never-fits", "", workers, (job,)), Incremental(), Settings())
-    sim.s.horizon = 3600.0
+    sc = Scenario("never-fits", "", workers, (job,))
+    for step, sizes in ((3, [3, 6, 9, 10]), (4, [4, 8, 10])):
+        sim = Sim(sc, Incremental(step), Settings())
+        sim.s.horizon = 3600.0
+        sim.run()
+        rounds = [(t, chosen) for t, _, chosen in sim.stats.nominations]
+        assert [len(c) for _, c in rounds] == sizes
+        assert [t for t, _ in rounds] == [300.0 * i for i in range(len(sizes))]
+        assert rounds[0][1] == tuple(w.name for w in workers[:step])
+        assert rounds[-1][1][: 2 * step] == rounds[1][1]  # appended, never replaced
+        assert sim.wls[0].admitted_at is None
+    by_name = Sim(sc, Incremental(config_order=False), Settings())
+    by_name.s.horizon = 10.0
+    assert by_name.run().stats.nominations[0][2] == ("worker-00", "worker-01", "worker-02")
+
+
+def two_workers(preemption: str = "LowerPriority") -> tuple[WorkerSpec, ...]:
+    return (
+        WorkerSpec("worker-00", 8, 32, preemption=preemption),
+        WorkerSpec("worker-01", 8, 32, preemption=preemption),
+    )
+
+
+def test_copies_admitted_in_the_same_second_win_at_random_by_seed() -> None:
+    """bestMatchByCondition (workload.go): the earliest Admitted lastTransitionTime, to
+    the second, ties to Go's map order: over seeds, either worker wins."""
+    winners = set()
+    for seed in range(12):
+        job = Job("job-00", 0.0, res(4, 4), 60.0)
+        sc = Scenario("tie", "", two_workers(), (job,), seed=seed)
+        sim = Sim(sc, AllAtOnce(), Settings()).run()
+        assert len(sim.stats.admitted) == 1
+        winners.add(sim.stats.admitted[0][1])
+        assert sim.stats.admitted == Sim(sc, AllAtOnce(), Settings()).run().stats.admitted
+    assert winners == {"worker-00", "worker-01"}
+
+
+def test_preemption_admits_only_after_the_victims_quota_is_released(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """scheduler.go 493-497: preempting is not admitting; the preemptor waits for its
+    victims to go, and what is behind it does not take the room meanwhile (its usage is
+    held for the rest of each cycle)."""
+    worker = (WorkerSpec("worker-00", 8, 32),)
+    local = (
+        LocalJob("worker-00", 0.0, res(6, 6), 3600.0, 0),
+        LocalJob("worker-00", 11.0, res(2, 2), 600.0, 0),  # fits in the 2 cores left free
+    )
+    job = Job("job-00", 10.0, res(8, 8), 60.0)
+    admitted: dict[int, float] = {}  # cores -> first admission
+    charge = Worker.charge
+
+    def spy(self: Worker, copy: Copy, sign: int) -> None:
+        if sign > 0 and copy.state == ADMITTED:
+            admitted.setdefault(copy.requests["cpu"], sim.now)
+        charge(self, copy, sign)
+
+    monkeypatch.setattr(Worker, "charge", spy)
+    sim = Sim(Scenario("p", "", worker, (job,), local), OurPolicy(), Settings(release_delay=20.0))
     sim.run()
-    rounds = [(t, chosen) for t, _, chosen in sim.stats.nominations]
-    assert [len(c) for _, c in rounds] == [3, 6, 9, 10]
-    assert [t for t, _ in rounds] == [0.0, 300.0, 600.0, 900.0]
-    assert rounds[0][1] == ("worker-00", "worker-01", "worker-02")
-    assert rounds[-1][1][:6] == rounds[1][1]  # appended, never replaced
-    assert sim.wls[0].admitted_at is None
+    assert sim.stats.preemptions == 1
+    # Nominated at 10 s; the cycle at 12 s evicts; the victim's pods are gone at 32 s; the
+    # cycle that release starts admits it at 34 s.
+    assert sim.wls[0].admitted_at == pytest.approx(10.0 + 2.0 + 20.0 + 2.0)
+    assert admitted[2000] > sim.wls[0].admitted_at
+
+
+def test_a_victim_already_being_evicted_is_not_evicted_again() -> None:
+    sim = Sim(Scenario("x", "", (WorkerSpec("worker-00", 8, 32),), ()), AllAtOnce(), Settings())
+    worker = sim.workers["worker-00"]
+    victim = Copy("local/1", "worker-00", res(8, 8), 0, 0.0, 3600.0)
+    victim.flavors = {"cpu": "default", "memory": "default"}
+    victim.state, victim.admitted_at = ADMITTED, 0.0
+    worker.charge(victim, 1)
+    worker.running.append(victim)
+    first = Copy("local/2", "worker-00", res(8, 8), 100, 1.0, 60.0)
+    worker.pending.append(first)
+    sim._pass(worker)
+    assert victim.state == EVICTING and first.state == "pending"
+    evicted_at = [e for e in sim.events if e[2] == "release"]
+    sim._pass(worker)  # the next cycle: the same victim, already on its way out
+    assert [e for e in sim.events if e[2] == "release"] == evicted_at
+
+
+def test_a_deleted_copy_holds_its_quota_until_its_pods_are_gone() -> None:
+    """Losing copies are deleted, not vanished: an admitted loser releases its quota
+    `release_delay` after the deletion reaches its worker."""
+    job = Job("job-00", 0.0, res(8, 8), 600.0)
+    sc = Scenario("tie", "", two_workers(), (job,), seed=3)
+    settings = Settings(release_delay=30.0)
+    sim = Sim(sc, AllAtOnce(), settings)
+    held: list[tuple[float, int]] = []
+    release = sim._release
+
+    def spy(copy: Copy) -> None:
+        held.append((sim.now, copy.requests["cpu"]))
+        release(copy)
+
+    sim._release = spy  # type: ignore[method-assign]
+    sim.run()
+    # Both admitted at 2 s; the manager picks one at 3 s and deletes the other, which its
+    # worker sees at 4 s and whose pods are gone at 34 s.
+    assert held == [(2.0 + 1.0 + 1.0 + 30.0, 8000)]
+    assert sim.stats.wasted_admissions == 1
+
+
+def test_the_oracle_nominates_one_cluster_where_it_is_admitted_soonest() -> None:
+    """worker-00 is full of work that ends at 600 s, worker-01 of work ending at 60 s:
+    the oracle waits on worker-01, as no dispatcher reading quota alone could know."""
+    workers = two_workers("Never")
+    local = (
+        LocalJob("worker-00", 0.0, res(8, 8), 600.0, 0),
+        LocalJob("worker-01", 0.0, res(8, 8), 60.0, 0),
+    )
+    job = Job("job-00", 10.0, res(8, 8), 60.0)
+    sim = Sim(Scenario("wait", "", workers, (job,), local), Oracle(), Settings()).run()
+    assert {chosen for _, _, chosen in sim.stats.nominations} == {("worker-01",)}
+    assert sim.stats.admitted == [("job-00-0", "worker-01")]
 
 
 def test_the_real_policy_decides(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -139,9 +254,10 @@ def test_the_real_policy_decides(monkeypatch: pytest.MonkeyPatch) -> None:
     assert len(sim.d.in_flight) == 0  # type: ignore[attr-defined]
 
 
-def test_runs_are_reproducible() -> None:
+def test_runs_are_reproducible_and_seeds_differ() -> None:
     sc = scenario("balanced-3")
     assert sc == scenario("balanced-3")
+    assert scenario("balanced-3", 2).jobs != sc.jobs
     a = dispatch_quality.measure(Sim(small(), OurPolicy(), Settings()).run())
     b = dispatch_quality.measure(Sim(small(), OurPolicy(), Settings()).run())
     for key in ("waits", "copies", "preemptions", "never", "makespan"):
@@ -198,9 +314,10 @@ def test_a_bad_trace_is_one_line_on_the_command_line(
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--scenarios"], "error: nothing to run; name --scenarios or give --csv FILE\n"),
+        (["--scenarios"], "error: nothing to run; name --scenario or give --csv FILE\n"),
         (["--staleness", "0"], "error: --staleness must be more than 0 s"),
-        (["--csv-workers", "0"], "--csv-workers at least 1\n"),
+        (["--csv-workers", "0"], "--csv-workers, --seeds and --jobs at least 1\n"),
+        (["--seeds", "0"], "--csv-workers, --seeds and --jobs at least 1\n"),
     ],
 )
 def test_bad_options_are_one_line(
@@ -218,6 +335,30 @@ def test_the_command_writes_tables_targets_and_a_chart(tmp_path: Path) -> None:
     chart = tmp_path / "chart.png"
     assert dispatch_quality.main(["--scenarios", "--csv", str(path), "--chart", str(chart)]) == 0
     assert chart.read_bytes().startswith(b"\x89PNG")
+
+
+def test_seeds_give_medians_with_their_range(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    chart = tmp_path / "chart.png"
+    args = ["--scenario", "balanced-3", "--seeds", "2", "--jobs", "1", "--chart", str(chart)]
+    assert dispatch_quality.main(args) == 0
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if line.startswith(("| AllAtOnce", "| oracle"))]
+    assert len(rows) == 2 and "2 seeds" in out
+    # Every cell but the name and µs/decision is "median (min-max)".
+    assert all(cell.count("(") == 1 for cell in rows[0].split("|")[2:-2])
+    assert "| balanced-3 |" in out and chart.read_bytes().startswith(b"\x89PNG")
+
+
+def test_the_new_scenarios_are_drawn_as_described() -> None:
+    assert {"kueue-defaults", "mixed-gpu"} <= set(SCENARIOS)
+    defaults = scenario("kueue-defaults", 3)
+    assert {(w.queueing, w.preemption) for w in defaults.workers} == {("BestEffortFIFO", "Never")}
+    mixed = scenario("mixed-gpu", 3)
+    assert sorted(w.gpu for w in mixed.workers) == [1] * 16 + [8] * 4
+    assert {j.requests.get("nvidia.com/gpu") for j in mixed.jobs} == {1000, 4000, 8000}
+    assert mixed.uneven and mixed.seed == 3
 
 
 def test_the_policy_sees_each_worker_queues_strategy_and_preemption() -> None:

@@ -162,5 +162,6 @@ def test_render_diff_refuses_and_explains(tmp_path: Path) -> None:
         cwd=ROOT, capture_output=True, text=True, check=False,
         env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
     )  # fmt: skip
-    assert result.returncode == 1, result.stderr
-    assert "error: queues.topologies[0].levels" in result.stdout
+    assert result.returncode == 2, result.stderr  # an error, not "differs" (1)
+    assert "error: queues.topologies[0].levels" in result.stderr
+    assert "cannot change" not in result.stdout

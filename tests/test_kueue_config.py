@@ -50,7 +50,7 @@ def test_dev_stack_manager_cannot_evict_a_leaderworkerset_for_want_of_pods_ready
     assert _waits(spec) == {"manager": False, "worker1": True, "worker2": True}
     assert configuration(spec, spec.workers[0])["waitForPodsReady"]["timeout"] == "30m"
     note = only(problems, "kueue.waitForPodsReady")
-    assert note.severity == "warning"
+    assert note.severity == "note"  # needs no action: shown once per run
     assert "leaderworkerset" in note.message and "never get PodsReady" in note.message
 
 
@@ -106,9 +106,9 @@ def test_render_of_the_dev_stack_carries_the_note(tmp_path: Path) -> None:
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     (note,) = yaml.safe_load((out / "fleet.yaml").read_text())["warnings"]
-    assert note.startswith(
-        "warning: kueue.waitForPodsReady: waitForPodsReady is off on the manager"
-    )
+    assert note.startswith("note: kueue.waitForPodsReady: waitForPodsReady is off on the manager")
+    assert result.stderr.count("waitForPodsReady is off on the manager") == 1
+    assert "waitForPodsReady" not in result.stdout  # a diagnostic: stderr only
     manager = list(yaml.safe_load_all((out / "manager" / "objects.yaml").read_text()))
     (config_map,) = [o for o in manager if o["metadata"]["name"] == "kueue-manager-config"]
     kueue = yaml.safe_load(config_map["data"]["controller_manager_config.yaml"])

@@ -116,6 +116,19 @@ def test_each_strategy(strategy: str, expected: str) -> None:
     assert decision.outcome == "nominated"
 
 
+def test_most_free_quota_keeps_big_device_workers_for_big_workloads() -> None:
+    """A 1-GPU workload goes to the 1-GPU worker, not to the 8-GPU one with the most free
+    quota (which an 8-GPU workload needs whole); a CPU-only workload still goes where the
+    most is free. Measured in BENCHMARKS.md section 4 (mixed-gpu)."""
+    workers = fleet(big=queue(64, 8, gpu=8), small=queue(8, gpu=1), mid=queue(16, gpu=4))
+    assert run(demand(4, gpu=1), workers).nominate == ("small",)
+    assert run(demand(4, gpu=4), workers).nominate == ("mid",)
+    assert run(demand(4), workers).nominate == ("big",)
+    # Where the workers have the same devices, most free quota decides as before.
+    same = fleet(a=queue(64, 40, gpu=8), b=queue(64, 8, gpu=8, gpu_reserved=2))
+    assert run(demand(8, gpu=2), same).nominate == ("b",)
+
+
 def test_ordered_spillover_follows_config_order_past_full_clusters() -> None:
     workers = fleet(w1=queue(8, reserved=8), w2=queue(8, reserved=7), w3=queue(8))
     decision = run(demand(2), workers, Policy(strategy="OrderedSpillover"))
@@ -250,7 +263,13 @@ def test_never_fits_anywhere() -> None:
 
 
 def test_widening_after_the_wait() -> None:
-    workers = fleet(w1=queue(8, reserved=7), w2=queue(8, reserved=6), w3=queue(8, reserved=5))
+    # Something waits in every queue (the workload's copy, where it is nominated): nothing
+    # fits anywhere.
+    workers = fleet(
+        w1=replace(queue(8, reserved=7), pending=1),
+        w2=replace(queue(8, reserved=6), pending=1),
+        w3=replace(queue(8, reserved=5), pending=1),
+    )
     policy = Policy(widen_after_seconds=60, when_nothing_fits="WaitOnBest")
     fresh = demand(4, nominated=("w3",), nominated_at=NOW - timedelta(seconds=30))
     assert run(fresh, workers, policy).nominate == ("w3",)
@@ -258,6 +277,15 @@ def test_widening_after_the_wait() -> None:
     assert run(waited, workers, policy).nominate == ("w3", "w2")
     long = demand(4, nominated=("w3", "w2"), nominated_at=NOW - timedelta(seconds=150))
     assert run(long, workers, policy).nominate == ("w3", "w2", "w1")
+
+
+def test_widening_goes_on_where_the_view_says_it_fits() -> None:
+    """Nominated where the view says it fits and still waiting after `widenAfter`, the view
+    is wrong (BENCHMARKS.md section 4: widening only while nothing fits made P95 worse)."""
+    policy = Policy(widen_after_seconds=60)
+    fits = fleet(w1=replace(queue(8, reserved=2), pending=1), w2=queue(8), w3=queue(8, 1))
+    wl = demand(4, nominated=("w1",), nominated_at=NOW - timedelta(seconds=61))
+    assert run(wl, fits, policy).nominate == ("w1", "w2")
 
 
 def test_nominations_are_capped_at_twenty() -> None:

@@ -46,6 +46,9 @@ KUBECONFIG = yaml.safe_dump(
 )
 
 
+DOCKER_INFO = ("docker", "info", "--format", "{{.Architecture}}")
+
+
 class FakeCli:
     """Stands in for subprocess.run: records calls, answers from a script."""
 
@@ -66,7 +69,8 @@ class FakeCli:
 @pytest.fixture
 def cli(monkeypatch: pytest.MonkeyPatch) -> Any:
     def install(answers: dict[tuple[str, ...], tuple[int, str, str]]) -> FakeCli:
-        fake = FakeCli(answers)
+        # Docker on an amd64 machine unless a test says otherwise.
+        fake = FakeCli({**answers, DOCKER_INFO: answers.get(DOCKER_INFO, (0, "x86_64\n", ""))})
         monkeypatch.setattr(subprocess, "run", fake)
         return fake
 
@@ -115,6 +119,7 @@ def test_image_is_built_and_loaded_into_kind(cli: Any) -> None:
         {**IMAGE, "registry": None, "kind_clusters": ["dev-manager"]}
     )
     assert result.outs["image"] == "multikueue-fleet-dispatcher:abc123"
+    assert fake.calls.pop(0) == list(DOCKER_INFO)
     assert fake.calls == [
         [
             "docker",
@@ -146,7 +151,7 @@ def test_kind_load_falls_back_to_an_archive_with_the_containerd_image_store(cli:
         {("kind", "load", "docker-image"): (1, "", "ctr: content digest sha256:82: not found")}
     )
     ControllerImageProvider().create({**IMAGE, "registry": None, "kind_clusters": ["dev-manager"]})
-    save, load = fake.calls[2], fake.calls[3]
+    save, load = fake.calls[3], fake.calls[4]  # after docker info, build, kind load
     assert save[:6] == ["docker", "image", "save", "--platform", "linux/amd64", "-o"]
     assert save[-1] == "multikueue-fleet-dispatcher:abc123"
     assert load[:3] == ["kind", "load", "image-archive"] and load[3] == save[6]
@@ -172,7 +177,7 @@ def test_other_kind_load_failures_are_not_retried(cli: Any) -> None:
         ControllerImageProvider().create(
             {**IMAGE, "registry": None, "kind_clusters": ["dev-manager"]}
         )
-    assert len(fake.calls) == 2
+    assert len(fake.calls) == 3  # docker info, docker build, kind load
 
 
 def test_image_is_pushed_and_pinned_by_digest(cli: Any) -> None:
@@ -194,6 +199,31 @@ def test_image_rebuilds_when_the_sources_change(tmp_path: Path) -> None:
     provider = ControllerImageProvider()
     assert provider.diff("x", {**IMAGE, "tag": first}, {**IMAGE, "tag": "other"}).changes
     assert not provider.diff("x", dict(IMAGE), dict(IMAGE)).changes
+
+
+@pytest.mark.parametrize(
+    ("arch", "platform"), [("aarch64", "linux/arm64"), ("x86_64", "linux/amd64")]
+)
+def test_a_kind_image_is_built_for_the_docker_engines_machine(
+    cli: Any, arch: str, platform: str
+) -> None:
+    """kind's nodes are containers of the Docker engine that builds the image: on an arm64
+    laptop they are arm64, and an amd64 image would not start there."""
+    fake = cli({DOCKER_INFO: (0, f"{arch}\n", "")})
+    ControllerImageProvider().create({**IMAGE, "registry": None, "kind_clusters": ["m"]})
+    assert fake.calls[1][:4] == ["docker", "build", "--platform", platform]
+
+
+def test_an_engine_on_another_architecture_is_a_clear_error(cli: Any) -> None:
+    cli({DOCKER_INFO: (0, "s390x\n", "")})
+    with pytest.raises(CommandFailed, match=r"set dispatcher\.platform"):
+        ControllerImageProvider().create({**IMAGE, "registry": None, "kind_clusters": ["m"]})
+
+
+def test_a_pushed_image_defaults_to_amd64_without_asking_docker(cli: Any) -> None:
+    fake = cli({("docker", "image", "inspect"): (0, "r.example/x@sha256:1\n", "")})
+    ControllerImageProvider().create({**IMAGE, "registry": "r.example", "kind_clusters": []})
+    assert fake.calls[0][:4] == ["docker", "build", "--platform", "linux/amd64"]
 
 
 def test_image_is_built_for_the_platform_the_stack_names(cli: Any) -> None:

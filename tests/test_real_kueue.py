@@ -14,6 +14,7 @@ on loopback (python -m loopback), judge what the project renders.
 from __future__ import annotations
 
 import copy
+import json
 import time
 from typing import Any
 
@@ -172,3 +173,38 @@ def test_multikueue_reaches_every_worker_with_the_generated_credentials(
     for name in fleet.clusters:
         text = (fleet.state / name / "kueue.log").read_text(errors="replace").lower()
         assert "forbidden" not in text, f"{name}: {log_tail(fleet.state / name / 'kueue.log')}"
+
+
+def test_every_rule_kueue_enforces_is_refused_by_the_real_server_with_kueue_running(
+    kueue_plane: KueuePlane,
+) -> None:
+    """Each case of tests/test_kueue_rules.py that Kueue's CRDs or webhooks refuse, as the
+    object the project would write were `validate` not to stop it, dry-run created with Kueue
+    v0.19.2 running: refused, saying what the table says it says."""
+    from tests.test_kueue_rules import CASES, RULE_KIND, _written_object
+
+    if kueue_plane.kueue is None:
+        spec = spec_of("dev")
+        kueue_plane.start_kueue_for(spec, spec.manager)
+    wrong = []
+    checked = 0
+    for case in CASES:
+        if RULE_KIND[case.rule] not in ("schema", "webhook"):
+            continue  # a job's label, or Kueue's behaviour: no object of ours is refused
+        obj = copy.deepcopy(_written_object(case))
+        namespace = obj["metadata"].get("namespace")
+        if namespace:
+            kueue_plane.client.apply(
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
+            )
+        try:
+            kueue_plane.client.dry_run_create(obj)
+            said = "accepted"
+        except ApiException as exc:
+            said = f"{exc.status} {json.loads(exc.body).get('message', exc.body)}"
+        checked += 1
+        if case.server_says not in said:
+            wrong.append(f"{case.id} ({RULE_KIND[case.rule]}): expected {case.server_says!r}, "
+                         f"got {said[:300]}")  # fmt: skip
+    assert checked >= 20
+    assert wrong == [], "\n".join(wrong)

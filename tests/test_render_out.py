@@ -55,7 +55,7 @@ def test_a_directory_that_is_not_a_render_is_refused_and_left_intact(
         (out / name).write_bytes(data)
     before = snapshot(out)
     code, stderr = render(stack, out)
-    assert code == 1
+    assert code == 2
     assert "is not a previous render" in stderr
     assert "nothing was written or removed" in stderr
     assert snapshot(out) == before
@@ -65,7 +65,7 @@ def test_a_file_is_refused(stack: Path, tmp_path: Path) -> None:
     out = tmp_path / "file.txt"
     out.write_text("keep me")
     code, stderr = render(stack, out)
-    assert code == 1
+    assert code == 2
     assert "is not a directory" in stderr
     assert out.read_text() == "keep me"
 
@@ -95,7 +95,7 @@ def test_a_previous_render_with_a_file_added_is_refused_and_left_intact(
     (out / "manager" / "my-notes.md").write_text("notes")
     before = snapshot(out)
     code, stderr = render(stack, out)
-    assert code == 1
+    assert code == 2
     assert "manager/my-notes.md" in stderr
     assert snapshot(out) == before
 

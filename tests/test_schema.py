@@ -16,7 +16,7 @@ from tests.stack_texts import ROOT, SMALL, cli
 
 def test_the_committed_schema_is_the_models() -> None:
     assert SCHEMA_PATH.read_text() == schema_text(), (
-        "schema/stack.schema.json is stale: run `python -m components schema` and commit it"
+        "schema/stack.schema.json is stale: run `mkf schema` and commit it"
     )
 
 
@@ -28,7 +28,7 @@ def test_the_schema_command_writes_and_checks(tmp_path: Path) -> None:
     out.write_text("{}")
     stale = cli("schema", "--out", str(out), "--check")
     assert stale.returncode == 1
-    assert "python -m components schema" in stale.stderr
+    assert "mkf schema" in stale.stderr
 
 
 def test_every_stack_file_names_the_schema() -> None:

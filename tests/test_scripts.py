@@ -244,7 +244,10 @@ def test_a_kind_stack_puts_no_cloud_sdk_in_pulumis_environment(
     result = run_up(project, tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     installs = [c for c in calls_of(tmp_path) if c.startswith("venv -m pip install")]
-    assert installs and all(c.endswith("-r requirements.txt") for c in installs), installs
+    requirements = [c for c in installs if not c.endswith("--no-deps -e .")]
+    assert requirements and all(c.endswith("-r requirements.txt") for c in requirements), installs
+    # ... and the project itself, for the `mkf` command, without a dependency of its own.
+    assert [c for c in installs if c.endswith("--no-deps -e .")], installs
     # This test's environment has them all (it stands in for .venv): up.sh says so, once.
     assert result.stderr.count("note: .venv holds pulumi_aws, pulumi_eks, pulumi_gcp") == 1
 
@@ -283,3 +286,18 @@ def test_a_broken_venv_is_rebuilt(project: Path, tmp_path: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     assert ".venv is incomplete or too old: rebuilding it" in result.stdout
     assert (project / ".venv").resolve() == Path(sys.prefix).resolve()
+
+
+@pytest.mark.parametrize("script", ["up.sh", "down.sh"])
+def test_help_prints_the_usage_and_touches_nothing(
+    project: Path, tmp_path: Path, script: str
+) -> None:
+    """`--help` once looked for a stack named `--help`."""
+    for flag in ("--help", "-h"):
+        result = run_up(project, tmp_path, flag, script=script)
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.startswith(f"usage: scripts/{script} [STACK]")
+    wrong = run_up(project, tmp_path, "--stak", "dev", script=script)
+    assert wrong.returncode == 2
+    assert f"error: unknown option --stak; usage: scripts/{script} [STACK]" in wrong.stderr
+    assert calls_of(tmp_path) == []

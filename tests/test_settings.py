@@ -202,7 +202,7 @@ def test_the_settings_rendered_for_every_stack_are_accepted(tmp_path: Path, stac
     "variant",
     [
         {},
-        {"dispatcher": {"inventory": True}},
+        {"dispatcher": {"inventory": True}, "credentials": {"mode": "clusterProfile"}},
         {"credentials": {"mode": "clusterProfile"}},
     ],
 )

@@ -255,7 +255,7 @@ def test_status_against_a_real_api_server(apiserver: dict[str, Any]) -> None:
                 "kueue-system",
                 status=True,
             )
-            # Specs the real CRDs accept (Kueue's, when ../shared/upstream has them).
+            # Specs the real CRDs accept (Kueue's, from the pinned release or its Go module).
             for kind, spec_of, body in (
                 (checks, admission_check(), active("multikueue", True)),
                 (

@@ -15,11 +15,11 @@ import yaml
 from components.cli.render import diff_fleets
 from components.model.frameworks import FRAMEWORKS
 from components.model.spec import FleetSpec
-from components.model.versions import INIT_CONTAINER_PLUGIN_IMAGE
 from components.objects.fleet import build_fleet
 from components.objects.kueue_config import RESTART_ANNOTATION, startup_hash
 from components.objects.kueue_install import kueue_objects, plugin_mount
 from components.objects.manifests import documents
+from components.upstream import toolchain
 from components.upstream.releases import kustomize_directory
 from tests.conftest import base, load, only
 from tests.upstream_data import real_kueue_manifest, why_missing
@@ -223,18 +223,34 @@ def test_unexpected_kueue_manifests_are_refused(manifest: str) -> None:
         kueue_objects(yaml.safe_dump_all(without), spec, spec.manager)
 
 
-def test_plugin_by_init_container_on_older_kubernetes_uses_an_image_with_a_shell(
-    manifest: str,
-) -> None:
+@pytest.mark.parametrize("mount", ["auto", "initContainer"])
+def test_the_init_container_needs_a_plugin_image_named_by_the_user(mount: str) -> None:
     """The official secretreader image is FROM scratch (cluster-inventory-api
-    hack/Dockerfile.plugin); below 1.35 Kueue v0.19.2's e2e copies the plugin out of its
-    alpine build instead (hack/testing/e2e-common.sh)."""
-    spec = _profile_spec("auto", "1.34")
-    assert plugin_mount(spec, spec.manager) == "initContainer"
+    hack/Dockerfile.plugin), and Kueue v0.19.2's alpine build of it is made only for its
+    local kind e2e (Makefile 602-617, in no push target): below 1.35 there is no published
+    image to default to, so the stack asks for one."""
+    config = base()
+    config["credentials"] = {"mode": "clusterProfile", "clusterProfile": {"pluginMount": mount}}
+    config["manager"]["kubernetesVersion"] = "1.34"
+    problem = only(load(config)[1], "credentials.clusterProfile.pluginImage")
+    assert problem.severity == "error"
+    assert "needs an image with sh and cp" in problem.message
+    assert "no image that has them is published" in problem.message
+    assert "hack/testing/secretreader/Dockerfile" in problem.hint
+    assert "set pluginImage" in problem.hint
+
+
+def test_own_plugin_image_is_used_as_given(manifest: str) -> None:
+    config = base()
+    config["credentials"] = {
+        "mode": "clusterProfile",
+        "clusterProfile": {"pluginImage": "example.com/secretreader-alpine:v1"},
+    }
+    config["manager"]["kubernetesVersion"] = "1.34"
+    spec = _spec(config)
     pod = _manager_pod(kueue_objects(manifest, spec, spec.manager))
     (init,) = pod["initContainers"]
-    assert init["image"] == INIT_CONTAINER_PLUGIN_IMAGE
-    assert not init["image"].startswith("registry.k8s.io/cluster-inventory-api/")
+    assert init["image"] == "example.com/secretreader-alpine:v1"
     assert init["command"] == [
         "sh",
         "-c",
@@ -246,18 +262,6 @@ def test_plugin_by_init_container_on_older_kubernetes_uses_an_image_with_a_shell
         "mountPath": "/plugins",
         "readOnly": True,
     } in pod["containers"][0]["volumeMounts"]
-
-
-def test_own_plugin_image_is_used_as_given(manifest: str) -> None:
-    config = base()
-    config["credentials"] = {
-        "mode": "clusterProfile",
-        "clusterProfile": {"pluginImage": "example.com/secretreader-alpine:v1"},
-    }
-    config["manager"]["kubernetesVersion"] = "1.34"
-    spec = _spec(config)
-    (init,) = _manager_pod(kueue_objects(manifest, spec, spec.manager))["initContainers"]
-    assert init["image"] == "example.com/secretreader-alpine:v1"
 
 
 @pytest.mark.parametrize("mount", ["auto", "initContainer"])
@@ -274,7 +278,7 @@ def test_a_plugin_image_without_a_shell_is_refused_for_the_init_container(mount:
     problem = only(load(config)[1], "credentials.clusterProfile.pluginImage")
     assert problem.severity == "error"
     assert "no shell" in problem.message
-    assert "remove pluginImage" in problem.hint
+    assert "set pluginImage" in problem.hint
     # the same image is fine where it is mounted as an image volume
     config["manager"]["kubernetesVersion"] = "1.35"
     config["credentials"]["clusterProfile"]["pluginMount"] = "auto"
@@ -295,13 +299,71 @@ def test_trainer_leaves_its_bundled_jobset_to_the_jobset_install() -> None:
     assert "without" not in installs["kubeflow-trainer-runtimes"].as_dict()
 
 
+def _kustomize() -> list[str]:
+    """A kustomize build command: the pinned kustomize once built (.tools/bin), else
+    kubectl's; the test skips without either."""
+    built = toolchain.BIN_DIR / "kustomize"
+    if built.exists():
+        return [str(built), "build"]
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        pytest.skip("neither kustomize (.tools/bin) nor kubectl is installed")
+    return [kubectl, "kustomize"]
+
+
+def test_training_operator_and_mpi_coexist_as_in_kueues_e2e(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both training-operator v1.9 and the MPI Operator ship mpijobs.kubeflow.org (and the
+    training operator runs an MPIJob controller): Kueue v0.19.2's e2e installs the training
+    operator without that CRD and with every scheme but mpi (hack/testing/e2e-common.sh
+    738-741, test/e2e/config/multikueue/kubeflow-manifest-patch); so does the stack."""
+    kustomize = _kustomize()
+    config = base()
+    config["frameworks"] = ["batch", "training-operator", "mpi"]
+    _spec(config)  # the pair is a valid stack
+    (training,) = FRAMEWORKS["training-operator"].bundles
+    overlay = tmp_path / "overlay"
+    overlay.mkdir()
+    objs = [
+        {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+         "metadata": {"name": f"{plural}.kubeflow.org"}}
+        for plural in ("mpijobs", "pytorchjobs", "tfjobs")
+    ] + [
+        {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "training-operator"},
+         "spec": {"template": {"spec": {"containers": [
+             {"name": "training-operator", "image": "kubeflow/training-operator:v1-5e8d4b6"}
+         ]}}}},
+    ]  # fmt: skip
+    (overlay / "objs.yaml").write_text(yaml.safe_dump_all(objs))
+    (overlay / "kustomization.yaml").write_text("resources: [objs.yaml]\n")
+    monkeypatch.setenv("MKF_UPSTREAM_CACHE", str(tmp_path / "cache"))
+    folder = kustomize_directory(replace(training, url="../../../overlay"))
+    built = list(
+        yaml.safe_load_all(
+            subprocess.run([*kustomize, folder], capture_output=True, text=True, check=True).stdout
+        )
+    )
+    names = sorted(o["metadata"]["name"] for o in built)
+    assert names == ["pytorchjobs.kubeflow.org", "tfjobs.kubeflow.org", "training-operator"]
+    (deployment,) = [o for o in built if o["kind"] == "Deployment"]
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    assert container["image"] == "kubeflow/training-operator:v1-5e8d4b6"
+    schemes = sorted(a.removeprefix("--enable-scheme=") for a in container["args"])
+    assert schemes == ["jaxjob", "paddlejob", "pytorchjob", "tfjob", "xgboostjob"]
+    # The MPI Operator's own install is unchanged: it owns mpijobs.kubeflow.org.
+    (mpi,) = FRAMEWORKS["mpi"].bundles
+    assert not mpi.without and not mpi.patches
+    # And render shows the changes (render --diff would show a change of them).
+    assert training.as_dict()["without"] == [r"mpijobs\.kubeflow\.org"]
+    assert training.as_dict()["patches"][0]["name"] == "training-operator"
+
+
 def test_the_left_out_objects_are_deleted_by_kustomize(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Runs kustomize (kubectl's) on a local stand-in for the remote overlay."""
-    kubectl = shutil.which("kubectl")
-    if kubectl is None:
-        pytest.skip("kubectl (for its built-in kustomize) is not installed")
+    """Runs kustomize on a local stand-in for the remote overlay."""
+    kustomize = _kustomize()
     base_dir = tmp_path / "overlay"
     base_dir.mkdir()
     names = {
@@ -318,9 +380,7 @@ def test_the_left_out_objects_are_deleted_by_kustomize(
     # kustomize takes local resources only by relative path: the folder is cache/kustomize/<h>
     folder = kustomize_directory(replace(trainer, url="../../../overlay"))
     assert Path(folder).is_relative_to(tmp_path / "cache")
-    built = subprocess.run(
-        [kubectl, "kustomize", folder], capture_output=True, text=True, check=True
-    ).stdout
+    built = subprocess.run([*kustomize, folder], capture_output=True, text=True, check=True).stdout
     kept = sorted(o["metadata"]["name"] for o in yaml.safe_load_all(built))
     assert kept == ["kubeflow-trainer-controller-manager", "my-jobset-reader",
                     "trainjobs.trainer.kubeflow.org"]  # fmt: skip

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -44,6 +45,13 @@ FLAVOR0 = f"{CQ}.resourceGroups.0.flavors.0"
 ALL_TAS_OFF = {n: False for n in kueue_gates.needs("TopologyAwareScheduling")}
 
 CASES: list[tuple[str, Mutate, str, str, str]] = [
+    (
+        "inventory outside ClusterProfile mode",
+        _set("dispatcher", {"inventory": True}),
+        "dispatcher.inventory",
+        "stays inactive",
+        "credentials.mode: clusterProfile",
+    ),
     # (id, mutation, expected path, text in message, text in hint)
     ("unknown top-level key", _set("workerz", []), "workerz", "unknown key", "'workers'"),
     (
@@ -407,7 +415,7 @@ CASES: list[tuple[str, Mutate, str, str, str]] = [
     (
         "tekton preset removed",
         _set("frameworks", ["batch", "tekton"]),
-        "manager.frameworks[1]",
+        "frameworks[1]",
         "tekton preset was removed",
         "remove 'tekton'",
     ),
@@ -655,44 +663,106 @@ def _spec(config: dict[str, Any], stack: str) -> Any:
     return spec
 
 
-def _existing_fleet(origin: str, manager_context: str) -> dict[str, Any]:
+KUBEADM_CONTEXT = "kubernetes-admin@kubernetes"  # what kubeadm names every context
+
+
+def _kubeconfig(path: Path, contexts: dict[str, tuple[str, str]]) -> str:
+    """A kubeconfig file with `contexts`: name -> (server, CA data); returns its path."""
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [
+                    {"name": f"c-{n}", "cluster": {"server": s, "certificate-authority-data": ca}}
+                    for n, (s, ca) in contexts.items()
+                ],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+                "contexts": [
+                    {"name": n, "context": {"cluster": f"c-{n}", "user": "u"}} for n in contexts
+                ],
+            }
+        )
+    )
+    return str(path)
+
+
+def _existing_fleet(origin: str, manager_context: str, worker: dict[str, Any]) -> dict[str, Any]:
     config = base()
     config["manager"] = {
         "provider": "existing",
         "kubernetesVersion": "1.35",
         "existing": {"context": manager_context},
     }
-    config["workers"] = [
-        {
-            "name": "shared",
-            "provider": "existing",
-            "existing": {"context": "shared", "server": "https://shared.example:6443"},
-        }
-    ]
+    config["workers"] = [{"name": "shared", "provider": "existing", "existing": worker}]
     config["kueue"] = {"multiKueue": {"origin": origin}}
     return config
 
 
-def test_two_fleets_never_share_an_existing_cluster() -> None:
+def test_two_fleets_never_share_an_existing_cluster(tmp_path: Path) -> None:
     """Every fleet installs the same names on a worker (Kueue, the multikueue identity, the
     queues): the second fleet's up would stop on "already exists", so validation refuses
-    the sharing first, whatever the origins."""
-    a = _spec(_existing_fleet("one", "mgr-a"), "a")
-    b = _spec(_existing_fleet("two", "mgr-b"), "b")
+    the sharing first, whatever the origins, and whatever the contexts are called."""
+    one = _kubeconfig(tmp_path / "one", {"shared": ("https://shared.example:6443", "Q0E=")})
+    two = _kubeconfig(tmp_path / "two", {"also": ("https://shared.example:6443", "Q0E=")})
+    a = _spec(_existing_fleet("one", "mgr-a", {"context": "shared", "kubeconfigPath": one}), "a")
+    b = _spec(_existing_fleet("two", "mgr-b", {"context": "also", "kubeconfigPath": two}), "b")
     (problem,) = validate_together([("a.yaml", a), ("b.yaml", b)])
     assert problem.path == "workers[0]"
-    assert "https://shared.example:6443 is used by a.yaml (workers[0]), b.yaml" in problem.message
+    assert "at https://shared.example:6443 (its API server and CA) is used by a.yaml" in (
+        problem.message
+    )
     assert "its own cluster" in problem.hint
-    c = _existing_fleet("three", "mgr-c")
-    c["workers"][0]["existing"] = {"context": "other", "server": "https://other.example:6443"}
+    other = _kubeconfig(tmp_path / "other", {"shared": ("https://other.example:6443", "Q0E=")})
+    c = _existing_fleet("three", "mgr-c", {"context": "shared", "kubeconfigPath": other})
     assert validate_together([("a.yaml", a), ("c.yaml", _spec(c, "c"))]) == []
 
 
-def test_one_stack_cannot_name_one_existing_cluster_twice() -> None:
-    config = _existing_fleet("one", "mgr-a")
-    config["workers"].append({**config["workers"][0], "name": "again"})
+def test_kubeadms_default_context_name_in_two_files_is_two_clusters(tmp_path: Path) -> None:
+    """kubeadm names every context kubernetes-admin@kubernetes: two workers in two files are
+    two clusters when their API servers (or CAs) differ."""
+    config = _existing_fleet("one", "mgr-a", {})
+    config["workers"] = [
+        {
+            "name": name,
+            "provider": "existing",
+            "existing": {
+                "context": KUBEADM_CONTEXT,
+                "kubeconfigPath": _kubeconfig(
+                    tmp_path / name, {KUBEADM_CONTEXT: (f"https://{name}.example:6443", name)}
+                ),
+            },
+        }
+        for name in ("w1", "w2")
+    ]
+    assert [p for p in problems_of(config) if p.path.startswith("workers")] == []
+    # The same server with another CA is another cluster too (a rebuilt one, say).
+    (tmp_path / "w2").write_text((tmp_path / "w2").read_text().replace("w2.example", "w1.example"))
+    assert [p for p in problems_of(config) if p.path.startswith("workers")] == []
+
+
+def test_one_stack_cannot_name_one_existing_cluster_twice(tmp_path: Path) -> None:
+    """Another `server` (how the manager's pods reach it) does not make another cluster."""
+    path = _kubeconfig(tmp_path / "k", {"shared": ("https://shared.example:6443", "Q0E=")})
+    worker = {"context": "shared", "kubeconfigPath": path}
+    config = _existing_fleet("one", "mgr-a", worker)
+    config["workers"].append(
+        {
+            "name": "again",
+            "provider": "existing",
+            "existing": {**worker, "server": "https://10.0.0.1:6443"},
+        }
+    )
     problem = only(problems_of(config), "workers[1]")
     assert "is used by workers[0], workers[1]" in problem.message
+
+
+def test_an_unreadable_kubeconfig_still_tells_one_context_used_twice(tmp_path: Path) -> None:
+    worker = {"context": "shared", "kubeconfigPath": str(tmp_path / "absent")}
+    config = _existing_fleet("one", "mgr-a", worker)
+    config["workers"].append({"name": "again", "provider": "existing", "existing": worker})
+    problem = only(problems_of(config), "workers[1]")
+    assert f"context 'shared' of {tmp_path / 'absent'} is used by" in problem.message
 
 
 def test_default_origins_differ_per_fleet() -> None:
@@ -710,3 +780,29 @@ def test_two_stacks_creating_the_same_kind_cluster() -> None:
     assert any(
         "same-manager would be created by a (manager), b (manager)" in p.message for p in problems
     )
+
+
+def test_a_wrong_fleet_framework_is_reported_once_at_the_list() -> None:
+    """Every cluster without its own list takes the fleet's: a typo there is one mistake,
+    reported where it is written, not once per cluster at the cluster."""
+    config = base()
+    config["frameworks"] = ["batch", "jobsett"]
+    problems = [p for p in problems_of(config) if "jobsett" in p.message]
+    assert [p.path for p in problems] == ["frameworks[1]"]
+    assert "did you mean 'jobset'" in problems[0].hint
+    # A cluster's own list is reported at that list.
+    config["frameworks"] = ["batch"]
+    config["workers"][1]["frameworks"] = ["jobsett"]  # batch is added, not written
+    problems = [p for p in problems_of(config) if "jobsett" in p.message]
+    assert [p.path for p in problems] == ["workers[1].frameworks[0]"]
+
+
+def test_a_duplicate_worker_name_is_one_problem_with_its_fix() -> None:
+    """Not also "would be created by workers[0], workers[1]" with a fleetName hint: in one
+    stack the fix is another name."""
+    config = base()
+    config["workers"][1]["name"] = "worker1"
+    problems = [p for p in problems_of(config) if p.severity == "error"]
+    assert [(p.path, p.hint) for p in problems] == [
+        ("workers[1].name", "give each cluster its own name")
+    ]

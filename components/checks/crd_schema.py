@@ -30,6 +30,7 @@ from functools import lru_cache
 from typing import Any
 
 import celpy
+import re2
 import yaml
 
 from components.model.problems import Problem
@@ -238,11 +239,12 @@ def _format_problem(value: Any, fmt: str | None) -> str | None:
     return None
 
 
-def _python_pattern(pattern: str) -> str:
-    """Go's RE2 takes inline flags after `^` (Kueue's AdmissionCheck parameters use
-    `^(?i)...`); Python wants them first."""
-    match = re.match(r"\^\(\?([a-z]+)\)", pattern)
-    return f"(?{match.group(1)})^{pattern[match.end() :]}" if match else pattern
+def _pattern_matches(pattern: str, value: str) -> bool:
+    """A schema `pattern` matched as the API server's Go regexp (RE2) matches it, through
+    the RE2 binding cel-python brings: in RE2 `$` is the end of the text, where Python's
+    `$` also matches before a final newline ("cq\n" would pass), and inline flags may
+    follow `^` (Kueue's AdmissionCheck parameters use `^(?i)...`)."""
+    return re2.search(pattern, value) is not None
 
 
 def _scalar_problems(value: Any, schema: Schema) -> list[str]:
@@ -255,7 +257,7 @@ def _scalar_problems(value: Any, schema: Schema) -> list[str]:
             out.append(f"Too long: may not be more than {schema['maxLength']} characters")
         if "minLength" in schema and len(value) < schema["minLength"]:
             out.append(f"Invalid value: {value!r}: at least {schema['minLength']} characters")
-        if "pattern" in schema and not re.search(_python_pattern(schema["pattern"]), value):
+        if "pattern" in schema and not _pattern_matches(schema["pattern"], value):
             out.append(f"Invalid value: {value!r}: should match '{schema['pattern']}'")
     if isinstance(value, int | float) and not isinstance(value, bool):
         if "minimum" in schema:
@@ -274,12 +276,16 @@ def _scalar_problems(value: Any, schema: Schema) -> list[str]:
     return out
 
 
-def _list_problems(value: list[Any], schema: Schema) -> list[str]:
+def _list_problems(value: list[Any], schema: Schema, where: str) -> list[str]:
     out: list[str] = []
     if "maxItems" in schema and len(value) > schema["maxItems"]:
         out.append(f"Too many: {len(value)}: must have at most {schema['maxItems']} items")
     if "minItems" in schema and len(value) < schema["minItems"]:
-        out.append(f"Invalid value: must have at least {schema['minItems']} items")
+        # The API server's wording (kube-openapi's TooFewItems), path included.
+        out.append(
+            f"Invalid value: {len(value)}: {where} in body should have at least "
+            f"{schema['minItems']} items"
+        )
     list_type = schema.get("x-kubernetes-list-type")
     if list_type == "set" or schema.get("uniqueItems"):
         seen: list[Any] = []
@@ -344,7 +350,10 @@ def _validate(
             if key not in value:
                 found.append(f"{path + '.' if path else ''}{key}: Required value")
         if "maxProperties" in schema and len(value) > schema["maxProperties"]:
-            found.append(f"{where}: Too many: must have at most {schema['maxProperties']} items")
+            found.append(
+                f"{where}: Too many: {len(value)}: must have at most "
+                f"{schema['maxProperties']} items"
+            )
         props = schema.get("properties") or {}
         extra = schema.get("additionalProperties")
         for key, item in value.items():
@@ -359,7 +368,7 @@ def _validate(
                 child = f"{path}[{key}]"
             _validate(item, sub, child, old_item, updating, found)
     elif isinstance(value, list):
-        found.extend(f"{where}: {p}" for p in _list_problems(value, schema))
+        found.extend(f"{where}: {p}" for p in _list_problems(value, schema, where))
         items = schema.get("items")
         if isinstance(items, Mapping):
             for index, item in enumerate(value):

@@ -11,9 +11,15 @@ and workers.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Callable, Iterable, Iterator
 
+import yaml
+
+from components.checks import kueue_rules
+from components.checks.existing_kueue import existing_kueue
+from components.checks.quantities import quota_quantities
 from components.model import kueue_gates, quantity
 from components.model.fieldtypes import is_label_value, minor_tuple
 from components.model.frameworks import (
@@ -25,9 +31,15 @@ from components.model.frameworks import (
 from components.model.problems import Problem, did_you_mean, key_path
 from components.model.spec import ClusterSpec, FleetSpec
 from components.model.versions import IMAGE_VOLUME_MIN_KUBERNETES
-from components.objects.kubeconfig import KUBECONFIG_FIX, kueue_rejections
+from components.objects.kubeconfig import (
+    KUBECONFIG_FIX,
+    context_cluster,
+    existing_kubeconfig_path,
+    kueue_rejections,
+)
 from components.objects.kueue_config import plugin_image_problems, pods_ready_problems
 from components.objects.kueue_install import plugin_mount
+from controller.policy_api import MAX_SELECTOR_LABELS
 
 MAX_WORKERS = 20  # MultiKueueConfig.spec.clusters holds at most 20 names
 BUILTIN_DISPATCHERS = (
@@ -51,14 +63,14 @@ def _warn(path: str, message: str, hint: str = "") -> Problem:
     return Problem(path, message, hint, "warning")
 
 
-def _unique(names: Iterable[tuple[str, str]], what: str) -> Iterator[Problem]:
+def _unique(names: Iterable[tuple[str, str]], what: str, hint: str = "") -> Iterator[Problem]:
     seen: dict[str, str] = {}
     for name, path in names:
         if name in seen:
             yield _error(
                 path,
                 f"duplicate {what} '{name}' (also at {seen[name]})",
-                f"give each {what} its own name",
+                hint or f"give each {what} its own name",
             )
         else:
             seen[name] = path
@@ -85,7 +97,11 @@ def worker_count(spec: FleetSpec) -> Iterator[Problem]:
 
 
 def cluster_names_unique(spec: FleetSpec) -> Iterator[Problem]:
-    yield from _unique(((c.name, key_path(c.path, "name")) for c in spec.clusters), "cluster name")
+    yield from _unique(
+        ((c.name, key_path(c.path, "name")) for c in spec.clusters),
+        "cluster name",
+        "give each cluster its own name",
+    )
 
 
 def kind_name_length(spec: FleetSpec) -> Iterator[Problem]:
@@ -114,29 +130,50 @@ def kind_workers_need_a_kind_manager(spec: FleetSpec) -> Iterator[Problem]:
 # --- frameworks and integrations -----------------------------------------------------------
 
 
+def _framework_name_problem(name: str, path: str, list_path: str) -> Problem | None:
+    if name in REMOVED_FRAMEWORKS:
+        return _error(path, REMOVED_FRAMEWORKS[name], f"remove '{name}' from {list_path}")
+    if name not in FRAMEWORKS:
+        return _error(
+            path,
+            f"unknown framework '{name}'",
+            f"{did_you_mean(name, FRAMEWORKS)}known frameworks: {', '.join(FRAMEWORKS)}",
+        )
+    return None
+
+
+def _framework_list(
+    written: tuple[str, ...], names: tuple[str, ...], path: str, where: str
+) -> Iterator[Problem]:
+    """`written`: the list as the file has it; `names`: what the cluster gets (batch added)."""
+    for i, name in enumerate(written):
+        problem = _framework_name_problem(name, key_path(path, i), path)
+        if problem is not None:
+            yield problem
+            continue
+        for needed in FRAMEWORKS[name].requires:
+            if needed not in names:
+                yield _error(
+                    path, f"'{name}' needs '{needed}' {where}", f"add '{needed}' to {path}"
+                )
+
+
 def known_frameworks(spec: FleetSpec) -> Iterator[Problem]:
+    """A wrong name once, where it is written: the fleet's `frameworks` (which every
+    cluster without a list of its own takes), or a cluster's own list."""
+    if any(c.written_frameworks is None for c in spec.clusters):
+        yield from _framework_list(
+            spec.frameworks,
+            spec.frameworks,
+            "frameworks",
+            "(the frameworks of every cluster without its own)",
+        )
     for c in spec.clusters:
-        fpath = key_path(c.path, "frameworks")
-        for i, name in enumerate(c.frameworks):
-            if name in REMOVED_FRAMEWORKS:
-                yield _error(
-                    key_path(fpath, i), REMOVED_FRAMEWORKS[name], f"remove '{name}' from {fpath}"
-                )
-                continue
-            if name not in FRAMEWORKS:
-                yield _error(
-                    key_path(fpath, i),
-                    f"unknown framework '{name}'",
-                    f"{did_you_mean(name, FRAMEWORKS)}known frameworks: {', '.join(FRAMEWORKS)}",
-                )
-                continue
-            for needed in FRAMEWORKS[name].requires:
-                if needed not in c.frameworks:
-                    yield _error(
-                        fpath,
-                        f"'{name}' needs '{needed}' on cluster '{c.name}'",
-                        f"add '{needed}' to {fpath}",
-                    )
+        if c.written_frameworks is not None:
+            path = key_path(c.path, "frameworks")
+            yield from _framework_list(
+                c.written_frameworks, c.frameworks, path, f"on cluster '{c.name}'"
+            )
 
 
 def workers_run_the_managers_frameworks(spec: FleetSpec) -> Iterator[Problem]:
@@ -304,7 +341,9 @@ def cluster_profile_mode(spec: FleetSpec) -> Iterator[Problem]:
             "set dispatcher.enabled: true, or use credentials.mode: kubeconfigSecret",
         )
     version = spec.manager.kubernetes_version
-    if cp.plugin_mount in ("imageVolume", "auto") and version is None:
+    # An existing Kueue gets the plugin from whoever installed it (existing_kueue).
+    mounts = spec.kueue.install == "managed"
+    if mounts and cp.plugin_mount in ("imageVolume", "auto") and version is None:
         yield _error(
             "manager.kubernetesVersion",
             "the manager's Kubernetes version is unknown, so the access-provider plugin "
@@ -313,7 +352,8 @@ def cluster_profile_mode(spec: FleetSpec) -> Iterator[Problem]:
             "initContainer or customImage",
         )
     elif (
-        cp.plugin_mount == "imageVolume"
+        mounts
+        and cp.plugin_mount == "imageVolume"
         and minor_tuple(version or "0.0") < IMAGE_VOLUME_MIN_KUBERNETES
     ):
         yield _error(
@@ -322,7 +362,7 @@ def cluster_profile_mode(spec: FleetSpec) -> Iterator[Problem]:
             "use pluginMount: initContainer (or auto, which picks it)",
         )
     yield from plugin_image_problems(spec, plugin_mount(spec, spec.manager))
-    if cp.plugin_mount == "customImage" and not cp.kueue_image:
+    if mounts and cp.plugin_mount == "customImage" and not cp.kueue_image:
         yield _error(
             "credentials.clusterProfile.kueueImage",
             "pluginMount customImage needs the Kueue image that holds the plugin",
@@ -338,7 +378,8 @@ def cluster_profile_mode(spec: FleetSpec) -> Iterator[Problem]:
 
 def kueue_image_needs_custom_mount(spec: FleetSpec) -> Iterator[Problem]:
     cp = spec.credentials.cluster_profile
-    if cp.kueue_image and cp.plugin_mount != "customImage":
+    managed = spec.kueue.install == "managed"  # else existing_kueue refuses kueueImage
+    if managed and cp.kueue_image and cp.plugin_mount != "customImage":
         yield _error(
             "credentials.clusterProfile.kueueImage",
             "kueueImage is used only with pluginMount: customImage",
@@ -378,6 +419,18 @@ def dispatcher(spec: FleetSpec) -> Iterator[Problem]:
             "remove the entry (the stack turns it on): without it Kueue's server-side "
             "apply keeps our nominations and never admits the workload",
         )
+    if d.inventory and spec.credentials.mode != "clusterProfile":
+        # An inventory MultiKueueCluster points at a ClusterProfile; Kueue v0.19.2 marks it
+        # inactive unless MultiKueueClusterProfile is on (pkg/controller/admissionchecks/
+        # multikueue/multikueuecluster.go:927-930), which only ClusterProfile mode turns on,
+        # with the access-provider plugin it reads the profile's credentials through.
+        yield _error(
+            "dispatcher.inventory",
+            "inventory adds ClusterProfiles to MultiKueue, which Kueue connects to only in "
+            f"ClusterProfile mode; with credentials.mode {spec.credentials.mode} every "
+            "inventory MultiKueueCluster stays inactive",
+            "set credentials.mode: clusterProfile, or remove dispatcher.inventory",
+        )
     if spec.manager.provider != "kind" and not d.image and not d.registry:
         yield _error(
             "dispatcher.registry",
@@ -386,6 +439,13 @@ def dispatcher(spec: FleetSpec) -> Iterator[Problem]:
             "dispatcher.image to a built image",
         )
     selector = d.policy.cluster_selector
+    if len(selector) > MAX_SELECTOR_LABELS:
+        yield _error(
+            "dispatcher.policy.clusterSelector",
+            f"{len(selector)} labels, but a DispatchPolicy's selector holds at most "
+            f"{MAX_SELECTOR_LABELS}",
+            "select workers by fewer labels (give the workers one label that says it)",
+        )
     if selector and not any(
         all(w.labels.get(k) == v for k, v in selector.items()) for w in spec.workers
     ):
@@ -449,7 +509,8 @@ def flavor_topologies(spec: FleetSpec) -> Iterator[Problem]:
 
 def resource_groups(spec: FleetSpec) -> Iterator[Problem]:
     """Each resource covered once, each flavor defined and used once, with exactly the
-    covered resources."""
+    covered resources (clusterqueue_webhook.go v0.19.2:313, :322; clusterqueue_types.go
+    :254). How many of each there may be: kueue_rules.py."""
     flavors = {f.name for f in spec.queues.flavors}
     for cq in spec.queues.cluster_queues:
         covered_by: dict[str, str] = {}
@@ -463,12 +524,6 @@ def resource_groups(spec: FleetSpec) -> Iterator[Problem]:
                         "cover each resource in one group only",
                     )
                 covered_by[res] = g.path
-            if not g.flavors:
-                yield _error(
-                    key_path(g.path, "flavors"),
-                    "a resource group needs a flavor",
-                    "add a flavor with quotas for the covered resources",
-                )
             for fq in g.flavors:
                 if fq.flavor not in flavors:
                     yield _error(
@@ -643,21 +698,43 @@ def local_queues(spec: FleetSpec) -> Iterator[Problem]:
 # Every rule, in the order problems are reported. A rule is a function of the spec that
 # yields Problems; add new ones here (Kueue gate rules live in kueue_gates.py and are
 # registered here too).
-def _identity(spec: FleetSpec, c: ClusterSpec) -> str:
-    """What makes two stacks' clusters the same real cluster."""
+def _existing_identity(c: ClusterSpec) -> tuple[str, str]:
+    """An existing cluster is what its kubeconfig context points at: the API server and its
+    CA, whatever the context or file is called (kubeadm names every context
+    kubernetes-admin@kubernetes) and whatever `server` the manager's pods use. When the file
+    cannot be read here (a CI runner), only the same context of the same file is known to
+    be the same cluster."""
+    assert c.existing is not None
+    path = existing_kubeconfig_path(c.existing)
+    context = c.existing.context
+    try:
+        server, ca = context_cluster(path.read_text(), context)
+    except (OSError, ValueError, yaml.YAMLError):
+        return f"existing:{path}#{context}", f"context '{context}' of {path}"
+    digest = hashlib.sha256(ca.encode()).hexdigest()[:16]
+    return f"existing:{server}#{digest}", f"at {server} (its API server and CA)"
+
+
+def _identity(spec: FleetSpec, c: ClusterSpec) -> tuple[str, str]:
+    """What makes two stacks' clusters the same real cluster, and how to name it."""
     if c.existing is not None:
-        return f"existing:{c.existing.server or c.existing.context}"
+        return _existing_identity(c)
     if c.gke is not None:
-        return f"gke:{c.gke.project}/{c.gke.location}/{c.physical_name(spec.fleet_name)}"
+        where = f"{c.gke.project}/{c.gke.location}/{c.physical_name(spec.fleet_name)}"
+        return f"gke:{where}", f"gke:{where}"
     if c.eks is not None:
-        return f"eks:{c.eks.region}/{c.physical_name(spec.fleet_name)}"
-    return f"kind:{c.physical_name(spec.fleet_name)}"
+        where = f"{c.eks.region}/{c.physical_name(spec.fleet_name)}"
+        return f"eks:{where}", f"eks:{where}"
+    where = f"kind:{c.physical_name(spec.fleet_name)}"
+    return where, where
 
 
-def _shared_cluster_problem(ident: str, users: list[tuple[str, ClusterSpec]]) -> Problem:
+def _shared_cluster_problem(
+    ident: tuple[str, str], users: list[tuple[str, ClusterSpec]]
+) -> Problem:
     names = ", ".join(f"{src} ({c.path})" if src else c.path for src, c in users)
-    where = ident.split(":", 1)[1]
-    if ident.startswith("existing:"):
+    key, where = ident
+    if key.startswith("existing:"):
         # The objects a fleet installs on a cluster (Kueue's install, the multikueue
         # ServiceAccount and ClusterRole, the queues) have the same names for every fleet,
         # and the Kubernetes provider refuses to create what already exists.
@@ -665,7 +742,7 @@ def _shared_cluster_problem(ident: str, users: list[tuple[str, ClusterSpec]]) ->
             users[1][1].path,
             f"the existing cluster {where} is used by {names}; one cluster serves one fleet, "
             "whose objects there have the same names as another fleet's",
-            "give each fleet its own cluster (a separate context and server)",
+            "give each fleet its own cluster (another API server)",
             "error",
         )
     return Problem(
@@ -677,17 +754,20 @@ def _shared_cluster_problem(ident: str, users: list[tuple[str, ClusterSpec]]) ->
 
 
 def clusters_distinct(spec: FleetSpec) -> list[Problem]:
-    """Two entries of one stack that are the same real cluster."""
-    owners: dict[str, list[tuple[str, ClusterSpec]]] = {}
+    """Two entries of one stack that are the same real cluster. Only `existing` ones: a
+    cluster the stack creates is named <fleetName>-<name>, so two of one stack collide
+    only when their names do (cluster_names_unique says so, with the right fix)."""
+    owners: dict[tuple[str, str], list[tuple[str, ClusterSpec]]] = {}
     for c in spec.clusters:
-        owners.setdefault(_identity(spec, c), []).append(("", c))
+        if c.existing is not None:
+            owners.setdefault(_identity(spec, c), []).append(("", c))
     return [_shared_cluster_problem(i, users) for i, users in owners.items() if len(users) > 1]
 
 
 def validate_together(specs: list[tuple[str, FleetSpec]]) -> list[Problem]:
     """Problems only visible across stacks: two stacks that would create, or share, the
     same cluster."""
-    owners: dict[str, list[tuple[str, ClusterSpec]]] = {}
+    owners: dict[tuple[str, str], list[tuple[str, ClusterSpec]]] = {}
     for source, spec in specs:
         for c in spec.clusters:
             owners.setdefault(_identity(spec, c), []).append((source, c))
@@ -712,6 +792,7 @@ RULES: list[Rule] = [
     multikueue_origin,
     cluster_profile_mode,
     kueue_image_needs_custom_mount,
+    existing_kueue,
     worker_kubeconfigs,
     dispatcher,
     queue_names_unique,
@@ -723,7 +804,11 @@ RULES: list[Rule] = [
     worker_quotas_refer_to_queues,
     manager_quota,
     quotas_admit_something,
+    quota_quantities,
     local_queues,
+    # Kueue's own limits and rules for the objects the fleet writes, with their upstream
+    # references (kueue_rules.RULE_INVENTORY).
+    *kueue_rules.RULES,
 ]
 
 

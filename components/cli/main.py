@@ -1,8 +1,16 @@
-"""Offline tools: `python -m components validate|render ...` (see --help)."""
+"""The fleet's commands: validate, render (and --diff), status, schema, reference, the CI
+driver (up, down, preview, run) and reader-access. `python -m components ...` and the
+installed `mkf ...` (cli/mkf.py) are the same commands.
+
+Conventions, as kubectl, git and helm have them: results on stdout, every diagnostic on
+stderr; exit 0 when all is well (same, valid, ready), 1 when the answer is no (differs,
+invalid, not ready), 2 when the command could not do its job (wrong arguments, a stack
+that cannot be read for a diff, an unexpected error); `-o json` for machines."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -11,13 +19,26 @@ from typing import Any
 from components.checks.crd_schema import cached_crds, schema_problems
 from components.checks.immutable import change_problems
 from components.checks.load import load_stack
-from components.cli.render import RenderDirError, diff_fleets, write_render
-from components.model.problems import FleetConfigError, errors, format_report
+from components.cli.completion import STACK_METAVAR
+from components.cli.render import (
+    RenderDirError,
+    diff_json,
+    diff_lines,
+    fleet_diff,
+    render_stream,
+    write_render,
+)
+from components.cli.report import Reporter, problem_json
+from components.model.problems import FleetConfigError, Problem, errors, warnings
 from components.model.stack_file import stack_path
+from controller.terminal import common_flags, flag, quietly_on_broken_pipe
+
+# Exit codes of every command that compares or checks (see the module's docstring).
+SAME, DIFFERS, FAILED = 0, 1, 2
 
 
 class CliError(Exception):
-    """A command cannot go on: the message says why and what to do (no traceback)."""
+    """A command cannot do its job: the message says why and what to do (no traceback)."""
 
 
 def _shown(path: Path) -> str:
@@ -35,110 +56,160 @@ def _locations(args: argparse.Namespace) -> list[str]:
     return [s if s.endswith(".yaml") else _shown(stack_path(s)) for s in args.stack]
 
 
-def _load_or_report(location: str) -> tuple[Any, list[Any]] | None:
-    """The stack's spec and problems, or None after printing why it cannot be read."""
+def _load(location: str, args: argparse.Namespace) -> tuple[Any, list[Problem]]:
+    """The stack's spec (None when it has errors or cannot be read) and its problems."""
     try:
         spec, problems = load_stack(location)
         # Offline, and only once a deploy has cached the pinned Kueue release: every object
         # checked against the real CRDs before `pulumi up` would meet them.
         problems = problems + schema_problems(spec, cached_crds(spec))
     except FleetConfigError as exc:
-        print(exc, file=sys.stderr)
-        return None
+        return None, exc.problems
     except Exception as exc:  # one stack's failure must not hide the others' reports
-        if "--debug" in sys.argv:
+        if flag(args, "debug"):
             raise
-        print(f"{location}: error: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return None
-    if errors(problems):
-        print(format_report(problems, location), file=sys.stderr)
-        return None
+        return None, [Problem("", f"{type(exc).__name__}: {exc}")]
+    return (None if errors(problems) else spec), problems
+
+
+def _head(location: str, problems: list[Problem]) -> str:
+    return f"{location}: {len(errors(problems))} error(s), {len(warnings(problems))} warning(s)"
+
+
+def _load_or_report(
+    location: str, args: argparse.Namespace, report: Reporter
+) -> tuple[Any, list[Problem]]:
+    """The stack's spec and problems; the spec is None after its errors went to stderr."""
+    spec, problems = _load(location, args)
+    if spec is None:
+        report.error(_head(location, problems))
+    report.problems(problems, location)
+    if spec is None:
+        report.error("Nothing was changed on any cluster. Fix the errors above and run again.")
     return spec, problems
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
     from components.checks.validate import validate_together
 
-    loaded = []
-    failed = False
+    report = Reporter.for_args(args)
     locations = _locations(args)
     if not locations:
-        print("error: no stack files (Pulumi.*.yaml) to validate", file=sys.stderr)
-        return 1
+        raise CliError("no stack files (Pulumi.*.yaml) to validate")
+    loaded: list[tuple[str, Any]] = []
+    results: list[tuple[str, bool, list[Problem]]] = []
     for location in locations:
-        one = _load_or_report(location)
-        if one is None:
-            failed = True
-            continue
-        spec, problems = one
-        print(format_report(problems, location))
-        loaded.append((location, spec))
+        spec, problems = _load(location, args)
+        results.append((location, spec is not None, problems))
+        if spec is not None:
+            loaded.append((location, spec))
+        if args.output == "text":
+            report.result(_head(location, problems))
+            report.problems(problems, location)
     shared = validate_together(loaded)
+    valid = all(ok for _, ok, _ in results) and not shared
+    if args.output == "json":
+        stacks = [
+            {"file": f, "valid": ok, "problems": [problem_json(p, f) for p in problems]}
+            for f, ok, problems in results
+        ]
+        shared_json = [problem_json(p, "") for p in shared]
+        document = {"valid": valid, "stacks": stacks, "acrossStacks": shared_json}
+        report.result(json.dumps(document, indent=2))
+        return SAME if valid else DIFFERS
     for problem in shared:
-        print(problem, file=sys.stderr)
-    return 1 if failed or shared else 0
+        report.error(str(problem))
+    report.finish()
+    return SAME if valid else DIFFERS
 
 
 def cmd_render(args: argparse.Namespace) -> int:
     if args.diff:
         return _render_diff(args)
     if len(args.stack) != 1 or not args.out:
-        print("render needs one --stack and --out DIR (or --diff)", file=sys.stderr)
-        return 2
+        raise CliError("render needs one --stack and --out DIR (--out - for stdout), or --diff")
+    report = Reporter.for_args(args)
     location = _locations(args)[0]
-    loaded = _load_or_report(location)
-    if loaded is None:
-        return 1
-    spec, problems = loaded
+    spec, problems = _load_or_report(location, args, report)
+    if spec is None:
+        return DIFFERS
+    if args.out == "-":
+        # helm template's habit: the objects on stdout, ready for `kubectl apply -f -`.
+        report.result(render_stream(spec).rstrip("\n"))
+        report.finish()
+        return SAME
     try:
         written = write_render(spec, Path(args.out), problems)
     except RenderDirError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    print(format_report(problems, location))
-    print(f"wrote {len(written)} files for {len(spec.clusters)} clusters under {args.out}")
-    return 0
+        raise CliError(str(exc)) from None
+    report.finish()
+    report.result(f"wrote {len(written)} files for {len(spec.clusters)} clusters under {args.out}")
+    return SAME
+
+
+def _diff_sides(args: argparse.Namespace) -> tuple[str, str]:
+    if args.old and args.new:
+        return args.old, args.new
+    if len(args.stack) != 1 or args.old or args.new:
+        raise CliError(
+            "render --diff needs --stack NAME [--base REV], or --old A --new B (each a path "
+            "or REV:path)"
+        )
+    new = _locations(args)[0]
+    checkout = stack_path("x").parent.parent
+    try:
+        relative = Path(new).resolve().relative_to(checkout)
+    except ValueError:
+        raise CliError(
+            f"{new} is not inside this checkout, so it has no git history to diff "
+            "against: use --old A --new B (each a path or REV:path)"
+        ) from None
+    return f"{args.base}:{relative.as_posix()}", new
 
 
 def _render_diff(args: argparse.Namespace) -> int:
-    if args.old and args.new:
-        old, new = args.old, args.new
-    elif len(args.stack) == 1:
-        new = _locations(args)[0]
-        checkout = stack_path("x").parent.parent
-        try:
-            relative = Path(new).resolve().relative_to(checkout)
-        except ValueError:
-            raise CliError(
-                f"{new} is not inside this checkout, so it has no git history to diff "
-                "against: use --old A --new B (each a path or REV:path)"
-            ) from None
-        old = f"{args.base}:{relative.as_posix()}"
-    else:
-        print(
-            "render --diff needs --stack NAME [--base REV], or --old A --new B "
-            "(each a path or REV:path)",
-            file=sys.stderr,
-        )
-        return 2
+    """Exit 0 same, 1 differs (with --exit-code or -q, as `git diff`), 2 when the diff
+    cannot be made or the change cannot be applied (an immutable field refused)."""
+    report = Reporter.for_args(args)
+    old, new = _diff_sides(args)
     try:
-        new_spec, _ = load_stack(new)
+        new_spec, new_problems = load_stack(new)
     except FleetConfigError as exc:
-        print(exc, file=sys.stderr)
-        return 1
+        report.error(_head(new, exc.problems))
+        report.problems(exc.problems, new)
+        return FAILED
     try:
         old_spec, _ = load_stack(old)
     except FleetConfigError as exc:
         if not _not_in_revision(old):
-            print(exc, file=sys.stderr)
-            return 1
+            report.error(_head(old, exc.problems))
+            report.problems(exc.problems, old)
+            return FAILED
         old_spec = None  # a stack added since: everything in it is new
-        print(f"{old} does not exist: the whole stack is added", file=sys.stderr)
-    # Immutable fields: what is replaced, and what cannot change (components/checks/immutable.py).
-    changes = change_problems(old_spec, new_spec) if old_spec is not None else []
-    lines = diff_fleets(old_spec, new_spec, old, new) + [str(p) for p in changes]
-    print("\n".join(lines) if lines else f"no changes between {old} and {new}")
-    return 1 if errors(changes) or (lines and args.exit_code) else 0
+        report.info(f"{old} does not exist: the whole stack is added")
+    report.problems(new_problems, new)
+    # Immutable fields (components/checks/immutable.py): a replacement is marked in the diff,
+    # a change the API server would refuse is an error.
+    refused = errors(change_problems(old_spec, new_spec)) if old_spec is not None else []
+    clusters = fleet_diff(old_spec, new_spec, old, new)
+    if args.output == "json":
+        document = {
+            "old": old,
+            "new": new,
+            "differs": bool(clusters),
+            "clusters": diff_json(clusters),
+            "problems": [problem_json(p, new) for p in refused],
+        }
+        report.result(json.dumps(document, indent=2))
+    elif not flag(args, "quiet"):
+        lines = diff_lines(clusters, report.paint_out)
+        report.result("\n".join(lines) if lines else f"no changes between {old} and {new}")
+    for problem in refused:
+        report.error(problem.render(new))
+    report.finish()
+    if refused:
+        return FAILED
+    return DIFFERS if clusters and (args.exit_code or flag(args, "quiet")) else SAME
 
 
 def _not_in_revision(location: str) -> bool:
@@ -163,7 +234,11 @@ def _driver(args: argparse.Namespace) -> Any:
         up_timeout=args.timeout,
         ready_timeout=args.ready_timeout,
     )
-    return Driver(options)
+    # Progress (and the Pulumi CLI's own) is a diagnostic, on stderr; only preview's diff
+    # is the result of its command. `run`'s command writes where it likes.
+    if args.command == "preview":
+        return Driver(options)
+    return Driver(options, log=lambda text: print(text, file=sys.stderr, flush=True))
 
 
 def _guarded(action: Callable[[], int]) -> int:
@@ -173,7 +248,8 @@ def _guarded(action: Callable[[], int]) -> int:
         return action()
     except (DriverError, FleetConfigError) as exc:
         print(f"error: {exc}", file=sys.stderr)
-        # An interrupted run exits as the driver says (124 after --timeout, 130, 143).
+        # An interrupted run exits as the driver says (124 after --timeout, 130, 143); its
+        # codes are the driver's own (README: the CI driver), not the 0/1/2 of the checks.
         return getattr(exc, "code", 1)
 
 
@@ -194,7 +270,7 @@ def cmd_preview(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    command = [c for c in args.command if c != "--"]
+    command = [c for c in args.command_args if c != "--"]
     if not command:
         print("run needs a command after --", file=sys.stderr)
         return 2
@@ -202,18 +278,19 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    """Exit 0 ready, 1 not ready, 2 when the fleet's files cannot be read."""
     import asyncio
-    import json
 
     import yaml
 
     from components.cli.status import collect, wait_ready
 
+    report = Reporter.for_args(args)
     folder = Path(args.dir)
     summary_file = folder / "summary.json"
     if not summary_file.is_file():
         raise CliError(
-            f"{summary_file} not found: `python -m components up` (or `run`) writes it "
+            f"{summary_file} not found: `mkf up` (or `run`, or scripts/up.sh) writes it "
             "there; give --dir the directory it wrote"
         )
     try:
@@ -229,36 +306,53 @@ def cmd_status(args: argparse.Namespace) -> int:
     except (OSError, ValueError, KeyError, TypeError, yaml.YAMLError) as exc:
         raise CliError(
             f"{summary_file} or a kubeconfig it names cannot be read ({type(exc).__name__}: "
-            f"{exc}): run `python -m components up` again to rewrite them"
+            f"{exc}): run `mkf up` (or scripts/up.sh) again to rewrite them"
         ) from None
     if args.wait:
-        status = asyncio.run(wait_ready(kubeconfigs, roles, args.wait))
+        status = asyncio.run(
+            wait_ready(kubeconfigs, roles, args.wait, timeout=args.timeout, progress=report.info)
+        )
     else:
-        status = asyncio.run(collect(kubeconfigs, roles))
-    print(status.as_json() if args.json else status.table())
-    return 0 if status.ready else 1
+        status = asyncio.run(collect(kubeconfigs, roles, timeout=args.timeout))
+    json_out = args.output == "json" or args.json
+    report.result(status.as_json() if json_out else status.table(report.paint_out))
+    return SAME if status.ready else DIFFERS
+
+
+def _generated(args: argparse.Namespace, path: Path, text: str, what: str, command: str) -> int:
+    """Write a file generated from the code, or (--check) say whether the committed one is
+    current: exit 0 up to date, 1 stale."""
+    report = Reporter.for_args(args)
+    if args.check:
+        current = path.read_text() if path.is_file() else ""
+        if current != text:
+            report.error(f"error: {_shown(path)} is not {what}: run `{command}` and commit it")
+            return DIFFERS
+        report.info(f"{_shown(path)} is up to date")
+        return SAME
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    report.info(f"wrote {_shown(path)}")
+    return SAME
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
     from components.cli.schema import SCHEMA_PATH, schema_text
 
     out = Path(args.out) if args.out else SCHEMA_PATH
-    text = schema_text()
-    if args.check:
-        current = out.read_text() if out.is_file() else ""
-        if current != text:
-            print(
-                f"error: {_shown(out)} is not the schema of the current model: run "
-                "`python -m components schema` and commit it",
-                file=sys.stderr,
-            )
-            return 1
-        print(f"{_shown(out)} is up to date")
-        return 0
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text)
-    print(f"wrote {_shown(out)}")
-    return 0
+    return _generated(args, out, schema_text(), "the schema of the current model", "mkf schema")
+
+
+def cmd_reference(args: argparse.Namespace) -> int:
+    from components.cli.reference import generated_pages
+
+    code = SAME
+    for path, text in generated_pages(build_parser()).items():
+        code = max(
+            code,
+            _generated(args, path, text, "what the code documents", "mkf reference"),
+        )
+    return code
 
 
 READER_STEPS = """\
@@ -277,24 +371,22 @@ READER_STEPS = """\
 
 
 def cmd_reader_access(args: argparse.Namespace) -> int:
-    import yaml
-
+    from components.cli.render import dump
     from components.model.spec import DNS_LABEL
     from components.objects.dispatcher import WORKER_LABEL
     from components.objects.labels import FLEET_NAMESPACE, with_fleet_labels
     from components.objects.worker_access import READER_TOKEN, reader_access_objects
 
     if len(args.cluster) > 63 or not DNS_LABEL.match(args.cluster):
-        print(
+        raise CliError(
             f"--cluster '{args.cluster}' is not a valid DNS label: use the name of the "
-            "worker's MultiKueueCluster (its ClusterProfile's name for inventory clusters)",
-            file=sys.stderr,
+            "worker's MultiKueueCluster (its ClusterProfile's name for inventory clusters)"
         )
-        return 2
-    loaded = _load_or_report(_locations(args)[0])
-    if loaded is None:
-        return 1
-    spec, _ = loaded
+    report = Reporter.for_args(args)
+    spec, _ = _load_or_report(_locations(args)[0], args, report)
+    report.finish()
+    if spec is None:
+        return DIFFERS
     steps = READER_STEPS.format(
         cluster=args.cluster,
         fleet=spec.fleet_name,
@@ -303,39 +395,61 @@ def cmd_reader_access(args: argparse.Namespace) -> int:
         token=READER_TOKEN,
         label=WORKER_LABEL,
     )
-    print(
-        steps
-        + "---\n"
-        + yaml.safe_dump_all(with_fleet_labels(spec, reader_access_objects()), sort_keys=False)
-    )
-    return 0
+    print(steps + "---\n" + dump(with_fleet_labels(spec, reader_access_objects())))
+    return SAME
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m components",
-        description="Check and view a fleet offline. --debug (anywhere) shows the traceback "
-        "of an unexpected error.",
+def _output_flag(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument(
+        "-o",
+        "--output",
+        choices=("text", "json"),
+        default="text",
+        help=f"text for people (default) or json for machines: {what}",
     )
-    sub = parser.add_subparsers(dest="command", required=True)
-    v = sub.add_parser("validate", help="check stack files; exit 1 on any error")
+
+
+# The commands a person uses every day come first in the help.
+def configure(parser: argparse.ArgumentParser) -> argparse._SubParsersAction:
+    """Every command of the fleet on `parser`; returns its subcommands (mkf adds its own)."""
+    parser.description = (
+        "Check, render, diff and bring up a MultiKueue fleet described by a stack file. "
+        "Exit codes: 0 ok/same/ready, 1 invalid/differs/not ready, 2 error."
+    )
+    common_flags(parser, top=True)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, func: Callable[[argparse.Namespace], int], text: str) -> Any:
+        p = sub.add_parser(name, help=text, description=text)
+        common_flags(p, top=False)
+        p.set_defaults(func=func)
+        return p
+
+    v = command("validate", cmd_validate, "check stack files: every problem at once")
     v.add_argument(
         "--stack",
         action="append",
+        metavar=STACK_METAVAR,
         default=[],
         help="stack name (stacks/Pulumi.<name>.yaml) or a path; repeatable",
     )
     v.add_argument("--all", action="store_true", help="every stack in stacks/, checked together")
     v.add_argument("--stacks-dir", help="with --all: the folder of stack files (default: stacks/)")
-    v.set_defaults(func=cmd_validate)
-    r = sub.add_parser("render", help="write every cluster's objects as YAML, or diff two stacks")
-    r.add_argument("--stack", action="append", default=[], help="stack name or path")
+    _output_flag(v, "every problem with its path, line and fix")
+    r = command("render", cmd_render, "every cluster's objects as YAML, or the diff of a change")
+    r.add_argument(
+        "--stack", action="append", default=[], metavar=STACK_METAVAR, help="stack name or path"
+    )
     r.add_argument(
         "--out",
-        help="directory to write: a new or empty one, or a previous render (whose files "
-        "are replaced); anything else is refused",
+        help="- for one YAML stream on stdout; or a directory: a new or empty one, or a "
+        "previous render (whose files are replaced); anything else is refused",
     )
-    r.add_argument("--diff", action="store_true", help="show changes instead of writing")
+    r.add_argument(
+        "--diff",
+        action="store_true",
+        help="show what a change adds, changes, replaces and removes, per cluster",
+    )
     r.add_argument(
         "--base",
         default="HEAD",
@@ -343,16 +457,35 @@ def main(argv: list[str] | None = None) -> int:
     )
     r.add_argument("--old", help="with --diff: a stack file path or REV:path")
     r.add_argument("--new", help="with --diff: a stack file path or REV:path")
-    r.add_argument("--exit-code", action="store_true", help="with --diff: exit 1 when it differs")
-    r.set_defaults(func=cmd_render)
+    r.add_argument(
+        "--exit-code",
+        action="store_true",
+        help="with --diff: exit 1 when it differs (0 same, 2 error); -q implies it",
+    )
+    _output_flag(r, "with --diff, the changes per cluster")
+    st = command("status", cmd_status, "is the fleet ready? (exit 1 when not)")
+    st.add_argument("--dir", default=".fleet", help="the directory `up` wrote (default .fleet)")
+    st.add_argument("--json", action="store_true", help=argparse.SUPPRESS)  # before -o json
+    st.add_argument(
+        "--wait", type=float, default=0, help="seconds to wait until ready (progress on stderr)"
+    )
+    st.add_argument(
+        "--timeout",
+        type=float,
+        default=5,
+        help="seconds each cluster has to answer before it is reported unreachable (default 5)",
+    )
+    _output_flag(st, "every check with its reason")
     for name, func, text in (
         ("up", cmd_up, "create a uniquely named fleet from a base stack, wait until ready"),
         ("down", cmd_down, "destroy a fleet made by up and remove its stack (safe twice)"),
         ("preview", cmd_preview, "pulumi preview --diff of a stack"),
         ("run", cmd_run, "up, run a command with KUBECONFIG set to the manager, down"),
     ):
-        p = sub.add_parser(name, help=text)
-        p.add_argument("--base", default="ci", help="stack file the fleet is made from")
+        p = command(name, func, text)
+        p.add_argument(
+            "--base", default="ci", metavar=STACK_METAVAR, help="stack the fleet is made from"
+        )
         p.add_argument("--name", help="stack name (default: <base>-<run id>)")
         p.add_argument("--out", default=".fleet", help="where kubeconfigs and summary.json go")
         p.add_argument("--timeout", type=float, default=3600, help="seconds for up/destroy")
@@ -363,55 +496,96 @@ def main(argv: list[str] | None = None) -> int:
             help="seconds to wait until the fleet is ready",
         )
         if name == "run":
-            p.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS]")
-        p.set_defaults(func=func)
-    ra = sub.add_parser(
+            p.add_argument("command_args", nargs=argparse.REMAINDER, metavar="-- COMMAND [ARGS]")
+    ra = command(
         "reader-access",
-        help="the dispatcher's read-only identity for a worker the stack does not manage",
+        cmd_reader_access,
+        "the dispatcher's read-only identity for a worker the stack does not manage",
     )
-    ra.add_argument("--stack", action="append", default=[], help="stack name or path")
+    ra.add_argument(
+        "--stack", action="append", default=[], metavar=STACK_METAVAR, help="stack name or path"
+    )
     ra.add_argument("--cluster", required=True, help="the worker's MultiKueueCluster name")
-    ra.set_defaults(func=cmd_reader_access)
-    sc = sub.add_parser("schema", help="write the stack files' JSON Schema (from the model)")
+    sc = command("schema", cmd_schema, "write the stack files' JSON Schema (from the model)")
     sc.add_argument("--out", help="where to write it (default: schema/stack.schema.json)")
     sc.add_argument("--check", action="store_true", help="exit 1 if the written one is stale")
-    sc.set_defaults(func=cmd_schema)
-    st = sub.add_parser("status", help="is the fleet ready? (exit 1 when not)")
-    st.add_argument("--dir", default=".fleet", help="the directory `up` wrote")
-    st.add_argument("--json", action="store_true", help="machine-readable output")
-    st.add_argument("--wait", type=float, default=0, help="seconds to wait until ready")
-    st.set_defaults(func=cmd_status)
-    argv = list(sys.argv[1:] if argv is None else argv)
-    # --debug anywhere before a `--` shows the traceback of an unexpected error.
-    end = argv.index("--") if "--" in argv else len(argv)
-    debug = "--debug" in argv[:end]
-    if debug:
-        argv = [a for i, a in enumerate(argv) if a != "--debug" or i >= end]
-    args = parser.parse_args(argv)
+    rf = command(
+        "reference",
+        cmd_reference,
+        "write the docs generated from the code (docs/stack-reference.md, the tables in "
+        "docs/dispatcher.md and docs/commands.md)",
+    )
+    rf.add_argument("--check", action="store_true", help="exit 1 if a written page is stale")
+    return sub
+
+
+def _usage_problem(args: argparse.Namespace) -> str | None:
     if args.command == "validate" and not args.stack and not args.all:
-        parser.error("validate needs --stack NAME or --all")
+        return "validate needs --stack NAME or --all"
     if args.command == "reader-access" and len(args.stack) != 1:
-        parser.error("reader-access needs one --stack NAME")
+        return "reader-access needs one --stack NAME"
+    return None
+
+
+def dispatch(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    """Runs a parsed command: every error ends as one line on stderr, never a traceback
+    (--debug shows one for an unexpected error)."""
+    problem = _usage_problem(args)
+    if problem:
+        parser.error(problem)
     try:
         return int(args.func(args))
     except CliError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 1
+        return FAILED
     except FleetConfigError as exc:
         print(exc, file=sys.stderr)
-        return 1
+        return DIFFERS
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        raise  # the reader went away (`| head`): quietly_on_broken_pipe ends the command
     except Exception as exc:  # the one place every other error ends: one line, no traceback
-        if debug:
+        if flag(args, "debug"):
             raise
         print(
             f"error: {args.command} failed: {type(exc).__name__}: {exc} "
             "(run it again with --debug for the traceback)",
             file=sys.stderr,
         )
-        return 1
+        return FAILED
+
+
+def build_parser(prog: str = "mkf") -> argparse.ArgumentParser:
+    """mkf's parser: the fleet's commands, the controller's under `controller`, shell
+    completion and --version."""
+    from components.cli.completion import completion_script
+    from components.cli.version import version
+    from components.model.versions import KUEUE_VERSION
+    from controller import cli as controller
+
+    parser = argparse.ArgumentParser(prog=prog)
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=f"mkf {version()} (Kueue {KUEUE_VERSION}, Python {sys.version.split()[0]})",
+    )
+    sub = configure(parser)
+    text = "the dispatch controller: run it, or explain a decision (python -m controller)"
+    c = sub.add_parser("controller", help=text, description=text)
+    controller.configure(c, top=False)
+    text = "print a shell completion script: source <(mkf completion bash)"
+    completion = sub.add_parser("completion", help=text, description=text)
+    completion.add_argument("shell", choices=("bash", "zsh"))
+    completion.set_defaults(func=lambda args: print(completion_script(parser, args.shell)) or 0)
+    return parser
+
+
+def main(argv: list[str] | None = None, prog: str = "python -m components") -> int:
+    parser = argparse.ArgumentParser(prog=prog)
+    configure(parser)
+    return quietly_on_broken_pipe(lambda: dispatch(parser.parse_args(argv), parser))
 
 
 if __name__ == "__main__":

@@ -6,21 +6,30 @@ from __future__ import annotations
 import contextlib
 import difflib
 import os
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 
+from components.checks.immutable import Immutable, immutable_changes
 from components.model.problems import Problem
 from components.model.spec import FleetSpec
 from components.objects.fleet import ClusterObjects, build_fleet, object_key
+from components.objects.manifests import PlainDumper
+from controller.terminal import Painter
 
 OBJECTS_FILE = "objects.yaml"
 UPSTREAM_FILE = "upstream.yaml"
+# With `kueue.install: existing`: the Configuration the stack expects Kueue to run with.
+# Nothing applies it; it is there to compare with the one the cluster's Kueue runs.
+EXPECTED_KUEUE_FILE = "kueue-configuration.yaml"
+EXPECTED_KUEUE_KEY = "expected Kueue Configuration (not applied)"
 
 
-class _Dumper(yaml.SafeDumper):
-    """Multi-line strings (the embedded Kueue configuration) as readable `|` blocks."""
+class _Dumper(PlainDumper):
+    """Multi-line strings (the embedded Kueue configuration) as readable `|` blocks, and no
+    anchors (PlainDumper)."""
 
 
 def _str(dumper: yaml.SafeDumper, text: str) -> yaml.Node:
@@ -41,6 +50,25 @@ def dump_one(obj: Any) -> str:
 
 def upstream_doc(cluster: ClusterObjects) -> dict[str, Any]:
     return {"cluster": cluster.cluster.name, "installs": [b.as_dict() for b in cluster.bundles]}
+
+
+def expected_kueue_text(spec: FleetSpec, cluster: ClusterObjects) -> str:
+    """The expected Configuration as a file an operator reads: what it is, then the YAML
+    that belongs under `controller_manager_config.yaml` in Kueue's ConfigMap."""
+    head = (
+        f"# Kueue {spec.kueue.version} on cluster '{cluster.cluster.name}' must run with these "
+        "settings for the fleet to\n"
+        "# work (kueue.install: existing). The fleet does not apply them: compare them with "
+        "the\n"
+        "# Configuration your Kueue runs (a release install reads it from ConfigMap\n"
+        "# kueue-system/kueue-manager-config, key controller_manager_config.yaml) and restart "
+        "Kueue\n"
+        "# after a change: it reads it only at start. Keys not listed here (probes, metrics, "
+        "webhook\n"
+        "# port, leader election, certificates) are yours; this file alone is a valid "
+        "Configuration.\n"
+    )
+    return head + dump_one(cluster.expected_kueue_configuration)
 
 
 # Written into every directory `render --out` fills, listing the files it wrote: a later
@@ -147,6 +175,9 @@ def write_render(spec: FleetSpec, out: Path, warnings: list[Problem]) -> list[Pa
         (folder / OBJECTS_FILE).write_text(dump(cluster.objects))
         (folder / UPSTREAM_FILE).write_text(dump_one(upstream_doc(cluster)))
         written += [folder / OBJECTS_FILE, folder / UPSTREAM_FILE]
+        if cluster.expected_kueue_configuration is not None:
+            (folder / EXPECTED_KUEUE_FILE).write_text(expected_kueue_text(spec, cluster))
+            written.append(folder / EXPECTED_KUEUE_FILE)
     summary = {
         "stack": spec.stack,
         "fleet": spec.fleet_name,
@@ -161,11 +192,30 @@ def write_render(spec: FleetSpec, out: Path, warnings: list[Problem]) -> list[Pa
         ],
         "warnings": [str(w) for w in warnings],
     }
-    (out / "fleet.yaml").write_text(yaml.safe_dump(summary, sort_keys=False))
+    (out / "fleet.yaml").write_text(dump_one(summary))
     written.append(out / "fleet.yaml")
     listing = "".join(f"{p.relative_to(out)}\n" for p in written)
     (out / RENDER_MARKER).write_text(_MARKER_HEAD + listing)
     return written
+
+
+def render_stream(spec: FleetSpec) -> str:
+    """Every cluster's objects as one multi-document YAML stream, as `helm template` prints
+    one: each document opens with a comment naming its cluster. The pinned upstream installs
+    of a cluster are comments before its objects (their manifests are fetched at deploy
+    time, not rendered)."""
+    parts: list[str] = []
+    for cluster in build_fleet(spec):
+        name = cluster.directory
+        head = [f"# cluster: {name}"]
+        head += [
+            f"# upstream install (not in this stream): {b.name} {b.version} {b.url}"
+            for b in cluster.bundles
+        ]
+        for i, obj in enumerate(cluster.objects):
+            lead = "\n".join(head) if i == 0 else f"# cluster: {name}"
+            parts.append(f"---\n{lead}\n{dump_one(obj)}")
+    return "".join(parts)
 
 
 def _by_key(cluster: ClusterObjects | None) -> dict[str, str]:
@@ -173,37 +223,157 @@ def _by_key(cluster: ClusterObjects | None) -> dict[str, str]:
         return {}
     entries = {object_key(o): dump_one(o) for o in cluster.objects}
     entries.update({f"upstream {b.name}": dump_one(b.as_dict()) for b in cluster.bundles})
+    if cluster.expected_kueue_configuration is not None:
+        entries[EXPECTED_KUEUE_KEY] = dump_one(cluster.expected_kueue_configuration)
     return entries
 
 
-def diff_fleets(old: FleetSpec | None, new: FleetSpec, old_label: str, new_label: str) -> list[str]:
-    """Lines describing what `pulumi up` would change, per cluster directory; [] if none.
-    `old` None: a new stack, everything in it is added."""
+Change = Literal["added", "changed", "replaced", "removed"]
+CHANGES: tuple[Change, ...] = ("added", "changed", "replaced", "removed")
+_MARK = {"added": "+", "changed": "~", "replaced": "!", "removed": "-"}
+
+
+@dataclass(frozen=True)
+class ObjectDiff:
+    key: str  # "<Kind> <namespace/>name", or "upstream <install>"
+    change: Change
+    lines: tuple[str, ...]  # the added object's YAML, or the unified diff of a change
+    why: str = ""  # replaced: the immutable fields that force it
+    effect: str = ""  # replaced: what deleting and creating it again does
+
+
+@dataclass(frozen=True)
+class ClusterDiff:
+    directory: str
+    status: Literal["cluster added", "cluster removed", "changed"]
+    objects: tuple[ObjectDiff, ...]
+
+    def counts(self) -> dict[str, int]:
+        return {c: sum(1 for o in self.objects if o.change == c) for c in CHANGES}
+
+
+def _replaced(
+    before: ClusterObjects | None, after: ClusterObjects | None
+) -> dict[str, list[Immutable]]:
+    """The objects a change replaces (an immutable field changed), with the rules why."""
+    if before is None or after is None:
+        return {}
+    found: dict[str, list[Immutable]] = {}
+    for change in immutable_changes(before.objects, after.objects):
+        if change.rule.action == "replace":
+            found.setdefault(change.key, []).append(change.rule)
+    return found
+
+
+def fleet_diff(
+    old: FleetSpec | None, new: FleetSpec, old_label: str, new_label: str
+) -> list[ClusterDiff]:
+    """What `pulumi up` would change, per cluster directory, clusters with no change left
+    out. `old` None: a new stack, everything in it is added."""
     before = {c.directory: c for c in build_fleet(old)} if old is not None else {}
     after = {c.directory: c for c in build_fleet(new)}
-    lines: list[str] = []
+    clusters: list[ClusterDiff] = []
     for directory in list(dict.fromkeys([*before, *after])):
         a, b = _by_key(before.get(directory)), _by_key(after.get(directory))
-        section: list[str] = []
+        replaced = _replaced(before.get(directory), after.get(directory))
+        found: list[ObjectDiff] = []
         for key in list(dict.fromkeys([*a, *b])):
             if key not in a:
-                section.append(f"+ {key} (added)")
-                section += [f"    +{line}" for line in b[key].splitlines()]
+                found.append(ObjectDiff(key, "added", tuple(b[key].splitlines())))
             elif key not in b:
-                section.append(f"- {key} (removed)")
+                found.append(ObjectDiff(key, "removed", ()))
             elif a[key] != b[key]:
-                section.append(f"~ {key} (changed)")
                 body = difflib.unified_diff(
                     a[key].splitlines(), b[key].splitlines(), old_label, new_label, lineterm="", n=2
                 )
-                section += [f"    {line}" for line in list(body)[2:]]
-        if section:
-            status = (
+                rules = replaced.get(key, [])
+                why = ", ".join(f"spec.{r.field}" for r in rules)
+                found.append(
+                    ObjectDiff(
+                        key,
+                        "replaced" if rules else "changed",
+                        tuple(body)[2:],
+                        f"{why} is immutable" if rules else "",
+                        " ".join(dict.fromkeys(r.effect for r in rules)),
+                    )
+                )
+        if found:
+            status: Literal["cluster added", "cluster removed", "changed"] = (
                 "cluster added"
                 if directory not in before
                 else "cluster removed"
                 if directory not in after
                 else "changed"
             )
-            lines += [f"== {directory}: {status}", *section]
+            clusters.append(ClusterDiff(directory, status, tuple(found)))
+    return clusters
+
+
+def summary_lines(clusters: list[ClusterDiff]) -> list[str]:
+    """One line per cluster: how many objects are added, changed, replaced, removed."""
+    width = max((len(c.directory) for c in clusters), default=0)
+    lines = []
+    for c in clusters:
+        counts = c.counts()
+        text = ", ".join(f"{counts[k]} {k}" for k in CHANGES)
+        note = f"  ({c.status})" if c.status != "changed" else ""
+        lines.append(f"  {c.directory.ljust(width)}  {text}{note}")
     return lines
+
+
+def diff_lines(clusters: list[ClusterDiff], paint: Painter | None = None) -> list[str]:
+    """The diff as a person reads it: the summary first, then each cluster's objects, a
+    replacement marked `!` with the field that forces it."""
+    paint = paint or Painter(False)
+    colour = {"added": "green", "changed": "yellow", "replaced": "red", "removed": "red"}
+    if not clusters:
+        return []
+    lines = ["Summary:", *summary_lines(clusters)]
+    for c in clusters:
+        lines.append(paint(f"== {c.directory}: {c.status}", "bold"))
+        for o in c.objects:
+            head = f"{_MARK[o.change]} {o.key} ({o.change}{': ' + o.why if o.why else ''})"
+            lines.append(paint(head, colour[o.change]))
+            if o.effect:
+                lines.append(f"    # {o.effect}")
+            if o.change == "added":
+                lines += [paint(f"    +{line}", "green") for line in o.lines]
+            else:
+                lines += [f"    {_painted_diff_line(line, paint)}" for line in o.lines]
+    return lines
+
+
+def _painted_diff_line(line: str, paint: Painter) -> str:
+    if line.startswith("+"):
+        return paint(line, "green")
+    if line.startswith("-"):
+        return paint(line, "red")
+    if line.startswith("@@"):
+        return paint(line, "cyan")
+    return line
+
+
+def diff_json(clusters: list[ClusterDiff]) -> list[dict[str, Any]]:
+    return [
+        {
+            "cluster": c.directory,
+            "status": c.status,
+            "summary": c.counts(),
+            "objects": [
+                {
+                    "key": o.key,
+                    "change": o.change,
+                    **({"why": o.why, "effect": o.effect} if o.why else {}),
+                    ("yaml" if o.change == "added" else "diff"): "\n".join(o.lines),
+                }
+                for o in c.objects
+            ],
+        }
+        for c in clusters
+    ]
+
+
+def diff_fleets(old: FleetSpec | None, new: FleetSpec, old_label: str, new_label: str) -> list[str]:
+    """Lines describing what `pulumi up` would change, per cluster directory; [] if none.
+    `old` None: a new stack, everything in it is added."""
+    return diff_lines(fleet_diff(old, new, old_label, new_label))

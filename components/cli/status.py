@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from controller.kube import ApiError, Kind, Kube
+from controller.terminal import Painter
 
 KUEUE = "kueue.x-k8s.io"
 DEPLOYMENTS = Kind("apps", "v1", "deployments", True)
@@ -48,7 +49,8 @@ class FleetStatus:
             {"ready": self.ready, "checks": [asdict(c) for c in self.checks]}, indent=2
         )
 
-    def table(self) -> str:
+    def table(self, paint: Painter | None = None) -> str:
+        paint = paint or Painter(False)
         rows = [("CLUSTER", "KIND", "NAME", "READY", "PENDING", "ADMITTED", "REASON: MESSAGE")]
         for c in self.checks:
             detail = f"{c.reason}: {c.message}" if c.message else c.reason
@@ -64,9 +66,26 @@ class FleetStatus:
                 )
             )
         widths = [max(len(r[i]) for r in rows) for i in range(6)]
-        lines = ["  ".join(r[i].ljust(widths[i]) for i in range(6)) + "  " + r[6] for r in rows]
-        lines.append("fleet ready" if self.ready else "fleet NOT ready")
-        return "\n".join(line.rstrip() for line in lines)
+        lines = []
+        for r in rows:
+            cells = [r[i].ljust(widths[i]) for i in range(6)]
+            if r[3].strip() in ("yes", "NO"):  # colour after padding: escapes take no width
+                cells[3] = paint(cells[3], "green" if r[3] == "yes" else "red")
+            lines.append(("  ".join(cells) + "  " + r[6]).rstrip())
+        lines.append(
+            paint("fleet ready", "green") if self.ready else paint("fleet NOT ready", "red")
+        )
+        return "\n".join(lines)
+
+    def progress(self) -> str:
+        """One line for a person waiting: how many checks pass, and the first that does not."""
+        done = sum(1 for c in self.checks if c.ready)
+        waiting = next((c for c in self.checks if not c.ready), None)
+        text = f"{done} of {len(self.checks)} checks ready"
+        if waiting is not None:
+            reason = f"{waiting.reason}: {waiting.message}" if waiting.message else waiting.reason
+            text += f"; waiting for {waiting.cluster} {waiting.kind} {waiting.name} ({reason})"
+        return text
 
 
 def _active(obj: Mapping[str, Any]) -> tuple[bool, str, str]:
@@ -119,10 +138,25 @@ async def _conditions(kube: Kube, cluster: str, kind: Kind, label: str) -> list[
     return checks
 
 
+def _unreachable(name: str, role: str, kube: Kube, reason: str) -> Check:
+    who = "the manager" if role == "manager" else f"worker {name}"
+    url = kube.api.configuration.host
+    return Check(
+        name, "Cluster", "api", False, "Unreachable", f"cannot reach {who} at {url}: {reason}"
+    )
+
+
 async def _cluster(
-    name: str, role: str, kube: Kube, dispatcher: bool, manager_queues: set[str] | None
+    name: str,
+    role: str,
+    kube: Kube,
+    dispatcher: bool,
+    manager_queues: set[str] | None,
+    timeout: float,
 ) -> list[Check]:
     try:
+        # One cheap request first: a cluster that is not there is said in one line at once.
+        await kube.probe(timeout)
         checks = [await _deployment(kube, name, "Deployment", KUEUE_DEPLOYMENT)]
         checks += await _conditions(kube, name, CLUSTER_QUEUES, "ClusterQueue")
         if role == "manager":
@@ -148,25 +182,56 @@ async def _cluster(
             )
         return checks
     except ApiError as exc:
-        return [Check(name, "Cluster", "api", False, "Unreachable", str(exc))]
+        # Nothing answered (status 0), or the API server answered with an error of its own.
+        reason = exc.message if exc.status == 0 else f"it answered {exc.status}: {exc.message}"
+        return [_unreachable(name, role, kube, reason)]
+
+
+async def _bounded(
+    name: str,
+    role: str,
+    kube: Kube,
+    dispatcher: bool,
+    manager_queues: set[str] | None,
+    timeout: float,
+) -> list[Check]:
+    """A cluster's checks within `timeout`, whatever the requests' own limits are."""
+    try:
+        return await asyncio.wait_for(
+            _cluster(name, role, kube, dispatcher, manager_queues, timeout), timeout
+        )
+    except TimeoutError:
+        return [_unreachable(name, role, kube, f"no answer within {timeout:g}s")]
+
+
+async def _manager_queues(kube: Kube, timeout: float) -> set[str] | None:
+    try:
+        items, _ = await asyncio.wait_for(kube.list(LOCAL_QUEUES), timeout)
+    except (ApiError, TimeoutError):
+        return None
+    return {f"{q['metadata']['namespace']}/{q['metadata']['name']}" for q in items}
 
 
 async def collect(
-    kubeconfigs: Mapping[str, Mapping[str, Any]], roles: Mapping[str, str], dispatcher: bool = True
+    kubeconfigs: Mapping[str, Mapping[str, Any]],
+    roles: Mapping[str, str],
+    dispatcher: bool = True,
+    timeout: float = 5.0,
 ) -> FleetStatus:
-    """kubeconfigs and roles ("manager" or "worker") by cluster name."""
+    """kubeconfigs and roles ("manager" or "worker") by cluster name. Each cluster has
+    `timeout` seconds to answer all its checks; one that does not is a row saying so."""
     kubes = {name: await Kube.from_kubeconfig(dict(cfg), name) for name, cfg in kubeconfigs.items()}
+    for kube in kubes.values():
+        # No retries: a status that waits out five backoffs per request is not a status.
+        kube.attempts = 1
     try:
         manager = next(n for n, r in roles.items() if r == "manager")
-        try:
-            items, _ = await kubes[manager].list(LOCAL_QUEUES)
-            queues: set[str] | None = {
-                f"{q['metadata']['namespace']}/{q['metadata']['name']}" for q in items
-            }
-        except ApiError:
-            queues = None
+        queues = await _manager_queues(kubes[manager], timeout)
         results = await asyncio.gather(
-            *(_cluster(name, roles[name], kube, dispatcher, queues) for name, kube in kubes.items())
+            *(
+                _bounded(name, roles[name], kube, dispatcher, queues, timeout)
+                for name, kube in kubes.items()
+            )
         )
         return FleetStatus([c for checks in results for c in checks])
     finally:
@@ -177,14 +242,21 @@ async def collect(
 async def wait_ready(
     kubeconfigs: Mapping[str, Mapping[str, Any]],
     roles: Mapping[str, str],
-    timeout: float,
+    wait: float,
     dispatcher: bool = True,
     interval: float = 5.0,
+    timeout: float = 5.0,
+    progress: Callable[[str], None] | None = None,
 ) -> FleetStatus:
-    """Polls until the fleet is ready or `timeout` passes; the last status either way."""
-    deadline = asyncio.get_running_loop().time() + timeout
+    """Polls until the fleet is ready or `wait` seconds pass; the last status either way.
+    After each poll that is not ready, `progress` gets a line saying what it waits for."""
+    loop = asyncio.get_running_loop()
+    started = loop.time()
     while True:
-        status = await collect(kubeconfigs, roles, dispatcher)
-        if status.ready or asyncio.get_running_loop().time() >= deadline:
+        status = await collect(kubeconfigs, roles, dispatcher, timeout)
+        elapsed = loop.time() - started
+        if status.ready or elapsed >= wait:
             return status
-        await asyncio.sleep(interval)
+        if progress is not None:
+            progress(f"waiting ({elapsed:.0f}s of {wait:g}s): {status.progress()}")
+        await asyncio.sleep(min(interval, max(0.0, wait - elapsed)))

@@ -25,6 +25,10 @@ from typing import Annotated, Any
 from pydantic import BeforeValidator, WithJsonSchema
 from pydantic_core import PydanticCustomError
 
+from controller.policy_api import DURATION_FIX as DISPATCH_DURATION_FIX
+from controller.policy_api import DURATION_PATTERN as DISPATCH_DURATION
+from controller.policy_api import is_duration as is_dispatch_duration
+
 # --- failing in the project's form -----------------------------------------------------
 
 
@@ -271,6 +275,21 @@ def _duration(value: Any) -> str:
 
 
 Duration = _typed(_duration, {"type": "string", "pattern": f"^({DURATION.pattern})$"})
+
+
+def _dispatch_duration(value: Any) -> str:
+    text = _plain_text(value)
+    if not is_dispatch_duration(text):
+        raise fail(
+            f"'{show(text)}' is not a duration the dispatcher reads",
+            f"write {DISPATCH_DURATION_FIX}: the DispatchPolicy it becomes takes no other",
+        )
+    return text
+
+
+# A duration the dispatcher reads (the stack's dispatcher.policy becomes a DispatchPolicy):
+# exactly the controller's syntax and its CRD's pattern, never Go's wider one.
+DispatchDuration = _typed(_dispatch_duration, {"type": "string", "pattern": DISPATCH_DURATION})
 
 K8S_VERSION = re.compile(r"v?(\d+)\.(\d+)(?:\.\d+)?")
 

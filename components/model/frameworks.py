@@ -31,6 +31,26 @@ def _gh_release(repo: str, version: str, asset: str) -> str:
     return f"https://github.com/{repo}/releases/download/{version}/{asset}"
 
 
+# Kueue v0.19.2 test/e2e/config/multikueue/kubeflow-manifest-patch/patch_deployment.yaml.
+TRAINING_OPERATOR_SCHEMES = """\
+$patch: merge
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: training-operator
+spec:
+  template:
+    spec:
+      containers:
+      - name: training-operator
+        args:
+        - --enable-scheme=tfjob
+        - --enable-scheme=pytorchjob
+        - --enable-scheme=xgboostjob
+        - --enable-scheme=paddlejob
+        - --enable-scheme=jaxjob
+"""
+
 FRAMEWORKS: dict[str, Framework] = {
     # batch/Job is built into Kubernetes: always on, nothing to install.
     "batch": Framework("batch", ("batch/job",), (ApiResource("batch", "jobs"),), ()),
@@ -113,6 +133,13 @@ FRAMEWORKS: dict[str, Framework] = {
                 "?ref=v1.9.3",
                 "kustomize",
                 "kubeflow",
+                # As Kueue v0.19.2's e2e installs it (hack/testing/e2e-common.sh 738-741,
+                # test/e2e/config/multikueue/kubeflow-manifest-patch): without its MPIJob CRD,
+                # which the `mpi` framework's MPI Operator owns (kubeflow/training-operator
+                # #1930), and with every scheme but mpi enabled (#1777), so the two coexist on
+                # one cluster and MPIJobs are the MPI Operator's alone.
+                without=(r"mpijobs\.kubeflow\.org",),
+                patches=(("Deployment", "training-operator", TRAINING_OPERATOR_SCHEMES),),
             ),
         ),
     ),

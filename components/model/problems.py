@@ -7,7 +7,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-Severity = Literal["error", "warning"]
+# A note needs no action (it says what the fleet does for you and why): the tools show each
+# once per run, and the setting it names silences it.
+Severity = Literal["error", "warning", "note"]
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,10 @@ def warnings(problems: Iterable[Problem]) -> list[Problem]:
     return [p for p in problems if p.severity == "warning"]
 
 
+def notes(problems: Iterable[Problem]) -> list[Problem]:
+    return [p for p in problems if p.severity == "note"]
+
+
 def did_you_mean(word: str, choices: Iterable[str]) -> str:
     # Sorted so that ties between equally close names always resolve the same way.
     match = difflib.get_close_matches(word, sorted(choices), n=1, cutoff=0.6)
@@ -56,7 +62,7 @@ def did_you_mean(word: str, choices: Iterable[str]) -> str:
 def format_report(problems: list[Problem], source: str) -> str:
     errs, warns = errors(problems), warnings(problems)
     head = f"{source}: {len(errs)} error(s), {len(warns)} warning(s)"
-    return "\n".join([head, *(p.render(source) for p in errs + warns)])
+    return "\n".join([head, *(p.render(source) for p in errs + warns + notes(problems))])
 
 
 class FleetConfigError(Exception):

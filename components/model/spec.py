@@ -36,6 +36,7 @@ from components.model.fieldtypes import (
     QUANTITY_SCHEMA,
     AbsolutePath,
     AwsRegion,
+    DispatchDuration,
     Duration,
     GcpLocation,
     GcpProject,
@@ -260,10 +261,16 @@ class ClusterSpec(_Model):
     gke: GkeSettings | None = None
     eks: EksSettings | None = None
     _path: str = PrivateAttr(default="")
+    # `frameworks` as written for this cluster; None: it takes the fleet's.
+    _written_frameworks: tuple[str, ...] | None = PrivateAttr(default=None)
 
     @property
     def path(self) -> str:
         return self._path
+
+    @property
+    def written_frameworks(self) -> tuple[str, ...] | None:
+        return self._written_frameworks
 
     def physical_name(self, fleet_name: str) -> str:
         """The name the cluster has on its platform (kind, GKE, EKS)."""
@@ -504,6 +511,13 @@ def _kueue_version(value: Any) -> str:
 
 
 class KueueSpec(_Model):
+    # Who installs Kueue on the fleet's clusters. "managed": the fleet, from the pinned
+    # release with this stack's Configuration. "existing": someone else already did (a
+    # platform team, a managed add-on, the loopback launcher); the fleet installs nothing of
+    # Kueue's, checks at deploy time that its API is served, and `render` writes the
+    # Configuration this stack expects that Kueue to run with (components/checks/
+    # existing_kueue.py).
+    install: Literal["managed", "existing"] = "managed"
     version: Annotated[
         str,
         PlainValidator(_kueue_version),
@@ -542,10 +556,21 @@ class Toleration(_Model):
 
     @model_validator(mode="after")
     def _operator(self) -> Toleration:
+        # Kueue v0.19.2 apis/kueue/v1beta2/resourceflavor_types.go:99-103 (CEL on the
+        # ResourceFlavor's tolerations): `!has(x.value)` refuses an empty value too.
         errors = []
-        if self.operator == "Exists" and self.value:
+        if self.operator == "Exists" and self.value is not None:
             errors.append(
                 (("value",), "a toleration with operator Exists has no value", "remove `value`")
+            )
+        if self.toleration_seconds is not None and self.effect != "NoExecute":
+            errors.append(
+                (
+                    ("tolerationSeconds",),
+                    "tolerationSeconds applies only to effect NoExecute (Kueue refuses it "
+                    f"with effect {self.effect or 'unset'})",
+                    "set `effect: NoExecute`, or remove tolerationSeconds",
+                )
             )
         if self.key is None and self.operator != "Exists":
             errors.append(
@@ -765,7 +790,7 @@ class DispatchPolicyDefaults(_Model):
     strategy: Literal["MostFreeQuota", "BestFit", "OrderedSpillover"] = "MostFreeQuota"
     # Kueue accepts at most 20 nominated cluster names per workload.
     clusters_to_nominate: int_range(1, 20) = 1
-    widen_after: Duration = "5m"
+    widen_after: DispatchDuration = "5m"
     when_nothing_fits: Literal["WaitOnBest", "LeastLoaded"] = "WaitOnBest"
     cluster_selector: dict[LabelKey, LabelValue] = {}
 
@@ -778,8 +803,9 @@ class DispatcherSpec(_Model):
     # Where that build is pushed when the manager is not a kind cluster.
     registry: Repository | None = None
     # What the build is for: the manager's nodes, not the laptop that builds it (an arm64
-    # image on amd64 nodes cannot start).
-    platform: Literal["linux/amd64", "linux/arm64"] = "linux/amd64"
+    # image on amd64 nodes cannot start). None: a kind manager's nodes run on the Docker
+    # engine that builds the image, so its architecture; another manager's, linux/amd64.
+    platform: Literal["linux/amd64", "linux/arm64"] | None = None
     # Let DispatchPolicies with `inventory` add ClusterProfiles to MultiKueue (grants the
     # dispatcher the rights to create MultiKueueClusters and its own MultiKueueConfigs).
     inventory: StrictBool = False
@@ -839,6 +865,7 @@ class FleetSpec(_Model):
     @model_validator(mode="after")
     def _fleet_defaults(self) -> FleetSpec:
         for c in self.clusters:
+            c._written_frameworks = c.frameworks
             own = c.frameworks if c.frameworks is not None else self.frameworks
             # batch/Job is part of Kubernetes itself.
             c._derive(frameworks=own if "batch" in own else ("batch", *own))

@@ -60,13 +60,15 @@ SECRETREADER_PLUGIN_IMAGE = (
 SECRETREADER_PLUGIN_PATH = "/plugins/bin/secretreader-plugin"
 # The official plugin images are built FROM scratch (cluster-inventory-api
 # hack/Dockerfile.plugin): made for image volumes, with no shell or `cp` for an init
-# container to copy the plugin out. Below Kubernetes 1.35 Kueue's own e2e (v0.19.2
-# hack/testing/e2e-common.sh, Makefile secretreader-plugin-image-build) uses its alpine-based
-# build of the same plugin (hack/testing/secretreader/Dockerfile), which has both, with the
-# binary at the same /bin/secretreader-plugin.
+# container to copy the plugin out. Kueue's own e2e copies it below Kubernetes 1.35 from an
+# alpine build of the same plugin (hack/testing/secretreader/Dockerfile), but that image is
+# built only for a local kind cluster (Makefile at v0.19.2, lines 602-617:
+# secretreader-plugin-image-build and kind-secretreader-plugin-image-build, `--load`; none of
+# the push targets, image-pushing-periodic or image-pushing-postsubmit, includes it), so
+# nobody publishes it: the init container takes only an image the user names.
 SHELL_LESS_PLUGIN_IMAGES = ("registry.k8s.io/cluster-inventory-api/",)
-INIT_CONTAINER_PLUGIN_IMAGE = (
-    "us-central1-docker.pkg.dev/k8s-staging-images/kueue/secretreader-plugin:0.0.1"
+KUEUE_PLUGIN_DOCKERFILE = (
+    "https://github.com/kubernetes-sigs/kueue/blob/v0.19.2/hack/testing/secretreader/Dockerfile"
 )
 # Image volumes (mounting an OCI image as a volume) are usable from Kubernetes 1.35.
 IMAGE_VOLUME_MIN_KUBERNETES = (1, 35)
@@ -86,8 +88,11 @@ class Bundle:
     # reads at start); shown by `render`, so `render --diff` shows when the pods restart.
     pod_annotations: tuple[tuple[str, str], ...] = ()
     # kustomize: objects of the kustomization left out, by name (regular expressions), when
-    # another bundle installs them (components/upstream/releases.py, kustomization_without).
+    # another bundle installs them (components/upstream/releases.py, local_kustomization).
     without: tuple[str, ...] = ()
+    # kustomize: strategic-merge patches of the kustomization's objects, each (kind, name,
+    # patch as YAML), where the release's defaults clash with another bundle's.
+    patches: tuple[tuple[str, str, str], ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -102,6 +107,8 @@ class Bundle:
             out["podTemplateAnnotations"] = dict(self.pod_annotations)
         if self.without:
             out["without"] = list(self.without)
+        if self.patches:
+            out["patches"] = [{"kind": k, "name": n, "patch": p} for k, n, p in self.patches]
         return out
 
 

@@ -8,10 +8,9 @@ import hashlib
 from collections.abc import Mapping
 from typing import Any
 
-import yaml
-
 from components.model.spec import ClusterSpec, FleetSpec
 from components.objects.labels import FLEET_NAMESPACE, KUEUE_NAMESPACE, metadata
+from components.objects.manifests import yaml_text
 from components.objects.multikueue import placeholder, profile_token_secret_name
 from controller.model import Policy
 from controller.policy_api import GROUP, PLURAL, crd, policy_object, seconds
@@ -261,7 +260,7 @@ def dispatcher_objects(
     known at deploy time (image, endpoints, kubeconfigs) show as placeholders when absent."""
     if not spec.dispatcher.enabled:
         return []
-    config_text = yaml.safe_dump(settings(spec, endpoints or {}), sort_keys=False)
+    config_text = yaml_text(settings(spec, endpoints or {}))
     definition = crd()
     definition["metadata"] = metadata(definition["metadata"]["name"])
     objects: list[dict[str, Any]] = [

@@ -11,7 +11,7 @@ from components.model.frameworks import FRAMEWORKS
 from components.model.spec import ClusterSpec, FleetSpec
 from components.model.versions import Bundle, clusterprofile_crd_bundle, kueue_bundle
 from components.objects.dispatcher import BUILT_IMAGE, dispatcher_objects
-from components.objects.kueue_config import config_map, kueue_pod_annotations
+from components.objects.kueue_config import config_map, fleet_configuration, kueue_pod_annotations
 from components.objects.labels import with_fleet_labels
 from components.objects.multikueue import manager_multikueue_objects
 from components.objects.queues import queue_objects
@@ -34,6 +34,10 @@ class ClusterObjects:
     cluster: ClusterSpec
     bundles: tuple[Bundle, ...]
     objects: tuple[dict[str, Any], ...]
+    # With `kueue.install: existing`: the Configuration (the keys the fleet depends on)
+    # this stack expects the cluster's Kueue to run with. Nothing applies it (the fleet
+    # does not own Kueue there); render shows it so an operator can compare.
+    expected_kueue_configuration: dict[str, Any] | None = None
 
     @property
     def directory(self) -> str:
@@ -55,9 +59,13 @@ def _ordered(objects: list[dict[str, Any]]) -> tuple[dict[str, Any], ...]:
 
 
 def bundles(spec: FleetSpec, cluster: ClusterSpec) -> tuple[Bundle, ...]:
-    found = [kueue_bundle(spec.kueue.version, kueue_pod_annotations(spec, cluster))]
-    if cluster.role == "manager" and spec.credentials.mode == "clusterProfile":
-        found.append(clusterprofile_crd_bundle())
+    found: list[Bundle] = []
+    # An existing Kueue comes with what it needs at start, the ClusterProfile CRD included:
+    # Kueue looks for that CRD only once, when it starts.
+    if spec.kueue.install == "managed":
+        found.append(kueue_bundle(spec.kueue.version, kueue_pod_annotations(spec, cluster)))
+        if cluster.role == "manager" and spec.credentials.mode == "clusterProfile":
+            found.append(clusterprofile_crd_bundle())
     keys = [key for key in cluster.frameworks if key in FRAMEWORKS]
     found += [b for key in keys for b in FRAMEWORKS[key].bundles]
     return tuple(found)
@@ -71,7 +79,8 @@ def cluster_objects(
 ) -> ClusterObjects:
     """`credentials`: see multikueue.manager_multikueue_objects; `readers`: worker -> the
     dispatcher's read-only kubeconfig there (placeholders where absent, as in `render`)."""
-    objects = [config_map(spec, cluster)]
+    managed = spec.kueue.install == "managed"
+    objects = [config_map(spec, cluster)] if managed else []
     if cluster.role == "manager":
         given = {n: s.value for n, s in spec.worker_kubeconfigs.items() if s.value is not None}
         objects += external_framework_rbac(spec)
@@ -84,7 +93,10 @@ def cluster_objects(
     objects += queue_objects(spec, cluster)
     # The fleet's labels, on every object the cluster gets: here, not in each builder.
     return ClusterObjects(
-        cluster, bundles(spec, cluster), _ordered(with_fleet_labels(spec, objects))
+        cluster,
+        bundles(spec, cluster),
+        _ordered(with_fleet_labels(spec, objects)),
+        None if managed else fleet_configuration(spec, cluster),
     )
 
 

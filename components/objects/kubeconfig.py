@@ -3,11 +3,15 @@ against the rules Kueue 0.19 applies before it will connect (research/kueue-api.
 
 from __future__ import annotations
 
+import os
 import re
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import yaml
+
+from components.model.spec import ExistingSettings
 
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _IPV4 = re.compile(r"^\d{1,3}(\.\d{1,3}){3}$")
@@ -28,6 +32,41 @@ def worker_kubeconfig(cluster: str, server: str, ca_data: str, token: str) -> di
         ],
         "current-context": cluster,
     }
+
+
+def existing_kubeconfig_path(existing: ExistingSettings) -> Path:
+    """The kubeconfig file of an `existing` cluster: kubeconfigPath, else the first file
+    of KUBECONFIG, else ~/.kube/config."""
+    path = existing.kubeconfig_path or os.environ.get("KUBECONFIG", "").split(os.pathsep)[0]
+    return Path(path or Path.home() / ".kube" / "config").expanduser()
+
+
+def context_cluster(text: str, context: str) -> tuple[str, str]:
+    """(API server URL, CA) of `context` in a kubeconfig: the CA's data, or the path of its
+    file. ValueError when the context is not there."""
+    config = yaml.safe_load(text) or {}
+    if not isinstance(config, dict):
+        raise ValueError("it is not a kubeconfig (expected a mapping with contexts)")
+    ctx = next(
+        (
+            c.get("context") or {}
+            for c in config.get("contexts") or []
+            if isinstance(c, dict) and c.get("name") == context
+        ),
+        None,
+    )
+    if ctx is None:
+        raise ValueError(f"no context {context!r} in the kubeconfig")
+    cluster = next(
+        (
+            c.get("cluster") or {}
+            for c in config.get("clusters") or []
+            if isinstance(c, dict) and c.get("name") == ctx.get("cluster")
+        ),
+        {},
+    )
+    ca = cluster.get("certificate-authority-data") or cluster.get("certificate-authority") or ""
+    return str(cluster.get("server", "")), str(ca)
 
 
 def reduce_to_context(text: str, context: str) -> str:

@@ -9,17 +9,16 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-import yaml
-
 from components.model.frameworks import FRAMEWORKS, STATUS_NOT_MIRRORED
 from components.model.problems import Problem
 from components.model.spec import ClusterSpec, FleetSpec
 from components.model.versions import (
-    INIT_CONTAINER_PLUGIN_IMAGE,
+    KUEUE_PLUGIN_DOCKERFILE,
     SECRETREADER_PLUGIN_IMAGE,
     SHELL_LESS_PLUGIN_IMAGES,
 )
 from components.objects.labels import KUEUE_NAMESPACE, metadata
+from components.objects.manifests import yaml_text
 
 CONFIG_MAP = "kueue-manager-config"
 CONFIG_KEY = "controller_manager_config.yaml"
@@ -185,6 +184,27 @@ def configuration(spec: FleetSpec, cluster: ClusterSpec) -> dict[str, Any]:
     return config
 
 
+# The keys of a Configuration the fleet depends on. The rest (probes, metrics, the webhook
+# port, leader election, certificates, client rates) is how one runs Kueue: with
+# `kueue.install: existing` that is its owner's choice, and Kueue's defaults apply to what
+# is left out (apis/config/v1beta2/defaults.go at v0.19.2, SetDefaults_Configuration).
+FLEET_KEYS = (
+    "apiVersion",
+    "kind",
+    "namespace",
+    "integrations",
+    "waitForPodsReady",
+    "multiKueue",
+    "featureGates",
+)
+
+
+def fleet_configuration(spec: FleetSpec, cluster: ClusterSpec) -> dict[str, Any]:
+    """What a Kueue the fleet does not install must run with: the fleet's keys of
+    `configuration`, itself a valid Configuration."""
+    return {k: v for k, v in configuration(spec, cluster).items() if k in FLEET_KEYS}
+
+
 def startup_hash(spec: FleetSpec, cluster: ClusterSpec) -> str:
     """A digest of everything Kueue reads only at start: its Configuration and gate flags."""
     text = "\n".join(
@@ -199,7 +219,7 @@ def kueue_pod_annotations(spec: FleetSpec, cluster: ClusterSpec) -> dict[str, st
 
 def config_map(spec: FleetSpec, cluster: ClusterSpec) -> dict[str, Any]:
     """The ConfigMap the Kueue Deployment mounts its configuration from."""
-    text = yaml.safe_dump(configuration(spec, cluster), sort_keys=False)
+    text = yaml_text(configuration(spec, cluster))
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -246,33 +266,38 @@ def pods_ready_problems(spec: FleetSpec) -> list[Problem]:
             Problem(
                 "kueue.waitForPodsReady",
                 f"waitForPodsReady is off on the manager and on for the workers: {why}",
-                "nothing to do; set kueue.waitForPodsReady.onManager to false to acknowledge",
-                "warning",
+                "nothing to do; set kueue.waitForPodsReady.onManager to false to acknowledge "
+                "it and not see this again",
+                "note",
             )
         ]
     return []
 
 
-def init_container_plugin_image(spec: FleetSpec) -> str:
-    """The image the init container copies the access-provider plugin out of: it runs
-    `sh -c "mkdir && cp"`, so the default (shell-less) official image is swapped for a build
-    that has a shell."""
-    image = spec.credentials.cluster_profile.plugin_image
-    return INIT_CONTAINER_PLUGIN_IMAGE if image == SECRETREADER_PLUGIN_IMAGE else image
-
-
 def plugin_image_problems(spec: FleetSpec, mount: str | None) -> list[Problem]:
-    """A plugin image an init container cannot copy from, refused with the fix."""
-    image = init_container_plugin_image(spec)
+    """The init container runs `sh -c "mkdir && cp"`: a plugin image without a shell (the
+    official one, also the default) cannot be copied from, and no image with one is
+    published (versions.KUEUE_PLUGIN_DOCKERFILE), so initContainer mode needs the user's."""
+    image = spec.credentials.cluster_profile.plugin_image
     if mount != "initContainer" or not image.startswith(SHELL_LESS_PLUGIN_IMAGES):
         return []
+    default = image == SECRETREADER_PLUGIN_IMAGE
     return [
         Problem(
             "credentials.clusterProfile.pluginImage",
-            f"'{image}' has no shell or cp (it is built FROM scratch, for image volumes), so "
-            "the init container cannot copy the plugin out of it",
-            "remove pluginImage (the stack then uses an alpine build of the plugin), use an "
-            "image with sh and cp, or run the manager on Kubernetes 1.35+ with pluginMount "
-            "imageVolume",
+            (
+                "the plugin reaches Kueue through an init container here (pluginMount "
+                f"{spec.credentials.cluster_profile.plugin_mount}, Kubernetes "
+                f"{spec.manager.kubernetes_version}), which needs an image with sh and cp; "
+                f"the default '{image}' has neither (it is built FROM scratch), and no "
+                "image that has them is published"
+                if default
+                else f"'{image}' has no shell or cp (it is built FROM scratch, for image "
+                "volumes), so the init container cannot copy the plugin out of it"
+            ),
+            "build the plugin with a shell (Kueue's alpine build: "
+            f"{KUEUE_PLUGIN_DOCKERFILE}), push it and set pluginImage to it; or run the "
+            "manager on Kubernetes 1.35+ (pluginMount imageVolume); or use pluginMount "
+            "customImage",
         )
     ]

@@ -16,7 +16,6 @@ from components.objects.kueue_config import (
     CONFIG_MAP,
     config_map,
     feature_gate_args,
-    init_container_plugin_image,
     kueue_pod_annotations,
 )
 from components.objects.manifests import documents
@@ -28,8 +27,11 @@ PLUGIN_ROOT = "/plugins"
 
 
 def plugin_mount(spec: FleetSpec, cluster: ClusterSpec) -> str | None:
-    """How the access-provider plugin reaches kueue-controller-manager, or None."""
+    """How the access-provider plugin reaches kueue-controller-manager, or None (also when
+    Kueue is not the fleet's to edit: whoever installed it mounts the plugin)."""
     if cluster.role != "manager" or spec.credentials.mode != "clusterProfile":
+        return None
+    if spec.kueue.install == "existing":
         return None
     mode = spec.credentials.cluster_profile.plugin_mount
     if mode != "auto":
@@ -77,7 +79,7 @@ def _edit_manager(deployment: dict[str, Any], spec: FleetSpec, cluster: ClusterS
     pod.setdefault("initContainers", []).append(
         {
             "name": "access-provider-plugin",
-            "image": init_container_plugin_image(spec),
+            "image": cp.plugin_image,
             "command": ["sh", "-c", f"mkdir -p {target} && cp {source} {target}/"],
             "volumeMounts": [{"name": PLUGIN_VOLUME, "mountPath": PLUGIN_ROOT}],
             "securityContext": {

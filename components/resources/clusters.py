@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +19,11 @@ from pulumi.dynamic import CreateResult, DiffResult, ReadResult, ResourceProvide
 
 from components.model.spec import ClusterSpec, FleetSpec
 from components.objects.kind_config import OWNER_LABEL, kind_config
-from components.objects.kubeconfig import reduce_to_context
+from components.objects.kubeconfig import (
+    context_cluster,
+    existing_kubeconfig_path,
+    reduce_to_context,
+)
 from components.resources.commands import CommandFailed, kubeconfig_ca, run
 from components.resources.program_env import CLOUD_SDKS, missing_message
 
@@ -247,39 +250,13 @@ class KindClusterComponent(pulumi.ComponentResource):
         self.register_outputs({"context": self.cluster.context})
 
 
-def _kubeconfig_path(cluster: ClusterSpec) -> Path:
-    assert cluster.existing is not None
-    path = cluster.existing.kubeconfig_path or os.environ.get("KUBECONFIG", "").split(os.pathsep)[0]
-    return Path(path or Path.home() / ".kube" / "config").expanduser()
-
-
-def context_server(text: str, context: str) -> str:
-    """The API server URL of `context` in a kubeconfig."""
-    config = yaml.safe_load(text) or {}
-    ctx = next(
-        (c.get("context") or {} for c in config.get("contexts") or [] if c.get("name") == context),
-        None,
-    )
-    if ctx is None:
-        raise ValueError(f"no context {context!r} in the kubeconfig")
-    cluster = next(
-        (
-            c.get("cluster") or {}
-            for c in config.get("clusters") or []
-            if c.get("name") == ctx.get("cluster")
-        ),
-        {},
-    )
-    return cluster.get("server", "")
-
-
 class ExistingClusterComponent(pulumi.ComponentResource):
     def __init__(
         self, name: str, cluster: ClusterSpec, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__("multikueue-fleet:cluster:Existing", name, None, opts)
         assert cluster.existing is not None
-        path = _kubeconfig_path(cluster)
+        path = existing_kubeconfig_path(cluster.existing)
         if not path.exists():
             raise FileNotFoundError(
                 f"cluster '{cluster.name}': kubeconfig {path} not found; set "
@@ -294,7 +271,7 @@ class ExistingClusterComponent(pulumi.ComponentResource):
                 f"cluster '{cluster.name}': kubeconfig {path}: {exc}; set "
                 f"{cluster.path}.existing.context to one of its contexts"
             ) from exc
-        server = cluster.existing.server or context_server(text, context)
+        server = cluster.existing.server or context_cluster(text, context)[0]
         kubeconfig = pulumi.Output.secret(text)
         self.handle = ClusterHandle(
             cluster,

@@ -5,7 +5,9 @@ ConfigFile, kustomize Directory); the project's own objects are one resource eac
 (components/resources/kube_objects.py), so a preview lists them all with their fields.
 
 Order on each cluster: (the ClusterProfile CRD, on the manager in that mode) -> Kueue,
-waited for until its Deployment and webhook Service are ready -> job frameworks, each
+waited for until its Deployment and webhook Service are ready (with `kueue.install:
+existing`, nothing of Kueue's is applied: a check that the cluster serves Kueue's API takes
+its place, components/resources/existing_kueue.py) -> job frameworks, each
 bundle after the one before it (Trainer's runtimes after the Trainer manager whose
 webhook guards them), worker identities and queues; then the manager's MultiKueue objects
 once every worker's token exists and every worker's frameworks are installed; the
@@ -32,11 +34,12 @@ import yaml
 from pulumi_kubernetes.kustomize.v2 import Directory
 from pulumi_kubernetes.yaml.v2 import ConfigFile, ConfigGroup
 
+from components.checks.existing_kueue import required_apis
 from components.model.frameworks import FRAMEWORKS
 from components.model.spec import ClusterSpec, FleetSpec
 from components.model.versions import kueue_bundle
 from components.objects import dispatcher
-from components.objects.fleet import bundles
+from components.objects.fleet import bundles, cluster_objects
 from components.objects.kubeconfig import worker_kubeconfig
 from components.objects.kueue_install import kueue_objects
 from components.objects.labels import KUEUE_NAMESPACE, with_fleet_labels
@@ -50,8 +53,14 @@ from components.objects.worker_access import (
     worker_access_objects,
 )
 from components.resources.clusters import ClusterHandle, KindClusterComponent, make_cluster
+from components.resources.existing_kueue import ExistingKueue
 from components.resources.kube_objects import KubeObject, ObjectSet, with_deploy_time_values
-from components.resources.providers import ControllerImage, ServiceAccountToken, source_hash
+from components.resources.providers import (
+    IMAGE_PLATFORM,
+    ControllerImage,
+    ServiceAccountToken,
+    source_hash,
+)
 from components.upstream.releases import fetch, kustomize_directory
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -148,8 +157,8 @@ class Frameworks(pulumi.ComponentResource):
         self.installs: list[pulumi.Resource] = []
         framework_of = {b.name: key for key, f in FRAMEWORKS.items() for b in f.bundles}
         previous: dict[str, pulumi.Resource] = {}
-        for bundle in bundles(spec, cluster)[1:]:  # [0] is Kueue, installed on its own
-            if bundle.name == "clusterprofile-crd":
+        for bundle in bundles(spec, cluster):
+            if bundle.name in ("kueue", "clusterprofile-crd"):  # installed on their own
                 continue
             before = previous.get(framework_of[bundle.name])
             # A component's depends_on does not hold back its children: the first bundle of
@@ -251,7 +260,7 @@ class Fleet(pulumi.ComponentResource):
         self.handles: dict[str, ClusterHandle] = {}
         # Per cluster: object key -> its resource, so an object two sets need is one resource.
         self.known: dict[str, dict[str, tuple[Mapping[str, Any], KubeObject]]] = {}
-        kueue: dict[str, KueueInstall] = {}
+        kueue: dict[str, pulumi.Resource] = {}
         for cluster in spec.clusters:
             handle = make_cluster(spec, cluster, kind_binary, pulumi.ResourceOptions(parent=self))
             self.handles[cluster.name] = handle
@@ -278,7 +287,14 @@ class Fleet(pulumi.ComponentResource):
                     self,
                 )
             self._objects(
-                "Queues", f"{cluster.name}-queues", handle, queue_objects(spec, cluster), on_kueue
+                "Queues",
+                f"{cluster.name}-queues",
+                handle,
+                queue_objects(spec, cluster),
+                on_kueue,
+                # The LocalQueues' namespaces on a cluster the stack does not create are
+                # the teams' own, maybe there already: used as they are, never deleted.
+                patch_kinds=frozenset({"Namespace"}) if cluster.provider == "existing" else None,
             )
         worker_frameworks = [frameworks[w.name] for w in spec.workers]
         self._manager(kueue[spec.manager.name], access, worker_frameworks)
@@ -306,6 +322,7 @@ class Fleet(pulumi.ComponentResource):
         handle: ClusterHandle,
         objects: list[dict[str, Any]],
         object_opts: pulumi.ResourceOptions,
+        patch_kinds: frozenset[str] | None = None,
     ) -> ObjectSet:
         return ObjectSet(
             typ,
@@ -316,11 +333,18 @@ class Fleet(pulumi.ComponentResource):
             self.known[handle.spec.name],
             pulumi.ResourceOptions(parent=self),
             previously_in_group(name, self, self),
+            patch_kinds or frozenset(),
         )
 
     def _kueue(
         self, cluster: ClusterSpec, handle: ClusterHandle, fetcher: Callable[[str], str]
-    ) -> KueueInstall:
+    ) -> pulumi.Resource:
+        """What the cluster's objects wait for: Kueue installed, or found served."""
+        if self.spec.kueue.install == "existing":
+            needed = required_apis(cluster_objects(self.spec, cluster).objects)
+            return ExistingKueue(
+                f"{cluster.name}-kueue", self.spec, handle, needed, self._on(handle, [])
+            )
         before: list[pulumi.Resource] = []
         if cluster.role == "manager" and self.spec.credentials.mode == "clusterProfile":
             # Kueue looks for the ClusterProfile CRD once, at start-up.
@@ -338,7 +362,7 @@ class Fleet(pulumi.ComponentResource):
 
     def _manager(
         self,
-        kueue: KueueInstall,
+        kueue: pulumi.Resource,
         access: dict[str, WorkerAccess],
         worker_frameworks: list[Frameworks],
     ) -> None:
@@ -371,7 +395,7 @@ class Fleet(pulumi.ComponentResource):
             self._dispatcher(handle, kueue, access)
 
     def _dispatcher(
-        self, handle: ClusterHandle, kueue: KueueInstall, access: dict[str, WorkerAccess]
+        self, handle: ClusterHandle, kueue: pulumi.Resource, access: dict[str, WorkerAccess]
     ) -> None:
         spec = self.spec
         after: list[pulumi.Resource] = [kueue]
@@ -388,7 +412,9 @@ class Fleet(pulumi.ComponentResource):
                     "tag": tag,
                     "context": str(ROOT),
                     "dockerfile": str(ROOT / "controller" / "Dockerfile"),
-                    "platform": spec.dispatcher.platform,
+                    # Unnamed, a kind manager's is asked of Docker at build time.
+                    "platform": spec.dispatcher.platform
+                    or (None if kind_managers else IMAGE_PLATFORM),
                     "registry": spec.dispatcher.registry,
                     "kind_clusters": [h.spec.physical_name(spec.fleet_name) for h in kind_managers],
                     # A replaced kind manager is a new cluster under the same name: its

@@ -34,18 +34,45 @@ def resource_type(obj: Mapping[str, Any]) -> str:
     return f"kubernetes:{group_version}:{obj['kind']}"
 
 
-class KubeObject(pulumi.CustomResource):
-    """One Kubernetes object, any kind, handed to the cluster's kubernetes provider as is."""
+# A Patch resource takes the object as it is on the cluster: it is applied server-side
+# whether the object exists or not, and on delete it only gives up the fields it set, never
+# deleting the object (pulumi-kubernetes v4.32.0 provider/pkg/await/await.go: Creation
+# applies for a patch resource, lines 190-206; Deletion relinquishes, lines 958-962).
+PATCH_FORCE = "pulumi.com/patchForce"
 
-    def __init__(self, name: str, obj: Mapping[str, Any], opts: pulumi.ResourceOptions) -> None:
+
+class KubeObject(pulumi.CustomResource):
+    """One Kubernetes object, any kind, handed to the cluster's kubernetes provider as is;
+    with `patch`, as a Patch resource of its kind (an object the stack shares with whoever
+    else made it: never deleted, adopted when it is already there)."""
+
+    def __init__(
+        self,
+        name: str,
+        obj: Mapping[str, Any],
+        opts: pulumi.ResourceOptions,
+        patch: bool = False,
+    ) -> None:
+        typ = resource_type(obj)
+        if patch:
+            meta = dict(obj["metadata"])
+            # Its fields may be owned by another manager already (or by this stack's own
+            # resource of the object's kind, before): taking them over is the point.
+            meta["annotations"] = {**(meta.get("annotations") or {}), PATCH_FORCE: "true"}
+            obj = {**obj, "metadata": meta}
         extra = pulumi.ResourceOptions(
             # As pulumi_kubernetes' Secret class does: what the API server returns stays secret.
             additional_secret_outputs=["data", "stringData"] if obj["kind"] == "Secret" else None,
             # A change to an immutable field replaces the object (components/checks/immutable.py).
-            **(replacement_options(resource_type(obj)) or {}),
+            **(replacement_options(typ) or {}),
+            # A stack that registered the object with its own kind adopts it as the patch.
+            aliases=[pulumi.Alias(type_=typ)] if patch else None,
         )
         super().__init__(
-            resource_type(obj), name, dict(obj), pulumi.ResourceOptions.merge(opts, extra)
+            f"{typ}Patch" if patch else typ,
+            name,
+            dict(obj),
+            pulumi.ResourceOptions.merge(opts, extra),
         )
 
 
@@ -144,7 +171,8 @@ class ObjectSet(pulumi.ComponentResource):
     rather than one per pair. `known` maps an object key to what is already registered on
     the cluster: an object two sets need (a shared Namespace) is depended on, not registered
     twice. `previously` names where an object was registered before (an alias), so a
-    deployed stack adopts it in place instead of creating it again."""
+    deployed stack adopts it in place instead of creating it again. Objects of
+    `patch_kinds` are registered as Patch resources (KubeObject)."""
 
     def __init__(
         self,
@@ -156,6 +184,7 @@ class ObjectSet(pulumi.ComponentResource):
         known: dict[str, tuple[Mapping[str, Any], KubeObject]],
         opts: pulumi.ResourceOptions | None = None,
         previously: Callable[[Mapping[str, Any]], list[pulumi.Alias]] | None = None,
+        patch_kinds: frozenset[str] = frozenset(),
     ) -> None:
         super().__init__(f"multikueue-fleet:objects:{typ}", name, None, opts)
         rank = {kind: i for i, kind in enumerate(APPLY_ORDER)}
@@ -178,6 +207,7 @@ class ObjectSet(pulumi.ComponentResource):
                         aliases=previously(obj) if previously else None,
                     ),
                 ),
+                patch=obj["kind"] in patch_kinds,
             )
             known[key] = (obj, resource)
             self.resources[key] = resource

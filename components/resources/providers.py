@@ -112,9 +112,25 @@ class ServiceAccountToken(pulumi.dynamic.Resource, module="multikueue-fleet", na
 
 # --- the dispatcher image --------------------------------------------------------------------
 
-# Cluster nodes are amd64 unless a stack says otherwise; a laptop builds for its own
-# architecture when not told, and an arm64 image does not start on amd64 nodes.
+# Cloud nodes are amd64 unless a stack says otherwise; a laptop builds for its own
+# architecture when not told, and an arm64 image does not start on amd64 nodes. A kind
+# cluster's nodes are containers of the Docker engine that builds the image: its
+# architecture (docker_platform) is theirs.
 IMAGE_PLATFORM = "linux/amd64"
+_DOCKER_ARCH = {"x86_64": "linux/amd64", "amd64": "linux/amd64", "aarch64": "linux/arm64",
+                "arm64": "linux/arm64"}  # fmt: skip
+
+
+def docker_platform() -> str:
+    """The platform of the Docker engine's own machine (`docker info`: Go's runtime.GOARCH
+    names as uname reports them), where kind runs its nodes."""
+    arch = run(["docker", "info", "--format", "{{.Architecture}}"]).strip()
+    if arch not in _DOCKER_ARCH:
+        raise CommandFailed(
+            f"Docker runs on '{arch}', which the dispatcher image is not built for: set "
+            "dispatcher.platform (linux/amd64 or linux/arm64) to what the kind nodes run"
+        )
+    return _DOCKER_ARCH[arch]
 
 
 def source_hash(root: Path, folder: str = "controller") -> str:
@@ -158,7 +174,11 @@ class ControllerImageProvider(ResourceProvider):
 
     def _build(self, props: dict[str, Any]) -> dict[str, Any]:
         local = f"{props['repository']}:{props['tag']}"
-        platform = props.get("platform") or IMAGE_PLATFORM
+        # No platform named: the kind manager's nodes (the Docker engine's machine), or the
+        # usual cloud node's.
+        platform = props.get("platform") or (
+            docker_platform() if props.get("kind_clusters") else IMAGE_PLATFORM
+        )
         args = ["docker", "build", "--platform", platform, "-f", props["dockerfile"]]
         run([*args, "-t", local, props["context"]])
         if props.get("registry"):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import tempfile
 import urllib.request
 from collections.abc import Callable, Iterable
@@ -108,10 +109,11 @@ def _download(url: str, timeout: float, expect_kinds: Iterable[str]) -> str:
     return text
 
 
-def kustomization_without(bundle: Bundle) -> dict[str, Any]:
+def local_kustomization(bundle: Bundle) -> dict[str, Any]:
     """A kustomization of the bundle's remote one that deletes the objects named by
-    `bundle.without` (a strategic-merge `$patch: delete` per name pattern)."""
-    patches = [
+    `bundle.without` (a strategic-merge `$patch: delete` per name pattern) and applies
+    `bundle.patches`."""
+    deletes = [
         {
             "target": {"name": pattern},
             "patch": yaml.safe_dump(
@@ -125,20 +127,24 @@ def kustomization_without(bundle: Bundle) -> dict[str, Any]:
         }
         for pattern in bundle.without
     ]
+    edits = [
+        {"target": {"kind": kind, "name": f"^{re.escape(name)}$"}, "patch": patch}
+        for kind, name, patch in bundle.patches
+    ]
     return {
         "apiVersion": "kustomize.config.k8s.io/v1beta1",
         "kind": "Kustomization",
         "resources": [bundle.url],
-        "patches": patches,
+        "patches": deletes + edits,
     }
 
 
 def kustomize_directory(bundle: Bundle) -> str:
-    """Where to point a kustomize install: the remote URL itself, or (with `without`) a
-    local kustomization in the cache that wraps it."""
-    if not bundle.without:
+    """Where to point a kustomize install: the remote URL itself, or (with `without` or
+    `patches`) a local kustomization in the cache that wraps it."""
+    if not bundle.without and not bundle.patches:
         return bundle.url
-    text = yaml.safe_dump(kustomization_without(bundle), sort_keys=False)
+    text = yaml.safe_dump(local_kustomization(bundle), sort_keys=False)
     folder = _cache_dir() / "kustomize" / hashlib.sha256(text.encode()).hexdigest()[:16]
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "kustomization.yaml").write_text(text)

@@ -1,17 +1,25 @@
-"""The real binaries, built from the pinned Go modules in `tools/go.mod` into `.tools/bin`.
+"""The real binaries, built from the pinned Go modules under `tools/` into `.tools/bin`.
 
-One module pins them all, so a build is reproducible from go.sum: Kubernetes v1.36 because
-Kueue v0.19.2 is tested against it (`hack/make/test.mk` at v0.19.2: `E2E_K8S_VERSION ?= 1.36`,
-`ENVTEST_K8S_VERSION ?= 1.36`) and its own go.mod requires k8s.io/kubernetes v1.36.0; the
-staging modules (k8s.io/api, ...) are required at the matching v0.36 release, the usual way to
-build k8s.io/kubernetes as a dependency (its go.mod replaces them with ./staging paths, which
-only apply inside its own repository).
+One module (`tools/go.mod`) pins the control plane, so a build is reproducible from go.sum:
+Kubernetes v1.36 because Kueue v0.19.2 is tested against it (`hack/make/test.mk` at v0.19.2:
+`E2E_K8S_VERSION ?= 1.36`, `ENVTEST_K8S_VERSION ?= 1.36`) and its own go.mod requires
+k8s.io/kubernetes v1.36.0; the staging modules (k8s.io/api, ...) are required at the matching
+v0.36 release, the usual way to build k8s.io/kubernetes as a dependency (its go.mod replaces
+them with ./staging paths, which only apply inside its own repository).
+
+The Pulumi CLI, its Python language host and the kubernetes provider have a module each
+(`tools/pulumi`, `tools/pulumi-language-python`, `tools/pulumi-kubernetes`; the comments in
+their go.mod say why, and which versions the module proxy serves), and the launchers the CLI
+runs for a Python program come from the Python SDK's Go module at the version
+requirements.txt pins.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -21,7 +29,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 TOOLS_MODULE = ROOT / "tools"
+PULUMI_MODULE = TOOLS_MODULE / "pulumi"
+LANGUAGE_HOST_MODULE = TOOLS_MODULE / "pulumi-language-python"
+KUBERNETES_PROVIDER_MODULE = TOOLS_MODULE / "pulumi-kubernetes"
 BIN_DIR = Path(os.environ.get("MKF_TOOLS_BIN") or ROOT / ".tools" / "bin")
+# Writable copies of modules whose packages need generated files before they build.
+BUILD_DIR = BIN_DIR.parent / "build"
 
 
 @dataclass(frozen=True)
@@ -32,9 +45,18 @@ class Tool:
     # -X flags that stamp the version, as each project's own release build does; "{version}"
     # and "{minor}" are filled from the pinned version.
     stamps: tuple[str, ...] = ()
+    # The module (a directory under tools/) whose go.mod pins it and where it is built.
+    module_dir: Path = TOOLS_MODULE
+    # The release the pinned version is, when that is a pseudo-version (a module without
+    # tags of its own, pinned at the commit of a release tag).
+    release: str | None = None
+    # A `//go:generate` program in the main package's directory that writes files the
+    # package embeds: run (with VERSION set, as the project's Makefile does) in a writable
+    # copy of the module before the build.
+    generator: str | None = None
 
     def version(self) -> str:
-        return module_versions().get(self.module, "?")
+        return self.release or module_versions(self.module_dir).get(self.module, "?")
 
     def ldflags(self) -> str:
         version = self.version()
@@ -54,6 +76,13 @@ KUBE_STAMPS = (
 )
 KUEUE_STAMPS = ("sigs.k8s.io/kueue/pkg/version.GitVersion={version}",)
 LWS_STAMPS = ("sigs.k8s.io/lws/pkg/version.GitVersion={version}",)
+# pulumi/pulumi's Makefile and sdk/python/Makefile stamp the CLI and the language host so;
+# pulumi-kubernetes' Makefile stamps the provider (VERSION_PATH, without a leading v).
+PULUMI_STAMPS = ("github.com/pulumi/pulumi/sdk/v3/go/common/version.Version={version}",)
+KUBERNETES_PROVIDER_STAMPS = (
+    "github.com/pulumi/pulumi-kubernetes/provider/v4/pkg/version.Version={version}",
+)
+KUBERNETES_PROVIDER = "github.com/pulumi/pulumi-kubernetes/provider/v4"
 
 
 KUSTOMIZE = "sigs.k8s.io/kustomize/kustomize/v5"
@@ -83,6 +112,34 @@ TOOLS: dict[str, Tool] = {
         # requires; stamped as its Makefile does (LD_FLAGS at v0.9.0). JobSet v0.12.0 builds
         # the same way but cannot run beside others as a process: loopback/operators.py.
         Tool("lws", "sigs.k8s.io/lws/cmd", "sigs.k8s.io/lws", LWS_STAMPS),
+        Tool(
+            "pulumi",
+            "github.com/pulumi/pulumi/pkg/v3/cmd/pulumi",
+            "github.com/pulumi/pulumi/pkg/v3",
+            PULUMI_STAMPS,
+            PULUMI_MODULE,
+        ),
+        Tool(
+            "pulumi-language-python",
+            "github.com/pulumi/pulumi/sdk/v3/python/cmd/pulumi-language-python",
+            "github.com/pulumi/pulumi/sdk/v3",
+            PULUMI_STAMPS,
+            LANGUAGE_HOST_MODULE,
+        ),
+        # The commit tagged v4.25.0 in pulumi/pulumi-kubernetes (`git describe` of
+        # f47bc2d6f199): its tags are vX and sdk/vX only, so the provider module has only
+        # pseudo-versions. main.go embeds schema-embed.json and terraform-mapping-embed.json,
+        # which its `//go:generate go run ./generate.go` writes from the module's schema.json
+        # and terraform-mapping.json (pulumi-kubernetes Makefile at v4.25.0, target provider).
+        Tool(
+            "pulumi-resource-kubernetes",
+            f"{KUBERNETES_PROVIDER}/cmd/pulumi-resource-kubernetes",
+            KUBERNETES_PROVIDER,
+            KUBERNETES_PROVIDER_STAMPS,
+            KUBERNETES_PROVIDER_MODULE,
+            release="4.25.0",
+            generator="generate.go",
+        ),
     )
 }
 # The framework controllers the loopback fleet can run (python -m loopback up
@@ -90,17 +147,28 @@ TOOLS: dict[str, Tool] = {
 FRAMEWORK_CONTROLLERS = ("lws",)
 # What the loopback fleet runs; the Pulumi CLI and plugins are built on demand only.
 CONTROL_PLANE = ("etcd", "kube-apiserver", "kube-controller-manager", "kueue")
+# The real Pulumi engine for a Python program on Kubernetes: `PATH=.tools/bin:$PATH pulumi`.
+PULUMI_ENGINE = ("pulumi", "pulumi-language-python", "pulumi-resource-kubernetes")
+PYTHON_SDK = "github.com/pulumi/pulumi/sdk/v3"
+# What else the CLI runs for a Python program, shipped in the Python SDK's Go module and not
+# in its PyPI package: the dynamic-provider plugin (`pulumi-python`, found on PATH like any
+# plugin) and the program runner the language host execs from its own directory. Installed
+# with the language host.
+SDK_SCRIPTS = {
+    "pulumi-resource-pulumi-python": "python/dist/pulumi-resource-pulumi-python",
+    "pulumi-language-python-exec": "python/cmd/pulumi-language-python-exec",
+}
 
 
 class ToolchainError(Exception):
     """A one-line reason the binaries cannot be built or found, with what to do."""
 
 
-def module_versions() -> dict[str, str]:
-    """Each required module's pinned version, read from tools/go.mod."""
+def module_versions(module_dir: Path = TOOLS_MODULE) -> dict[str, str]:
+    """Each required module's pinned version, read from a tools module's go.mod."""
     versions: dict[str, str] = {}
     in_block = False
-    for raw in (TOOLS_MODULE / "go.mod").read_text().splitlines():
+    for raw in (module_dir / "go.mod").read_text().splitlines():
         line = raw.split("//")[0].strip()
         if line.startswith("require ("):
             in_block = True
@@ -133,7 +201,7 @@ def _fingerprint(tool: Tool) -> str:
     the tool's own build flags."""
     digest = hashlib.sha256(tool.ldflags().encode())
     for name in ("go.mod", "go.sum"):
-        digest.update((TOOLS_MODULE / name).read_bytes())
+        digest.update((tool.module_dir / name).read_bytes())
     digest.update(
         subprocess.run(
             [go_binary(), "env", "GOVERSION"], capture_output=True, text=True, check=False
@@ -160,11 +228,96 @@ def path_of(name: str) -> Path:
     return BIN_DIR / name
 
 
+def _go(go: str, args: list[str], cwd: Path) -> str:
+    """A go command; its stdout, or a ToolchainError with the end of what it said."""
+    result = subprocess.run(
+        [go, *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "GOFLAGS": os.environ.get("GOFLAGS", "") + " -mod=readonly"},
+    )
+    if result.returncode != 0:
+        tail = (result.stderr or result.stdout).strip().splitlines()[-5:]
+        raise ToolchainError(f"go {' '.join(args[:2])} failed in {cwd}: " + " | ".join(tail))
+    return result.stdout
+
+
+def module_source(go: str, module: str, version: str, cwd: Path) -> Path:
+    """The pinned module's files in Go's module cache (downloaded and checked against go.sum
+    and the checksum database when not there yet)."""
+    info = json.loads(_go(go, ["mod", "download", "-json", f"{module}@{version}"], cwd))
+    if info.get("Error") or not info.get("Dir"):
+        raise ToolchainError(
+            f"{module}@{version} cannot be downloaded: {info.get('Error', 'no directory')}; the "
+            "Go module proxy must serve it (GOPROXY)"
+        )
+    return Path(info["Dir"])
+
+
+def _with_generated_files(go: str, tool: Tool) -> Path:
+    """A build module under BUILD_DIR for a tool whose package embeds generated files: the
+    tool's go.mod, its module replaced by a writable copy of the pinned version (the module
+    cache is read-only, and `go build -overlay` may not replace files there), in which the
+    package's own generator has written those files. Returns where to build."""
+    root = BUILD_DIR / tool.name
+    shutil.rmtree(root, ignore_errors=True)
+    copy = root / "module"
+    pinned = module_versions(tool.module_dir)[tool.module]
+    shutil.copytree(module_source(go, tool.module, pinned, tool.module_dir), copy)
+    for path in [copy, *copy.rglob("*")]:
+        path.chmod(path.stat().st_mode | 0o200)
+    go_mod = (tool.module_dir / "go.mod").read_text()
+    (root / "go.mod").write_text(f"{go_mod}\nreplace {tool.module} => ./module\n")
+    shutil.copyfile(tool.module_dir / "go.sum", root / "go.sum")
+    package_dir = copy / tool.package.removeprefix(f"{tool.module}/")
+    generator = root / "generator"
+    source = f"./{package_dir.relative_to(root)}/{tool.generator}"
+    _go(go, ["build", "-o", str(generator), source], root)
+    result = subprocess.run(
+        [str(generator)],
+        cwd=package_dir,
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "VERSION": tool.version()},
+    )
+    if result.returncode != 0:
+        raise ToolchainError(
+            f"{tool.generator} of {tool.package} failed: {result.stderr.strip()[-300:]}"
+        )
+    return root
+
+
+def python_sdk_version() -> str:
+    """The Python SDK requirements.txt pins (pulumi==X)."""
+    found = re.search(r"^pulumi==(\S+)", (ROOT / "requirements.txt").read_text(), re.M)
+    if found is None:
+        raise ToolchainError("requirements.txt pins no `pulumi==VERSION`: pin the Python SDK")
+    return found.group(1)
+
+
+def install_sdk_scripts(go: str) -> dict[str, Path]:
+    """SDK_SCRIPTS copied into BIN_DIR from the Python SDK's Go module at the version the
+    project's Python SDK has."""
+    source = module_source(go, PYTHON_SDK, f"v{python_sdk_version()}", TOOLS_MODULE)
+    installed = {}
+    for name, inside in SDK_SCRIPTS.items():
+        target = path_of(name)
+        target.unlink(missing_ok=True)
+        shutil.copyfile(source / inside, target)
+        target.chmod(0o755)
+        installed[name] = target
+    return installed
+
+
 def build(
     names: list[str] | None = None, *, log: Callable[[str], object] = print
 ) -> dict[str, Path]:
     """Builds each named tool that is not current; Go's module and build caches are reused,
-    so a rebuild after a clean checkout links but does not recompile."""
+    so a rebuild after a clean checkout links but does not recompile. With the Python
+    language host come the SDK's launchers (SDK_SCRIPTS)."""
     go = go_binary()
     wanted = names or list(CONTROL_PLANE)
     unknown = [n for n in wanted if n not in TOOLS]
@@ -179,26 +332,20 @@ def build(
         target = path_of(name)
         if is_built(name):
             log(f"  {name:<26} {tool.version():<12} up to date")
-            built[name] = target
-            continue
-        log(f"  {name:<26} {tool.version():<12} building {tool.package} ...")
-        started = time.monotonic()
-        result = subprocess.run(
-            [go, "build", "-trimpath", "-ldflags", tool.ldflags(), "-o", str(target), tool.package],
-            cwd=TOOLS_MODULE,
-            capture_output=True,
-            text=True,
-            check=False,
-            env={**os.environ, "GOFLAGS": os.environ.get("GOFLAGS", "") + " -mod=readonly"},
-        )
-        if result.returncode != 0:
-            tail = result.stderr.strip().splitlines()[-5:]
-            raise ToolchainError(
-                f"go build {tool.package} failed in {TOOLS_MODULE}: " + " | ".join(tail)
+        else:
+            log(f"  {name:<26} {tool.version():<12} building {tool.package} ...")
+            started = time.monotonic()
+            where = _with_generated_files(go, tool) if tool.generator else tool.module_dir
+            _go(
+                go,
+                ["build", "-trimpath", "-ldflags", tool.ldflags(), "-o", str(target), tool.package],
+                where,
             )
-        _stamp(name).write_text(_fingerprint(tool))
-        log(f"  {name:<26} {tool.version():<12} built in {time.monotonic() - started:.0f} s")
+            _stamp(name).write_text(_fingerprint(tool))
+            log(f"  {name:<26} {tool.version():<12} built in {time.monotonic() - started:.0f} s")
         built[name] = target
+        if name == "pulumi-language-python":
+            built.update(install_sdk_scripts(go))
     return built
 
 
@@ -208,6 +355,6 @@ def require(names: list[str]) -> dict[str, Path]:
     if missing:
         raise ToolchainError(
             f"{', '.join(missing)} not built from the current pins: run "
-            f"`python -m loopback build` (needs Go)"
+            f"`python -m loopback build {' '.join(missing)}` (needs Go)"
         )
     return {n: path_of(n) for n in names}

@@ -1,0 +1,124 @@
+"""Quotas that are valid quantities but almost surely not what was meant, refused with the
+value that likely was: memory without a unit (bytes), and a count of devices (a GPU or any
+other extended resource) written with a binary suffix or as a fraction.
+
+Kubernetes' own rules behind them (v1.36, the version tools/go.mod pins):
+- pkg/apis/core/helper/helpers.go, IsExtendedResourceName: a resource name with a domain
+  prefix outside kubernetes.io (`nvidia.com/gpu`, `amd.com/gpu`) is an extended resource;
+- pkg/apis/core/validation/validation.go, ValidateResourceQuantityValue: an extended
+  resource in a pod's requests "must be an integer", so a fractional quota never admits
+  anything a fraction was meant for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from decimal import Decimal
+
+from components.model.fieldtypes import QUANTITY
+from components.model.problems import Problem, key_path
+from components.model.spec import FleetSpec
+
+MEBIBYTE = 1024**2
+# Resources counted in bytes, where a plain number is bytes.
+BYTE_RESOURCES = ("memory", "ephemeral-storage", "storage")
+BINARY_SUFFIXES = ("Ki", "Mi", "Gi", "Ti", "Pi", "Ei")
+
+
+def is_extended(resource: str) -> bool:
+    """Kubernetes' IsExtendedResourceName: a prefixed name outside kubernetes.io."""
+    if "/" not in resource or "kubernetes.io/" in resource:
+        return False
+    return not resource.startswith("requests.")
+
+
+def counts_bytes(resource: str) -> bool:
+    return resource in BYTE_RESOURCES or resource.startswith("hugepages-")
+
+
+def _number(value: str) -> tuple[Decimal, str] | None:
+    match = QUANTITY.fullmatch(value)
+    if match is None:
+        return None
+    return Decimal(match.group(2)), match.group(3) or ""
+
+
+def _as_written(number: Decimal) -> str:
+    return format(number.normalize(), "f")
+
+
+def _likely_bytes(number: Decimal) -> str:
+    """What a plain number of memory most likely meant: gibibytes for a small number
+    (8 -> 8Gi, 0.5 -> 512Mi), mebibytes for a large one (4096 -> 4096Mi)."""
+    if number >= 1024:
+        return f"{_as_written(number)}Mi"
+    if number == number.to_integral_value():
+        return f"{_as_written(number)}Gi"
+    mebibytes = number * 1024
+    if mebibytes == mebibytes.to_integral_value():
+        return f"{_as_written(mebibytes)}Mi"
+    return f"{_as_written(number)}Gi"
+
+
+def quantity_problems(resource: str, value: str, path: str) -> Iterator[Problem]:
+    """The mistakes in one quota value of `resource`."""
+    parsed = _number(value)
+    if parsed is None:
+        return  # not a quantity at all: the model has said so
+    number, suffix = parsed
+    if counts_bytes(resource) and not suffix and 0 < number < MEBIBYTE:
+        likely = _likely_bytes(number)
+        yield Problem(
+            path,
+            f"{resource} {value} is {value} bytes (a number without a unit counts bytes), "
+            "too little to admit any pod",
+            f"did you mean {likely}? Write the unit: {likely}",
+        )
+    if not is_extended(resource):
+        return
+    if suffix in BINARY_SUFFIXES:
+        total = number * Decimal(1024) ** (BINARY_SUFFIXES.index(suffix) + 1)
+        yield Problem(
+            path,
+            f"{resource} {value} means {_as_written(total)} devices: {resource} is a count, "
+            f"and {suffix} multiplies it by {1024 ** (BINARY_SUFFIXES.index(suffix) + 1)}",
+            f"did you mean {_as_written(number)}? Write the count without a unit",
+        )
+        return
+    scale = {"m": Decimal("0.001"), "": Decimal(1)}.get(suffix)
+    if scale is not None and (number * scale) != (number * scale).to_integral_value():
+        whole = max(1, int((number * scale).to_integral_value()))
+        yield Problem(
+            path,
+            f"{resource} {value} is a fraction of a device: Kubernetes refuses a pod that "
+            f"asks for part of an extended resource ('must be an integer'), so no workload "
+            "could ever use it",
+            f"write a whole number, such as {whole}",
+        )
+
+
+def quota_quantities(spec: FleetSpec) -> Iterator[Problem]:
+    """Every quota of the stack: the ClusterQueues' (nominal, borrowing and lending
+    limits), each worker's own, and managerQuota."""
+    for cq in spec.queues.cluster_queues:
+        for group in cq.resource_groups:
+            for fq in group.flavors:
+                for resource, quota in fq.resources.items():
+                    path = key_path(key_path(fq.path, "resources"), resource)
+                    yield from quantity_problems(resource, quota.nominal, path)
+                    for field, value in (
+                        ("borrowingLimit", quota.borrowing_limit),
+                        ("lendingLimit", quota.lending_limit),
+                    ):
+                        if value is not None:
+                            yield from quantity_problems(resource, value, key_path(path, field))
+        for flavor, resources in (cq.manager_quota or {}).items():
+            base = key_path(key_path(cq.path, "managerQuota"), flavor)
+            for resource, value in resources.items():
+                yield from quantity_problems(resource, value, key_path(base, resource))
+    for worker in spec.workers:
+        for cq_name, flavors in worker.quotas.items():
+            for flavor, resources in flavors.items():
+                base = key_path(key_path(key_path(worker.path, "quotas"), cq_name), flavor)
+                for resource, value in resources.items():
+                    yield from quantity_problems(resource, value, key_path(base, resource))

@@ -1,0 +1,234 @@
+"""What each key of a stack file means, one sentence or two per field of the typed model
+(spec.py), keyed `<Model>.<key as written>`. The stack file reference (docs/stack-reference.md)
+is generated from the model and these words by `mkf reference`; the keys, types and
+defaults come from the model itself, so they cannot drift.
+
+A field of the model without an entry here, or an entry naming no field, fails
+tests/test_docs.py: a new key is documented when it is added."""
+
+from __future__ import annotations
+
+from components.model.versions import (
+    DEFAULT_KUBERNETES_VERSION,
+    KIND_NODE_IMAGES,
+    KIND_VERSION,
+)
+
+_KIND_RANGE = f"{min(KIND_NODE_IMAGES, key=lambda v: tuple(map(int, v.split('.'))))} to " + max(
+    KIND_NODE_IMAGES, key=lambda v: tuple(map(int, v.split(".")))
+)
+
+FIELD_DOCS: dict[str, str] = {
+    # --- the fleet -------------------------------------------------------------------------
+    "FleetSpec.fleetName": "Prefix of the clusters' names on their platform (kind, GKE, EKS) "
+    "and of the MultiKueue origin; give each stack its own.",
+    "FleetSpec.manager": "The manager cluster: where users submit jobs and Kueue's MultiKueue "
+    "runs. Default: a kind cluster named `manager`.",
+    "FleetSpec.workers": "The worker clusters (1 to 20: one MultiKueueConfig lists them all). "
+    "An entry without `name` is named `worker<N>` by its position.",
+    "FleetSpec.frameworks": "Job frameworks installed on every cluster that does not list its "
+    "own: `batch`, `jobset`, `leaderworkerset`, `trainer` (needs `jobset`), "
+    "`training-operator`, `mpi`, `kuberay`, `appwrapper`. `batch` (Kubernetes Jobs) is "
+    "always there.",
+    "FleetSpec.kueue": "Kueue's version, feature gates, integrations and settings, the same "
+    "on every cluster unless said otherwise.",
+    "FleetSpec.queues": "Flavors, topologies, ClusterQueues and LocalQueues: the same names on "
+    "the manager and every worker. Left out entirely, the fleet gets one flavor "
+    "`default-flavor`, one ClusterQueue `cluster-queue` (4 CPU and 8Gi per worker) and the "
+    "LocalQueue `default/user-queue`; once `queues` is written, only what it lists exists.",
+    "FleetSpec.credentials": "How the manager's MultiKueue reaches the workers.",
+    "FleetSpec.dispatcher": "The dispatch controller that nominates a worker for each "
+    "workload (controller/).",
+    "FleetSpec.workerKubeconfigs": "Secret: `<worker>: <kubeconfig>` for workers whose "
+    "MultiKueue access you manage yourself (set with `pulumi config set --secret --path`). "
+    "Others get a generated least-privilege kubeconfig.",
+    # --- clusters --------------------------------------------------------------------------
+    "ClusterSpec.name": "The cluster's name in the fleet: the MultiKueueCluster's "
+    "name for a worker, and part of the platform's cluster name.",
+    "ClusterSpec.provider": "Where the cluster comes from: `kind` (created on this machine's "
+    "Docker), `existing` (a kubeconfig context), `gke` or `eks` (created in your cloud "
+    "account). Its settings go in the block of the same name.",
+    "ClusterSpec.kubernetesVersion": "Kubernetes `major.minor`, quoted (YAML reads 1.30 as "
+    f"1.3). Unset: {DEFAULT_KUBERNETES_VERSION} for kind, GKE and EKS; what runs for "
+    "`existing`.",
+    "ClusterSpec.labels": "The cluster's labels: on a worker they are copied onto its "
+    "MultiKueueCluster, where a dispatcher `clusterSelector` matches them.",
+    "ClusterSpec.nodeLabels": "Labels put on the cluster's nodes (kind nodes, GKE and EKS node "
+    "groups), for flavors and topologies that select nodes.",
+    "ClusterSpec.frameworks": "This cluster's own frameworks instead of the fleet's "
+    "`frameworks`. A worker needs every framework enabled on the manager.",
+    "ClusterSpec.kind": "Settings when `provider: kind`.",
+    "ClusterSpec.existing": "Settings when `provider: existing`.",
+    "ClusterSpec.gke": "Settings when `provider: gke`.",
+    "ClusterSpec.eks": "Settings when `provider: eks`.",
+    "WorkerSpec.quotas": "This worker's nominal quotas, `<clusterQueue>: {<flavor>: "
+    "{<resource>: quantity}}`, in place of the ClusterQueue's for the resources named.",
+    "KindSettings.nodeImage": "The kind node image, pinned by `@sha256` digest. Unset: the "
+    f"image kind {KIND_VERSION} publishes for `kubernetesVersion` ({_KIND_RANGE}).",
+    "KindSettings.workerNodes": "Worker nodes besides the control plane (0 to 10).",
+    "KindSettings.allowUnpinnedNodeImage": "Accept a `nodeImage` without a digest (a tag can "
+    "move to an image this kind release does not support).",
+    "ExistingSettings.context": "The kubeconfig context of the cluster; the stack keeps only "
+    "that context, its cluster and its user.",
+    "ExistingSettings.kubeconfigPath": "The kubeconfig file. Unset: `KUBECONFIG`, else "
+    "`~/.kube/config`.",
+    "ExistingSettings.server": "The API server's URL as the manager's pods reach it, when it "
+    "differs from the kubeconfig's (a private endpoint).",
+    "GkeSettings.project": "The Google Cloud project.",
+    "GkeSettings.location": "The region or zone of the cluster.",
+    "GkeSettings.machineType": "The machine type of the node pool.",
+    "GkeSettings.nodeCount": "Nodes in the node pool (per zone for a regional cluster).",
+    "EksSettings.region": "The AWS region.",
+    "EksSettings.instanceType": "The EC2 instance type of the node group.",
+    "EksSettings.nodeCount": "Nodes in the node group.",
+    # --- Kueue -----------------------------------------------------------------------------
+    "KueueSpec.version": "The Kueue release; only those this project pins "
+    "(components/model/versions.py).",
+    "KueueSpec.featureGates": "Feature gates written into Kueue's configuration file, "
+    "`<Gate>: true|false`; unknown, removed and locked gates are refused (docs/kueue-rules.md).",
+    "KueueSpec.featureGateFlags": "The same as `featureGates`, passed as `--feature-gates` "
+    "flags instead; never both.",
+    "KueueSpec.integrations": "Kueue integrations beyond those of the frameworks (`pod`, "
+    "`deployment`, `statefulset`, ...).",
+    "KueueSpec.externalFrameworks": "Job kinds run by controllers the fleet does not install, "
+    "as `Kind.version.group` (or `{name, resource}`); MultiKueue's identity may reach them on "
+    "the workers.",
+    "KueueSpec.waitForPodsReady": "Kueue's waitForPodsReady (on by default since Kueue 0.19).",
+    "KueueSpec.multiKueue": "MultiKueue's settings on the manager.",
+    "ExternalFramework.name": "The kind as `Kind.version.group`, as Kueue parses it.",
+    "ExternalFramework.resource": "Its plural resource name for RBAC. Unset: the kind in "
+    "lower case plus `s`.",
+    "WaitForPodsReady.enabled": "Wait until a workload's pods are ready, evicting it after "
+    "`timeout`.",
+    "WaitForPodsReady.timeout": "How long a workload may take to get its pods ready (a Go "
+    "duration).",
+    "WaitForPodsReady.blockAdmission": "Admit nothing else while a workload waits for its pods.",
+    "WaitForPodsReady.recoveryTimeout": "How long a running workload may have pods not ready "
+    "before it is evicted. Unset: Kueue's default (none).",
+    "WaitForPodsReady.requeuingStrategy": "When and how often an evicted workload is queued again.",
+    "WaitForPodsReady.onManager": "Whether the manager waits too. Unset: it does, unless it "
+    "runs LeaderWorkerSets or StatefulSets (their status is not mirrored back, so Kueue would "
+    "evict them); `false` acknowledges that note, `true` there is refused.",
+    "RequeuingStrategy.timestamp": "Which time orders requeued workloads: `Eviction` or "
+    "`Creation`.",
+    "RequeuingStrategy.backoffLimitCount": "Requeues before a workload is deactivated. "
+    "Unset: no limit.",
+    "RequeuingStrategy.backoffBaseSeconds": "The first backoff before a requeue, doubled "
+    "each time.",
+    "RequeuingStrategy.backoffMaxSeconds": "The longest backoff.",
+    "MultiKueueSettings.origin": "The label value marking this manager's copies on the "
+    "workers; two managers sharing a worker need two origins. Unset: `mkf-<fleetName>`.",
+    "MultiKueueSettings.gcInterval": "How often MultiKueue removes orphaned copies on the workers.",
+    "MultiKueueSettings.workerLostTimeout": "How long a workload admitted on a worker that "
+    "stopped answering stays there before it is queued again.",
+    # --- queues ----------------------------------------------------------------------------
+    "QueuesSpec.flavors": "ResourceFlavors. Empty unless `queues` is left out entirely.",
+    "QueuesSpec.topologies": "Topologies for topology-aware scheduling.",
+    "QueuesSpec.clusterQueues": "ClusterQueues, on the manager and every worker.",
+    "QueuesSpec.localQueues": "LocalQueues; their namespaces are created on every cluster.",
+    "FlavorSpec.name": "The ResourceFlavor's name.",
+    "FlavorSpec.nodeLabels": "Node labels the flavor's pods are placed on.",
+    "FlavorSpec.nodeTaints": "Taints of the flavor's nodes (Kueue admits only workloads that "
+    "tolerate them).",
+    "FlavorSpec.tolerations": "Tolerations added to the pods admitted on this flavor.",
+    "FlavorSpec.topology": "The name of a topology in `queues.topologies`: this flavor is "
+    "topology-aware (then `nodeLabels` is needed, and it cannot change later).",
+    "Taint.key": "The taint's key.",
+    "Taint.value": "The taint's value.",
+    "Taint.effect": "`NoSchedule`, `PreferNoSchedule` or `NoExecute`.",
+    "Toleration.key": "The taint key tolerated; unset with `operator: Exists` tolerates all.",
+    "Toleration.operator": "`Equal` (the value must match) or `Exists`.",
+    "Toleration.value": "The value, with `operator: Equal`.",
+    "Toleration.effect": "The effect tolerated; unset: all.",
+    "Toleration.tolerationSeconds": "How long a `NoExecute` taint is tolerated.",
+    "TopologySpec.name": "The Topology's name.",
+    "TopologySpec.levels": "Node labels from the widest level to the narrowest, hostname "
+    "last; they cannot change later.",
+    "ClusterQueueSpec.name": "The ClusterQueue's name.",
+    "ClusterQueueSpec.resourceGroups": "At least one: resources covered together, and the "
+    "flavors that offer them.",
+    "ClusterQueueSpec.cohort": "The cohort it lends to and borrows from.",
+    "ClusterQueueSpec.queueingStrategy": "`BestEffortFIFO` or `StrictFIFO` (nothing behind a "
+    "head that does not fit is admitted).",
+    "ClusterQueueSpec.namespaceSelector": "Namespaces whose LocalQueues may use it; `{}` is "
+    "every namespace.",
+    "ClusterQueueSpec.preemption": "Kueue's preemption settings, as in the ClusterQueue API.",
+    "ClusterQueueSpec.flavorFungibility": "Kueue's flavor fungibility, as in the ClusterQueue API.",
+    "ClusterQueueSpec.managerQuota": "The manager's quota, `<flavor>: {<resource>: "
+    "quantity}`. Unset: the sum of the workers' quotas; otherwise a warning shows the "
+    "difference.",
+    "ResourceGroup.coveredResources": "The resources of this group (`cpu`, `memory`, "
+    "`nvidia.com/gpu`, ...). Unset: those of the first flavor.",
+    "ResourceGroup.flavors": "The flavors of the group, in the order Kueue tries them, each "
+    "with a quota per covered resource.",
+    "FlavorQuotas.name": "A flavor from `queues.flavors`.",
+    "FlavorQuotas.resources": "`<resource>: quantity` (memory with a unit: `8Gi`; devices "
+    "as whole numbers), or `<resource>: {nominalQuota, borrowingLimit, lendingLimit}`; "
+    "the quota of each worker unless its `quotas` says otherwise.",
+    "ResourceQuota.nominalQuota": "The quota of this resource in this flavor.",
+    "ResourceQuota.borrowingLimit": "How much more it may borrow from its cohort.",
+    "ResourceQuota.lendingLimit": "How much of its quota it may lend to its cohort.",
+    "LabelSelector.matchLabels": "Labels that must all match.",
+    "LabelSelector.matchExpressions": "Expressions that must all hold.",
+    "LabelSelectorRequirement.key": "The label key.",
+    "LabelSelectorRequirement.operator": "`In`, `NotIn`, `Exists` or `DoesNotExist`.",
+    "LabelSelectorRequirement.values": "The values, for `In` and `NotIn`.",
+    "Preemption.reclaimWithinCohort": "`Never`, `LowerPriority` or `Any`.",
+    "Preemption.withinClusterQueue": "`Never`, `LowerPriority` or `LowerOrNewerEqualPriority`.",
+    "Preemption.borrowWithinCohort": "Preemption while borrowing (needs "
+    "`reclaimWithinCohort` other than `Never`).",
+    "BorrowWithinCohort.policy": "`Never` or `LowerPriority`.",
+    "BorrowWithinCohort.maxPriorityThreshold": "Only workloads at or below this priority "
+    "may be preempted.",
+    "FlavorFungibility.whenCanBorrow": "`MayStopSearch` or `TryNextFlavor`.",
+    "FlavorFungibility.whenCanPreempt": "`MayStopSearch` or `TryNextFlavor`.",
+    "FlavorFungibility.preference": "`BorrowingOverPreemption` or `PreemptionOverBorrowing`.",
+    "LocalQueueSpec.namespace": "Its namespace (created on every cluster).",
+    "LocalQueueSpec.name": "The LocalQueue's name: users submit to it; MultiKueue uses the "
+    "same name on the workers.",
+    "LocalQueueSpec.clusterQueue": "The ClusterQueue it feeds; changing it replaces the "
+    "LocalQueue (`render --diff` marks it).",
+    # --- credentials and dispatcher ----------------------------------------------------------
+    "CredentialsSpec.mode": "`kubeconfigSecret`: a kubeconfig Secret per worker on the "
+    "manager. `clusterProfile`: a ClusterProfile per worker and a token Secret read by an "
+    "access-provider plugin inside Kueue.",
+    "CredentialsSpec.clusterProfile": "Settings of `clusterProfile` mode.",
+    "ClusterProfileSettings.pluginMount": "How the plugin gets into Kueue's pod: `auto` "
+    "(image volume on Kubernetes 1.35+, else an init container), `initContainer`, "
+    "`imageVolume` or `customImage`.",
+    "ClusterProfileSettings.pluginImage": "The access-provider plugin's image.",
+    "ClusterProfileSettings.pluginPath": "Where the plugin binary is inside Kueue's pod.",
+    "ClusterProfileSettings.accessProvider": "The access provider's name in Kueue's config "
+    "and the ClusterProfiles.",
+    "ClusterProfileSettings.kueueImage": "With `pluginMount: customImage`: a Kueue image "
+    "that already holds the plugin at `pluginPath`.",
+    "DispatcherSpec.enabled": "Run the dispatcher (Kueue's `dispatcherName` set to it); off: "
+    "Kueue's own dispatching.",
+    "DispatcherSpec.name": "The dispatcher name Kueue is given.",
+    "DispatcherSpec.image": "A dispatcher image to run. Unset: built from controller/ at "
+    "deploy time (needs Docker) and pinned by digest.",
+    "DispatcherSpec.registry": "Where that build is pushed when the manager is not on kind.",
+    "DispatcherSpec.platform": "The platform of the manager's nodes the image is built for: "
+    "`linux/amd64` or `linux/arm64`.",
+    "DispatcherSpec.inventory": "Grant the rights for inventory automation: ClusterProfiles "
+    "joining MultiKueue by themselves (docs/dispatcher.md).",
+    "DispatcherSpec.replicas": "Replicas (1 to 5); one leader writes.",
+    "DispatcherSpec.policy": "The default DispatchPolicy: for every ClusterQueue no other "
+    "policy names.",
+    "DispatchPolicyDefaults.strategy": "`MostFreeQuota` (spread), `BestFit` (pack) or "
+    "`OrderedSpillover` (config order).",
+    "DispatchPolicyDefaults.clustersToNominate": "Workers nominated at once (1 to 20).",
+    "DispatchPolicyDefaults.widenAfter": "Nominate that many more workers each time this "
+    "passes without admission.",
+    "DispatchPolicyDefaults.whenNothingFits": "`WaitOnBest` (where the shortfall is "
+    "smallest) or `LeastLoaded`.",
+    "DispatchPolicyDefaults.clusterSelector": "A flat map of worker labels a worker must "
+    "all have, `{accelerator: nvidia-tesla-t4}` (in a DispatchPolicy object it is "
+    "`clusterSelector.matchLabels`).",
+}
+
+# Defaults the model fills in from other values, in words (the default column shows these
+# instead of the model's own, which for these fields says nothing a person can use).
+FIELD_DEFAULTS: dict[str, str] = {
+    "FleetSpec.fleetName": "the stack's name",
+}

@@ -1,0 +1,276 @@
+"""`python -m controller run|explain` (also `mkf controller ...`): the dispatch controller
+and its dry run.
+
+Every mistake at start (settings file, kubeconfig, a manager that cannot be reached) ends
+with one line on stderr and a non-zero exit; `--debug` shows the traceback as well."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kubernetes_asyncio import client, config
+
+from controller.app import explain, run
+from controller.kube import ApiError, Kube
+from controller.settings import Settings, SettingsError, load_settings
+from controller.terminal import common_flags, flag, quietly_on_broken_pipe
+
+# How long `explain` and `run` wait for the manager's first answer before saying it
+# cannot be reached: a few seconds, not the 30 s of a whole request.
+CONNECT_SECONDS = 5.0
+DEFAULT_KUBECONFIG = "~/.kube/config"
+
+
+class StartError(Exception):
+    """The controller cannot start; the message is the one line shown."""
+
+
+class _JsonFormatter(logging.Formatter):
+    """One JSON object per line: what log pipelines in a cluster expect."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry = {
+            "time": self.formatTime(record),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        return json.dumps(entry)
+
+
+async def _from_kubeconfig(paths: str, source: str) -> Kube:
+    """The manager from a kubeconfig (`paths` may list several, joined as KUBECONFIG joins
+    them; the client merges them as kubectl does and resolves relative file paths)."""
+    listed = [p for p in paths.split(os.pathsep) if p]
+    if not any(Path(p).expanduser().is_file() for p in listed):
+        raise StartError(
+            f"kubeconfig {paths} (from {source}): no such file; fix: point {source} at the "
+            "manager's kubeconfig"
+        )
+    configuration = client.Configuration()
+    try:
+        await config.load_kube_config(
+            config_file=paths, client_configuration=configuration, persist_config=False
+        )
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark else ""
+        raise StartError(
+            f"kubeconfig {paths} (from {source}): not valid YAML{where}; fix: give the "
+            "manager's kubeconfig as `kubectl config view --raw` prints it"
+        ) from exc
+    except config.ConfigException as exc:
+        raise StartError(
+            f"kubeconfig {paths} (from {source}): {exc}; fix: give a kubeconfig whose "
+            "current context names the manager"
+        ) from exc
+    except (AttributeError, TypeError, KeyError, ValueError) as exc:
+        # The client reads the file's structure without checking it first.
+        raise StartError(
+            f"kubeconfig {paths} (from {source}): not a kubeconfig ({type(exc).__name__}: "
+            f"{exc}); fix: give the manager's kubeconfig as `kubectl config view --raw` "
+            "prints it"
+        ) from exc
+    return Kube(client.ApiClient(configuration), "manager")
+
+
+async def connect(kubeconfig: str | None) -> tuple[Kube, str]:
+    """The manager, and how it was found: --kubeconfig, else $KUBECONFIG, else the
+    in-cluster service account, else ~/.kube/config (kubectl's order, with the pod's own
+    identity before a home directory a container does not have)."""
+    if kubeconfig:
+        return await _from_kubeconfig(kubeconfig, "--kubeconfig"), f"--kubeconfig {kubeconfig}"
+    from_env = os.environ.get("KUBECONFIG", "")
+    if from_env:
+        return await _from_kubeconfig(from_env, "KUBECONFIG"), f"KUBECONFIG={from_env}"
+    if os.environ.get("KUBERNETES_SERVICE_HOST"):
+        configuration = client.Configuration()
+        try:
+            config.load_incluster_config(client_configuration=configuration)
+        except config.ConfigException as exc:
+            raise StartError(
+                f"in-cluster config: {exc}; fix: mount the service account token, or pass "
+                "--kubeconfig"
+            ) from exc
+        return Kube(client.ApiClient(configuration), "manager"), "the in-cluster service account"
+    if Path(DEFAULT_KUBECONFIG).expanduser().is_file():
+        kube = await _from_kubeconfig(DEFAULT_KUBECONFIG, "the default kubeconfig")
+        return kube, DEFAULT_KUBECONFIG
+    raise StartError(
+        "no way to reach the manager: tried --kubeconfig (not given), KUBECONFIG (not set), "
+        "in-cluster config (KUBERNETES_SERVICE_HOST not set) and "
+        f"{DEFAULT_KUBECONFIG} (no such file); fix: pass --kubeconfig PATH or set KUBECONFIG"
+    )
+
+
+def _reason(exc: ApiError) -> str:
+    return exc.message or type(exc.__cause__ or exc).__name__
+
+
+async def reach(manager: Kube, found: str, seconds: float = CONNECT_SECONDS) -> None:
+    """One cheap request (/version), bounded in time: a wrong address or a closed port is
+    said at once, not after every watch has timed out."""
+    url = manager.api.configuration.host
+    try:
+        await asyncio.wait_for(manager.request("GET", "/version", timeout=seconds), seconds)
+    except TimeoutError:
+        raise StartError(
+            f"cannot reach the manager at {url}: no answer within {seconds:g}s (found through "
+            f"{found}); fix: check the address and that the API server is up"
+        ) from None
+    except ApiError as exc:
+        if exc.status == 0:
+            raise StartError(
+                f"cannot reach the manager at {url}: {_reason(exc)} (found through {found}); "
+                "fix: check the address and that the API server is up"
+            ) from exc
+        if exc.status == 401:
+            raise StartError(
+                f"the manager at {url} refused the credentials (401; found through {found}); "
+                "fix: renew the token or certificate in the kubeconfig"
+            ) from exc
+        if exc.status == 404:
+            raise StartError(
+                f"the server at {url} is not a Kubernetes API server (/version: 404; found "
+                f"through {found}); fix: point the kubeconfig at the manager's API server"
+            ) from exc
+        # Any other answer (403 included) means the server is there: what the controller
+        # may read is checked by the requests it makes.
+
+
+async def _run(args: argparse.Namespace, settings: Settings) -> int:
+    manager, found = await connect(args.kubeconfig)
+    try:
+        await reach(manager, found)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await run(manager, settings, stop)
+    finally:
+        await manager.close()
+    return 0
+
+
+async def _explain(args: argparse.Namespace, settings: Settings) -> int:
+    manager, found = await connect(args.kubeconfig)
+    try:
+        await reach(manager, found, args.connect_timeout)
+        try:
+            print(await explain(manager, settings, args.workload, args.timeout))
+        except TimeoutError as exc:
+            raise StartError(
+                f"the manager at {manager.api.configuration.host} did not list what the "
+                f"dispatcher reads within {args.timeout:g}s: {exc or 'no answer'}; fix: check "
+                "that Kueue's CRDs are installed there and the identity may read them (the "
+                "dispatcher's ClusterRole), or raise --timeout"
+            ) from None
+    finally:
+        await manager.close()
+    return 0
+
+
+def _connection_flags(parser: argparse.ArgumentParser, *, top: bool) -> None:
+    """--kubeconfig and --config, before or after the subcommand (see common_flags)."""
+    default: dict[str, Any] = {"default": None} if top else {"default": argparse.SUPPRESS}
+    parser.add_argument(
+        "--kubeconfig",
+        help="the manager's kubeconfig (default: $KUBECONFIG, then the in-cluster service "
+        "account, then ~/.kube/config)",
+        **default,
+    )
+    parser.add_argument("--config", help="settings file (YAML); every key has a default", **default)
+
+
+def configure(parser: argparse.ArgumentParser, top: bool = True) -> None:
+    """The controller's options and subcommands on `parser`: `python -m controller` and
+    `mkf controller` are the same command (top=False there: mkf's own parser holds the
+    common flags' defaults, and a subcommand's default would reset them)."""
+    parser.description = "MultiKueue dispatch controller"
+    _connection_flags(parser, top=True)
+    common_flags(parser, top=top)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    r = sub.add_parser("run", help="run the controller")
+    e = sub.add_parser(
+        "explain",
+        help="show what the policy would do for one workload now, without writing anything",
+    )
+    e.add_argument("workload", help="<namespace>/<name> of a Workload on the manager")
+    e.add_argument("--timeout", type=float, default=30, help="seconds to wait for caches")
+    e.add_argument(
+        "--connect-timeout",
+        type=float,
+        default=CONNECT_SECONDS,
+        help="seconds to wait for the manager's first answer",
+    )
+    for each in (r, e):
+        _connection_flags(each, top=False)
+        common_flags(each, top=False)
+    parser.set_defaults(func=dispatch)
+
+
+def dispatch(args: argparse.Namespace) -> int:
+    """Runs the parsed command: every mistake at start is one line on stderr."""
+    debug = flag(args, "debug")
+    handler = logging.StreamHandler()
+    if args.command == "run":
+        handler.setFormatter(_JsonFormatter())
+    logging.basicConfig(
+        level=logging.WARNING if flag(args, "quiet") else logging.INFO, handlers=[handler]
+    )
+    if args.command == "explain" and args.workload.count("/") != 1:
+        print(
+            f"explain: '{args.workload}' is not <namespace>/<name>; fix: name the Workload as "
+            "namespace/name",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        settings = load_settings(args.config)
+        return asyncio.run(
+            _run(args, settings) if args.command == "run" else _explain(args, settings)
+        )
+    except SettingsError as exc:
+        if debug:
+            raise
+        print("\n".join(exc.lines), file=sys.stderr)
+        return 2
+    except StartError as exc:
+        if debug:
+            raise
+        print(exc, file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        raise  # the reader went away: quietly_on_broken_pipe ends the command
+    except Exception as exc:  # anything else still gets one line; --debug shows where
+        if debug:
+            raise
+        print(
+            f"{args.command} failed: {type(exc).__name__}: {exc} (run with --debug for the "
+            "traceback)",
+            file=sys.stderr,
+        )
+        return 1
+
+
+def main(argv: list[str] | None = None, prog: str = "python -m controller") -> int:
+    parser = argparse.ArgumentParser(prog=prog)
+    configure(parser)
+    return quietly_on_broken_pipe(lambda: dispatch(parser.parse_args(argv)))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,59 @@
+"""What each key of a DispatchPolicy's spec and of the controller's settings file means,
+keyed `<Model>.<key as written>` (policy_api.py, settings.py). docs/dispatcher.md shows
+them beside the types and defaults read from the models themselves (`mkf reference`); a
+field without an entry here, or an entry naming no field, fails tests/test_docs.py."""
+
+from __future__ import annotations
+
+from controller.policy_api import MAX_NOMINATIONS, STRATEGIES, WHEN_NOTHING_FITS
+
+CONTROLLER_DOCS: dict[str, str] = {
+    # --- a DispatchPolicy's spec (and the settings' defaultPolicy) ---------------------------
+    "PolicySpec.clusterQueues": "The ClusterQueues this policy governs. Unset: it is the "
+    "default policy, for every ClusterQueue no other policy names.",
+    "PolicySpec.clusterSelector": "Only workers whose MultiKueueCluster carries all these "
+    "labels (the stack copies a worker's `labels` there).",
+    "PolicySpec.strategy": f"One of {', '.join(STRATEGIES)}: spread to the most free quota, "
+    "pack into the tightest fit, or fill workers in the MultiKueueConfig's order.",
+    "PolicySpec.clustersToNominate": f"Workers nominated at once, 1 to {MAX_NOMINATIONS} "
+    "(Kueue's limit).",
+    "PolicySpec.widenAfter": "Nominate `clustersToNominate` more workers each time this "
+    "passes without admission, counted from the workload's QuotaReserved on the manager.",
+    "PolicySpec.whenNothingFits": f"One of {', '.join(WHEN_NOTHING_FITS)}: wait where the "
+    "shortfall is smallest, or on the least loaded worker. Either way a worker whose queue "
+    "may preempt comes first and a stuck StrictFIFO queue last.",
+    "PolicySpec.inventory": "Inventory automation: ClusterProfiles that match join a "
+    "MultiKueueConfig of the dispatcher's own (needs `dispatcher.inventory` in the stack).",
+    "LabelSelector.matchLabels": "Labels that must all match.",
+    "InventoryFields.multiKueueConfig": "The MultiKueueConfig the dispatcher creates and fills "
+    "(an admission check and ClusterQueue of your own point at it).",
+    "InventoryFields.selector": "The ClusterProfiles in `kueue-system` that join.",
+    "InventoryFields.accessProvider": "Join only profiles that offer this access provider.",
+    "InventoryFields.requiredProperties": "Join only profiles with these `status.properties`.",
+    "InventoryFields.orderBy": "The order in the config: `name`, `created` or "
+    "`label:<key>` (name breaks ties; what is there keeps its place).",
+    "InventoryFields.drainTimeout": "How long a profile that left waits for the work "
+    "admitted on it before its cluster leaves the config.",
+    # --- the settings file (--config) -----------------------------------------------------------
+    "SettingsFile.namespace": "The dispatcher's namespace: reader Secrets, Events, its Lease.",
+    "SettingsFile.kueueNamespace": "Kueue's namespace (ClusterProfiles and credentials).",
+    "SettingsFile.leaseName": "The Lease replicas elect a leader through.",
+    "SettingsFile.workerSecretLabel": "The label on a reader Secret naming its worker.",
+    "SettingsFile.defaultPolicy": "The policy for ClusterQueues no DispatchPolicy names, "
+    "when no default DispatchPolicy exists (the stack writes `dispatcher.policy` here).",
+    "SettingsFile.clusterProfiles": "ClusterProfile mode: the workers whose profile status "
+    "the controller keeps (written by the stack).",
+    "SettingsFile.inventory": "Watch ClusterProfiles for inventory automation.",
+    "SettingsFile.staleAfterSeconds": "How long a worker's probes may go unanswered before it "
+    "is unhealthy.",
+    "SettingsFile.resyncSeconds": "How often pending workloads are decided again.",
+    "SettingsFile.leaseDurationSeconds": "How long a leader's Lease lasts without renewal.",
+    "SettingsFile.leaseRenewSeconds": "How often the leader renews it (below the duration).",
+    "SettingsFile.metricsPort": "The port of `/metrics`, `/healthz` and `/readyz`.",
+    "SettingsFile.concurrentWrites": "Status patches under way at once.",
+    "ProfileEntry.name": "The worker's ClusterProfile (and MultiKueueCluster) name.",
+    "ProfileEntry.server": "The worker's API server URL.",
+    "ProfileEntry.tokenSecret": "The Secret holding its token, in Kueue's namespace.",
+    "ProfileEntry.certificateAuthorityData": "The worker's CA bundle, base64.",
+    "ProfileEntry.accessProvider": "The access provider the profile offers.",
+}

@@ -1,0 +1,116 @@
+"""Quotas people get wrong: memory without a unit, a GPU count with a binary suffix or a
+fraction. Each is one error at its config path (and line), naming the likely value."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from components.checks.quantities import is_extended
+from tests.conftest import base, problems_of
+from tests.stack_texts import cli, write_stack
+
+RESOURCES = "queues.clusterQueues[0].resourceGroups[0].flavors[0].resources"
+
+
+def with_gpus(quota: Any, memory: Any = "8Gi") -> dict[str, Any]:
+    config = base()
+    group = config["queues"]["clusterQueues"][0]["resourceGroups"][0]
+    group["coveredResources"] = ["cpu", "memory", "nvidia.com/gpu"]
+    group["flavors"][0]["resources"] = {"cpu": 4, "memory": memory, "nvidia.com/gpu": quota}
+    return config
+
+
+def quota_errors(config: dict[str, Any]) -> list[Any]:
+    return [p for p in problems_of(config) if p.severity == "error"]
+
+
+@pytest.mark.parametrize(
+    ("memory", "likely"),
+    [(8, "8Gi"), ("64", "64Gi"), (0.5, "512Mi"), (4096, "4096Mi"), ("1000", "1000Gi")],
+)
+def test_memory_without_a_unit_is_bytes(memory: Any, likely: str) -> None:
+    (problem,) = quota_errors(with_gpus(1, memory=memory))
+    assert problem.path == f"{RESOURCES}.memory"
+    assert f"memory {memory} is {memory} bytes" in problem.message
+    assert problem.hint.startswith(f"did you mean {likely}?")
+
+
+@pytest.mark.parametrize("memory", [0, "0", "8Gi", "1048576", "2e9", "512M", 1048576 * 4])
+def test_memory_with_a_unit_or_at_least_a_mebibyte_is_fine(memory: Any) -> None:
+    assert quota_errors(with_gpus(1, memory=memory)) == []
+
+
+@pytest.mark.parametrize(
+    ("gpus", "message", "fix"),
+    [
+        ("4Gi", "nvidia.com/gpu 4Gi means 4294967296 devices", "did you mean 4?"),
+        ("2Ki", "nvidia.com/gpu 2Ki means 2048 devices", "did you mean 2?"),
+        (0.5, "nvidia.com/gpu 0.5 is a fraction of a device", "such as 1"),
+        ("500m", "nvidia.com/gpu 500m is a fraction of a device", "such as 1"),
+        ("2.5", "nvidia.com/gpu 2.5 is a fraction of a device", "such as 2"),
+    ],
+)
+def test_a_device_count_with_a_binary_suffix_or_a_fraction(
+    gpus: Any, message: str, fix: str
+) -> None:
+    (problem,) = quota_errors(with_gpus(gpus))
+    assert problem.path == f"{RESOURCES}.nvidia.com/gpu"
+    assert problem.message.startswith(message), problem.message
+    assert fix in problem.hint
+
+
+@pytest.mark.parametrize("gpus", [0, 1, "8", "2000m", {"nominalQuota": 4, "borrowingLimit": 2}])
+def test_whole_device_counts_are_fine(gpus: Any) -> None:
+    config = with_gpus(gpus)
+    if isinstance(gpus, dict):
+        config["queues"]["clusterQueues"][0]["cohort"] = "all"
+    assert quota_errors(config) == []
+
+
+def test_every_place_a_quota_is_written_is_checked() -> None:
+    config = with_gpus({"nominalQuota": 4, "borrowingLimit": "1.5", "lendingLimit": "1Ki"})
+    cq = config["queues"]["clusterQueues"][0]
+    cq["cohort"] = "all"
+    cq["managerQuota"] = {"default-flavor": {"memory": 16}}
+    config["workers"][0]["quotas"] = {"cq": {"default-flavor": {"nvidia.com/gpu": "0.25"}}}
+    paths = sorted(p.path for p in quota_errors(config))
+    assert paths == sorted(
+        [
+            f"{RESOURCES}.nvidia.com/gpu.borrowingLimit",
+            f"{RESOURCES}.nvidia.com/gpu.lendingLimit",
+            "queues.clusterQueues[0].managerQuota.default-flavor.memory",
+            "workers[0].quotas.cq.default-flavor.nvidia.com/gpu",
+        ]
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "extended"),
+    [
+        ("nvidia.com/gpu", True),
+        ("amd.com/gpu", True),
+        ("example.com/foo", True),
+        ("cpu", False),
+        ("memory", False),
+        ("kubernetes.io/batch", False),
+        ("requests.nvidia.com/gpu", False),
+    ],
+)
+def test_what_counts_as_an_extended_resource(name: str, extended: bool) -> None:
+    assert is_extended(name) is extended
+
+
+def test_validate_names_the_line_and_the_likely_value(tmp_path: Path) -> None:
+    stack = {"config": {f"multikueue-fleet:{k}": v for k, v in with_gpus("1Gi", memory=16).items()}}
+    path = write_stack(tmp_path, "q", yaml.safe_dump(stack, sort_keys=False))
+    result = cli("validate", "--stack", str(path))
+    assert result.returncode == 1
+    assert "error: " + RESOURCES + ".memory: memory 16 is 16 bytes" in result.stderr
+    assert "fix: did you mean 16Gi? Write the unit: 16Gi" in result.stderr
+    assert "nvidia.com/gpu 1Gi means 1073741824 devices" in result.stderr
+    assert f"at: {path}:" in result.stderr
+    assert "Traceback" not in result.stderr
