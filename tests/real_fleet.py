@@ -136,8 +136,8 @@ def dev_fleet(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[loopback_fleet.Fleet]:
     """The dev stack's manager and two workers, each with Kueue running as rendered; with
-    the JobSet and LeaderWorkerSet controllers as well where the test module sets
-    FRAMEWORK_CONTROLLERS = True."""
+    the LeaderWorkerSet controller as well where the test module sets
+    FRAMEWORK_CONTROLLERS = True (loopback/operators.py says why not JobSet's)."""
     controllers = bool(getattr(request.module, "FRAMEWORK_CONTROLLERS", False))
     binaries(toolchain.CONTROL_PLANE + (toolchain.FRAMEWORK_CONTROLLERS if controllers else ()))
     manifest()
