@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 import yaml
 
-from components.checks.quantities import is_extended
-from tests.conftest import base, problems_of
+from components.checks.quantities import is_extended, quota_quantities
+from tests.conftest import base, load
 from tests.stack_texts import cli, write_stack
 
 RESOURCES = "queues.clusterQueues[0].resourceGroups[0].flavors[0].resources"
@@ -25,7 +25,11 @@ def with_gpus(quota: Any, memory: Any = "8Gi") -> dict[str, Any]:
 
 
 def quota_errors(config: dict[str, Any]) -> list[Any]:
-    return [p for p in problems_of(config) if p.severity == "error"]
+    """The errors of this rule alone (a quota can break Kueue's other rules too, such as a
+    lendingLimit above nominalQuota: tests/test_kueue_rules.py has those)."""
+    spec, problems = load(config)
+    assert spec is not None, problems
+    return [p for p in quota_quantities(spec) if p.severity == "error"]
 
 
 @pytest.mark.parametrize(

@@ -82,6 +82,9 @@ FIELD_DOCS: dict[str, str] = {
     "EksSettings.instanceType": "The EC2 instance type of the node group.",
     "EksSettings.nodeCount": "Nodes in the node group.",
     # --- Kueue -----------------------------------------------------------------------------
+    "KueueSpec.install": "`managed`: the fleet installs Kueue from its pinned release; "
+    "`existing`: Kueue is already on every cluster and the fleet only checks its API "
+    "(docs/architecture.md, Bring your own Kueue).",
     "KueueSpec.version": "The Kueue release; only those this project pins "
     "(components/model/versions.py).",
     "KueueSpec.featureGates": "Feature gates written into Kueue's configuration file, "
