@@ -58,3 +58,10 @@ pulumi.export(
         ".venv/bin/python -m controller --kubeconfig <manager kubeconfig> explain <ns>/<workload>",
     ],
 )
+if fleet.dispatcher_kubeconfig is not None:
+    # dispatcher.run: local. Run it as the pod would (docs/dispatcher.md):
+    #   pulumi stack output dispatcherSettings > dispatcher.yaml
+    #   pulumi stack output --show-secrets dispatcherKubeconfig > dispatcher.kubeconfig
+    #   python -m controller --kubeconfig dispatcher.kubeconfig --config dispatcher.yaml run
+    pulumi.export("dispatcherSettings", fleet.dispatcher_settings)
+    pulumi.export("dispatcherKubeconfig", fleet.dispatcher_kubeconfig)

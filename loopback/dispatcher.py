@@ -79,15 +79,22 @@ class LocalDispatcher:
         self.started: Started | None = None
 
     def prepare(self, settings_text: str, admin_kubeconfig: Path, token: str) -> None:
+        """From the rendered settings and a token of the dispatcher's ServiceAccount."""
+        admin = yaml.safe_load(admin_kubeconfig.read_text())
+        self.prepare_with(
+            settings_text,
+            yaml.safe_dump(service_account_kubeconfig(admin, token, NAME), sort_keys=False),
+        )
+
+    def prepare_with(self, settings_text: str, kubeconfig_text: str) -> None:
+        """From the settings and kubeconfig a stack with `dispatcher.run: local` outputs
+        (dispatcherSettings, dispatcherKubeconfig)."""
         settings = yaml.safe_load(settings_text) or {}
         self.changes = [f"metricsPort: {settings.get('metricsPort', '<default>')} -> {self.port}"]
         settings["metricsPort"] = self.port
         self.settings_file.write_text(yaml.safe_dump(settings, sort_keys=False))
         (self.folder / f"{self.name}-config-changes.txt").write_text("\n".join(self.changes) + "\n")
-        admin = yaml.safe_load(admin_kubeconfig.read_text())
-        self.kubeconfig_file.write_text(
-            yaml.safe_dump(service_account_kubeconfig(admin, token, NAME), sort_keys=False)
-        )
+        self.kubeconfig_file.write_text(kubeconfig_text)
         self.kubeconfig_file.chmod(0o600)
 
     def start(self) -> Started:

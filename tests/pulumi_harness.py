@@ -80,6 +80,9 @@ FAKE_KUEUE = [
     },
 ]
 
+# The contexts the `existing` stack names, and the `loopback` stack's (whose kubeconfig files
+# the launcher writes: engine_config points them here instead).
+EXISTING_CONTEXTS = ("lab-manager", "lab-a", "lab-b", "manager", "worker1", "worker2")
 FAKE_KUBECONFIG = {
     "apiVersion": "v1",
     "kind": "Config",
@@ -89,13 +92,10 @@ FAKE_KUBECONFIG = {
             "name": n,
             "cluster": {"server": f"https://{n}.local:6443", "certificate-authority-data": "Q0E="},
         }
-        for n in ("lab-manager", "lab-a", "lab-b")
+        for n in EXISTING_CONTEXTS
     ],
     "users": [{"name": "me", "user": {"token": "t"}}],
-    "contexts": [
-        {"name": n, "context": {"cluster": n, "user": "me"}}
-        for n in ("lab-manager", "lab-a", "lab-b")
-    ],
+    "contexts": [{"name": n, "context": {"cluster": n, "user": "me"}} for n in EXISTING_CONTEXTS],
 }
 
 
@@ -244,6 +244,10 @@ def engine_config(stack_file: Path) -> tuple[dict[str, str], list[str]]:
     doc = yaml.safe_load(stack_file.read_text())
     config, secret = {}, []
     for key, value in (doc.get("config") or {}).items():
+        for cluster in value if key.endswith(":workers") else [value]:
+            if isinstance(cluster, dict) and isinstance(cluster.get("existing"), dict):
+                # Files only a running loopback fleet has: KUBECONFIG's stand-in instead.
+                cluster["existing"].pop("kubeconfigPath", None)
         config[key] = value if isinstance(value, str) else json.dumps(value)
         if "secure" in json.dumps(value):
             secret.append(key)

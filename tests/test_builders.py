@@ -13,7 +13,7 @@ from components.model import quantity
 from components.model.frameworks import FRAMEWORKS
 from components.model.spec import FleetSpec
 from components.objects.fleet import APPLY_ORDER, ClusterObjects, build_fleet, object_key
-from components.objects.kueue_config import CONFIG_KEY, configuration, feature_gate_args
+from components.objects.kueue_config import CONFIG_KEY, config_map, configuration, feature_gate_args
 from components.objects.labels import MANAGED_BY
 from components.objects.worker_access import ALL_VERBS
 from tests.conftest import base, find, fleet, load
@@ -72,8 +72,13 @@ def stack(request: pytest.FixtureRequest) -> tuple[FleetSpec, list[ClusterObject
     return spec, build_fleet(spec)
 
 
-def _kueue_config(cluster: ClusterObjects) -> dict[str, Any]:
-    (cm,) = find(cluster, "ConfigMap", "kueue-manager-config")
+def _kueue_config(cluster: ClusterObjects, spec: FleetSpec | None = None) -> dict[str, Any]:
+    """The Configuration the cluster's Kueue runs with: the ConfigMap the fleet applies or,
+    with `kueue.install: existing` (`spec` given), the one it expects (`render` writes it)."""
+    found = find(cluster, "ConfigMap", "kueue-manager-config")
+    if not found and spec is not None and spec.kueue.install == "existing":
+        found = [config_map(spec, cluster.cluster)]
+    (cm,) = found
     assert cm["metadata"]["namespace"] == "kueue-system"
     return yaml.safe_load(cm["data"][CONFIG_KEY])
 
@@ -100,6 +105,10 @@ def test_stack_objects_are_well_formed(stack: tuple[FleetSpec, list[ClusterObjec
             assert obj["metadata"]["labels"][MANAGED_BY] == "multikueue-fleet"
             if obj["apiVersion"].startswith("kueue.x-k8s.io"):
                 assert obj["apiVersion"] == "kueue.x-k8s.io/v1beta2"
+        if spec.kueue.install == "existing":
+            # Someone else's Kueue: none of its release is installed.
+            assert all(b.name != "kueue" for b in cluster.bundles), cluster.bundles
+            continue
         assert cluster.bundles[0].name == "kueue"
         assert cluster.bundles[0].version == spec.kueue.version
 
@@ -107,7 +116,7 @@ def test_stack_objects_are_well_formed(stack: tuple[FleetSpec, list[ClusterObjec
 def test_stack_kueue_configuration(stack: tuple[FleetSpec, list[ClusterObjects]]) -> None:
     spec, clusters = stack
     for cluster in clusters:
-        config = _kueue_config(cluster)
+        config = _kueue_config(cluster, spec)
         assert set(config) <= V1BETA2_KEYS
         assert config["apiVersion"] == "config.kueue.x-k8s.io/v1beta2"
         assert "batch/job" in config["integrations"]["frameworks"]
@@ -196,8 +205,8 @@ def test_stack_manager_quota_is_the_workers_sum(
 def test_stack_worker_rbac_covers_every_manager_integration(
     stack: tuple[FleetSpec, list[ClusterObjects]],
 ) -> None:
-    _, clusters = stack
-    manager_frameworks = _kueue_config(clusters[0])["integrations"]["frameworks"]
+    spec, clusters = stack
+    manager_frameworks = _kueue_config(clusters[0], spec)["integrations"]["frameworks"]
     for worker in clusters[1:]:
         (role,) = find(worker, "ClusterRole", "multikueue-fleet:multikueue")
         granted = {

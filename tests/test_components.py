@@ -111,7 +111,8 @@ def test_resource_tree(runs: dict[str, Run], stack: str) -> None:
         component = monitor.named(cluster.name)
         assert component.typ == f"multikueue-fleet:cluster:{kind[cluster.provider]}"
         assert component.parent == fleet.urn
-        assert monitor.named(f"{cluster.name}-kueue").typ == "multikueue-fleet:kueue:Install"
+        installed = "Install" if spec.kueue.install == "managed" else "Existing"
+        assert monitor.named(f"{cluster.name}-kueue").typ == f"multikueue-fleet:kueue:{installed}"
         assert (
             monitor.named(f"{cluster.name}-frameworks").typ == "multikueue-fleet:frameworks:Install"
         )
@@ -165,7 +166,8 @@ def test_a_new_stack_preview_lists_every_object_with_its_fields(
             unknown = unknown_paths(reg.inputs)
             identity = {k: reg.inputs[k] for k in ("apiVersion", "kind", "metadata")}
             assert not unknown_paths(identity), (name, key)
-            assert reg.typ.endswith(f":{reg.inputs['kind']}"), reg.typ
+            # A team namespace on a cluster the stack does not create: patched, never owned.
+            assert reg.typ.removesuffix("Patch").endswith(f":{reg.inputs['kind']}"), reg.typ
             obj = expected[key]
             if obj["kind"] == "Secret" and "stringData" in obj:
                 (field,) = obj["stringData"]
@@ -174,7 +176,11 @@ def test_a_new_stack_preview_lists_every_object_with_its_fields(
                 continue  # the built image, the workers' endpoints: checked below
             else:
                 assert not unknown, (key, unknown)
-                assert json.loads(json.dumps(_object(reg))) == json.loads(json.dumps(obj)), key
+                written = json.loads(json.dumps(_object(reg)))
+                if reg.typ.endswith("Patch"):  # the patch takes the fields over, as it says
+                    annotations = written["metadata"].pop("annotations")
+                    assert annotations == {"pulumi.com/patchForce": "true"}, key
+                assert written == json.loads(json.dumps(obj)), key
 
 
 @pytest.mark.parametrize("stack", ["dev", "ci", "tas"])
@@ -236,7 +242,9 @@ def test_creation_order(runs: dict[str, Run], stack: str) -> None:
     manager = spec.manager.name
     objects = _objects_by_cluster(monitor)
     for cluster in spec.clusters:
-        kueue = _urn(monitor, f"{cluster.name}-kueue-manifests")
+        # Kueue installed, or (kueue.install: existing) found served.
+        managed = spec.kueue.install == "managed"
+        kueue = _urn(monitor, f"{cluster.name}-kueue-{'manifests' if managed else 'api'}")
         for key, reg in objects[cluster.name].items():
             if reg.inputs["kind"] not in ("Namespace", "CustomResourceDefinition"):
                 assert kueue in before(monitor, reg.urn), (cluster.name, key)
@@ -278,6 +286,20 @@ def test_creation_order(runs: dict[str, Run], stack: str) -> None:
         crd = _urn(monitor, f"{manager}-clusterprofile-crd")
         assert crd in before(monitor, _urn(monitor, f"{manager}-kueue-manifests"))
     if spec.dispatcher.enabled:
+        policy = _object_urn(monitor, manager, "DispatchPolicy default")
+        crds = [
+            r for r in objects[manager].values() if r.inputs["kind"] == "CustomResourceDefinition"
+        ]
+        assert {r.urn for r in crds} <= before(monitor, policy)
+    if spec.dispatcher.enabled and spec.dispatcher.run == "local":
+        # The token read once its Secret exists, the Secret after its ServiceAccount.
+        token = _urn(monitor, "manager-dispatcher-token")
+        secret = f"Secret multikueue-fleet-system/{DISPATCHER}-token"
+        assert _object_urn(monitor, manager, secret) in before(monitor, token)
+        assert _object_urn(
+            monitor, manager, f"ServiceAccount multikueue-fleet-system/{DISPATCHER}"
+        ) in before(monitor, _object_urn(monitor, manager, secret))
+    elif spec.dispatcher.enabled:
         deployment = _object_urn(
             monitor, manager, f"Deployment multikueue-fleet-system/{DISPATCHER}"
         )
@@ -285,11 +307,6 @@ def test_creation_order(runs: dict[str, Run], stack: str) -> None:
         for key in ("ServiceAccount {}", "ConfigMap {}"):
             named = key.format(f"multikueue-fleet-system/{DISPATCHER}")
             assert _object_urn(monitor, manager, named) in after
-        policy = _object_urn(monitor, manager, "DispatchPolicy default")
-        crds = [
-            r for r in objects[manager].values() if r.inputs["kind"] == "CustomResourceDefinition"
-        ]
-        assert {r.urn for r in crds} <= before(monitor, policy)
         if not spec.dispatcher.image:
             assert _urn(monitor, "dispatcher-image") in after
 

@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 from kubernetes import watch
 from kubernetes.client.exceptions import ApiException
+from kubernetes.dynamic.exceptions import ResourceNotFoundError
 
 from components.objects.dispatcher import NAME
 from components.objects.labels import FLEET_NAMESPACE
@@ -314,7 +315,11 @@ class Dispatching:
             ("jobset.x-k8s.io/v1alpha2", "JobSet"),
             ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"),
         ):
-            for obj in self.manager.list(api_version, kind, NAMESPACE):
+            try:
+                submitted = self.manager.list(api_version, kind, NAMESPACE)
+            except ResourceNotFoundError:
+                continue  # a framework this fleet does not enable
+            for obj in submitted:
                 self.manager.delete(
                     {"apiVersion": api_version, "kind": kind, "metadata": obj["metadata"]},
                     propagation="Background",

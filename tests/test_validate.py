@@ -502,6 +502,27 @@ CASES: list[tuple[str, Mutate, str, str, str]] = [
         "dispatcher.image",
     ),
     (
+        "a local dispatcher given an image",
+        _set("dispatcher", {"run": "local", "image": "registry.example/dispatcher:1"}),
+        "dispatcher.image",
+        "with dispatcher.run: local no image is built or run",
+        "remove dispatcher.image",
+    ),
+    (
+        "a local dispatcher given a registry",
+        _set("dispatcher", {"run": "local", "registry": "registry.example/fleet"}),
+        "dispatcher.registry",
+        "no image is built or run",
+        "dispatcher.run: cluster",
+    ),
+    (
+        "a dispatcher run nowhere known",
+        _set("dispatcher", {"run": "laptop"}),
+        "dispatcher.run",
+        "",
+        "",
+    ),
+    (
         "profile mode without the dispatcher",
         _seq(_set("credentials", {"mode": "clusterProfile"}), _set("dispatcher.enabled", False)),
         "dispatcher.enabled",

@@ -431,7 +431,16 @@ def dispatcher(spec: FleetSpec) -> Iterator[Problem]:
             "inventory MultiKueueCluster stays inactive",
             "set credentials.mode: clusterProfile, or remove dispatcher.inventory",
         )
-    if spec.manager.provider != "kind" and not d.image and not d.registry:
+    if d.run == "local":
+        # Nothing is built or pulled: a value here would be silently ignored.
+        for key in ("image", "registry", "platform"):
+            if getattr(d, key) is not None:
+                yield _error(
+                    f"dispatcher.{key}",
+                    "is set, but with dispatcher.run: local no image is built or run",
+                    f"remove dispatcher.{key}, or set dispatcher.run: cluster",
+                )
+    elif spec.manager.provider != "kind" and not d.image and not d.registry:
         yield _error(
             "dispatcher.registry",
             "the dispatcher image must be pushed somewhere the manager can pull from",

@@ -208,6 +208,10 @@ FIELD_DOCS: dict[str, str] = {
     "DispatcherSpec.enabled": "Run the dispatcher (Kueue's `dispatcherName` set to it); off: "
     "Kueue's own dispatching.",
     "DispatcherSpec.name": "The dispatcher name Kueue is given.",
+    "DispatcherSpec.run": "`cluster`: a Deployment on the manager. `local`: no Deployment "
+    "and no image; the stack outputs `dispatcherSettings` and `dispatcherKubeconfig` (a "
+    "secret with the dispatcher ServiceAccount's token) for `python -m controller run` "
+    "(docs/dispatcher.md).",
     "DispatcherSpec.image": "A dispatcher image to run. Unset: built from controller/ at "
     "deploy time (needs Docker) and pinned by digest.",
     "DispatcherSpec.registry": "Where that build is pushed when the manager is not on kind.",

@@ -798,6 +798,12 @@ class DispatchPolicyDefaults(_Model):
 class DispatcherSpec(_Model):
     enabled: StrictBool = True
     name: Text = DISPATCHER_NAME
+    # Where it runs. "cluster": a Deployment on the manager. "local": a process the user
+    # starts (`python -m controller run`), for a manager that runs no pods (the loopback
+    # fleet) or a dispatcher under development; the stack then makes everything but the
+    # Deployment, and outputs the settings and a kubeconfig with the dispatcher's own
+    # ServiceAccount token, so the process has exactly the pod's rights.
+    run: Literal["cluster", "local"] = "cluster"
     # None: built from controller/ at deploy time and pinned by digest.
     image: Image | None = None
     # Where that build is pushed when the manager is not a kind cluster.
@@ -816,7 +822,7 @@ class DispatcherSpec(_Model):
     def builds_image(self) -> bool:
         """The image is built from controller/ (then loaded into kind or pushed), which
         needs a running Docker engine on whatever kind of cluster it goes to."""
-        return self.enabled and not self.image
+        return self.enabled and self.run == "cluster" and not self.image
 
 
 # --- the fleet ---------------------------------------------------------------------------

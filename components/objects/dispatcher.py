@@ -21,6 +21,8 @@ ROLE = "multikueue-fleet:dispatcher"
 WORKER_LABEL = "multikueue-fleet/worker"
 SETTINGS_KEY = "config.yaml"
 APP_LABELS = {"app.kubernetes.io/name": NAME}
+# dispatcher.run: local: the Secret holding the process's ServiceAccount token.
+TOKEN_SECRET = f"{NAME}-token"
 
 
 def reader_secret_name(worker: ClusterSpec) -> str:
@@ -250,6 +252,43 @@ def reader_secret(worker: ClusterSpec, kubeconfig: str) -> dict[str, Any]:
     }
 
 
+def running_objects(spec: FleetSpec, image: str, config_text: str) -> list[dict[str, Any]]:
+    """The dispatcher as pods on the manager: the Deployment, its metrics Service and its
+    disruption budget."""
+    return [
+        deployment(spec, image, config_text),
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": metadata(NAME, FLEET_NAMESPACE, labels=APP_LABELS),
+            "spec": {
+                "selector": dict(APP_LABELS),
+                "ports": [{"name": "metrics", "port": 8080, "targetPort": "metrics"}],
+            },
+        },
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": metadata(NAME, FLEET_NAMESPACE),
+            "spec": {"maxUnavailable": 1, "selector": {"matchLabels": dict(APP_LABELS)}},
+        },
+    ]
+
+
+def token_secret() -> dict[str, Any]:
+    """With `dispatcher.run: local`: a token of the dispatcher's own ServiceAccount for the
+    process the user runs (the stack's `dispatcherKubeconfig`), filled in by the token
+    controller; deleted with the stack, which revokes it."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "kubernetes.io/service-account-token",
+        "metadata": metadata(
+            TOKEN_SECRET, FLEET_NAMESPACE, annotations={"kubernetes.io/service-account.name": NAME}
+        ),
+    }
+
+
 def dispatcher_objects(
     spec: FleetSpec,
     image: str,
@@ -273,23 +312,11 @@ def dispatcher_objects(
             "metadata": metadata(NAME, FLEET_NAMESPACE),
             "data": {SETTINGS_KEY: config_text},
         },
-        deployment(spec, image, config_text),
-        {
-            "apiVersion": "v1",
-            "kind": "Service",
-            "metadata": metadata(NAME, FLEET_NAMESPACE, labels=APP_LABELS),
-            "spec": {
-                "selector": dict(APP_LABELS),
-                "ports": [{"name": "metrics", "port": 8080, "targetPort": "metrics"}],
-            },
-        },
-        {
-            "apiVersion": "policy/v1",
-            "kind": "PodDisruptionBudget",
-            "metadata": metadata(NAME, FLEET_NAMESPACE),
-            "spec": {"maxUnavailable": 1, "selector": {"matchLabels": dict(APP_LABELS)}},
-        },
     ]
+    if spec.dispatcher.run == "cluster":
+        objects += running_objects(spec, image, config_text)
+    else:
+        objects.append(token_secret())
     policy = policy_object("default", default_policy(spec))
     policy["metadata"] = metadata("default")
     objects.append(policy)

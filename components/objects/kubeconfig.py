@@ -17,19 +17,20 @@ _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9
 _IPV4 = re.compile(r"^\d{1,3}(\.\d{1,3}){3}$")
 
 
-def worker_kubeconfig(cluster: str, server: str, ca_data: str, token: str) -> dict[str, Any]:
+def worker_kubeconfig(
+    cluster: str, server: str, ca_data: str, token: str, user: str = ""
+) -> dict[str, Any]:
     """One cluster, one token user, one context, current-context set (Kueue parses it with
     client-go RESTConfigFromKubeConfig, which needs the current context)."""
+    user = user or f"{cluster}-multikueue"
     return {
         "apiVersion": "v1",
         "kind": "Config",
         "clusters": [
             {"name": cluster, "cluster": {"server": server, "certificate-authority-data": ca_data}}
         ],
-        "users": [{"name": f"{cluster}-multikueue", "user": {"token": token}}],
-        "contexts": [
-            {"name": cluster, "context": {"cluster": cluster, "user": f"{cluster}-multikueue"}}
-        ],
+        "users": [{"name": user, "user": {"token": token}}],
+        "contexts": [{"name": cluster, "context": {"cluster": cluster, "user": user}}],
         "current-context": cluster,
     }
 

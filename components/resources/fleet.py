@@ -40,9 +40,10 @@ from components.model.spec import ClusterSpec, FleetSpec
 from components.model.versions import kueue_bundle
 from components.objects import dispatcher
 from components.objects.fleet import bundles, cluster_objects
-from components.objects.kubeconfig import worker_kubeconfig
+from components.objects.kubeconfig import context_cluster, worker_kubeconfig
 from components.objects.kueue_install import kueue_objects
 from components.objects.labels import KUEUE_NAMESPACE, with_fleet_labels
+from components.objects.manifests import yaml_text
 from components.objects.multikueue import manager_multikueue_objects
 from components.objects.queues import queue_objects
 from components.objects.worker_access import (
@@ -260,6 +261,9 @@ class Fleet(pulumi.ComponentResource):
         self.handles: dict[str, ClusterHandle] = {}
         # Per cluster: object key -> its resource, so an object two sets need is one resource.
         self.known: dict[str, dict[str, tuple[Mapping[str, Any], KubeObject]]] = {}
+        # With dispatcher.run: local, what the process is run with (stack outputs).
+        self.dispatcher_kubeconfig: pulumi.Output[str] | None = None
+        self.dispatcher_settings: pulumi.Output[str] | None = None
         kueue: dict[str, pulumi.Resource] = {}
         for cluster in spec.clusters:
             handle = make_cluster(spec, cluster, kind_binary, pulumi.ResourceOptions(parent=self))
@@ -399,8 +403,10 @@ class Fleet(pulumi.ComponentResource):
     ) -> None:
         spec = self.spec
         after: list[pulumi.Resource] = [kueue]
-        if spec.dispatcher.image:
-            image: pulumi.Input[str] = spec.dispatcher.image
+        if spec.dispatcher.run == "local":
+            image: pulumi.Input[str] = ""  # no Deployment: nothing runs an image
+        elif spec.dispatcher.image:
+            image = spec.dispatcher.image
         else:
             tag = source_hash(ROOT)
             kind_managers = [h for h in self.handles.values() if h.spec.role == "manager"]
@@ -448,10 +454,53 @@ class Fleet(pulumi.ComponentResource):
             readers = {w.name: v[f"reader {w.name}"] for w in spec.workers}
             return dispatcher.dispatcher_objects(spec, v["image"], endpoints, readers)
 
-        self._objects(
+        objects = self._objects(
             "Dispatcher",
             "manager-dispatcher",
             handle,
             with_deploy_time_values(build, values),
             self._on(handle, after),
+        )
+        if spec.dispatcher.run == "local":
+            self._local_dispatcher(handle, objects, values)
+
+    def _local_dispatcher(
+        self,
+        handle: ClusterHandle,
+        objects: pulumi.Resource,
+        values: Mapping[str, pulumi.Input[str]],
+    ) -> None:
+        """What `python -m controller run` needs to run as the pod would: its settings (the
+        ConfigMap's text) and the manager's kubeconfig with the dispatcher ServiceAccount's
+        own token (a secret), as stack outputs."""
+        spec = self.spec
+        kind = kind_cluster_of(handle)
+        token = ServiceAccountToken(
+            "manager-dispatcher-token",
+            handle.kubeconfig,
+            handle.context,
+            FLEET_NAMESPACE,
+            dispatcher.TOKEN_SECRET,
+            pulumi.ResourceOptions(parent=self, depends_on=[objects], deleted_with=kind),
+            cluster_identity(kind.ca_data) if kind is not None else handle.identity,  # type: ignore[attr-defined]
+        )
+        # The server as this machine reaches it (the local kubeconfig's), not as the
+        # manager's pods do (handle.server: a kind node's in-network name).
+        local_server = pulumi.Output.all(handle.kubeconfig, handle.context).apply(
+            lambda a: context_cluster(a[0], a[1])[0]
+        )
+        self.dispatcher_kubeconfig = pulumi.Output.secret(
+            pulumi.Output.all(local_server, token.ca_data, token.token).apply(
+                lambda a: yaml.safe_dump(
+                    worker_kubeconfig(spec.manager.name, a[0], a[1], a[2], user=dispatcher.NAME),
+                    sort_keys=False,
+                )
+            )
+        )
+        endpoints = {
+            w.name: pulumi.Output.all(values[f"server {w.name}"], values[f"ca {w.name}"])
+            for w in spec.workers
+        }
+        self.dispatcher_settings = pulumi.Output.all(**endpoints).apply(
+            lambda e: yaml_text(dispatcher.settings(spec, {n: (v[0], v[1]) for n, v in e.items()}))
         )
