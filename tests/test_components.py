@@ -656,3 +656,33 @@ def test_team_namespaces_on_existing_clusters_are_used_never_owned(
         assert ns.urn in before(monitor, lq.urn)
     dev = [r for r in kube_objects(runs["dev"].monitor) if r.name.endswith(":Namespace:team-a")]
     assert dev and {r.typ for r in dev} == {"kubernetes:core/v1:Namespace"}
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_the_queues_are_drained_before_they_are_deleted(runs: dict[str, Run], stack: str) -> None:
+    """Deleted before what it was created after: each cluster's drain before its queues, the
+    manager's before its MultiKueue objects and before the workers' drains (while MultiKueue
+    still reaches them); none where the cluster is kind (the queues go with it)."""
+    monitor = runs[stack].monitor
+    spec = _spec(stack)
+    drains = {
+        r.name: r.urn for r in monitor.of_type("pulumi-python:dynamic/multikueue-fleet:QueueDrain")
+    }
+    lasting = [c for c in spec.clusters if c.provider != "kind"]
+    assert set(drains) == {f"{c.name}-queue-drain" for c in lasting}
+    objects = _objects_by_cluster(monitor)
+    for cluster in lasting:
+        after = before(monitor, drains[f"{cluster.name}-queue-drain"])
+        queues = {
+            r.urn for r in objects[cluster.name].values() if r.inputs["kind"] == "ClusterQueue"
+        }
+        assert queues and queues <= after, cluster.name
+        if cluster.role == "manager":
+            multikueue = {
+                r.urn
+                for r in objects[cluster.name].values()
+                if r.inputs["kind"] in ("AdmissionCheck", "MultiKueueCluster", "MultiKueueConfig")
+            }
+            assert multikueue <= after
+            workers = {drains[f"{w.name}-queue-drain"] for w in spec.workers if w in lasting}
+            assert workers <= after

@@ -301,12 +301,13 @@ def test_a_quota_change_is_previewed_as_render_diff_shows_it_then_applied(
     clusters = len(project.spec().clusters)
     assert _updated(planned) == Counter({("update", "ClusterQueue", "cluster-queue"): clusters})
     for s in planned:
-        changed = set(s.get("detailedDiff") or {}) | set(s.get("diffs") or [])
-        assert changed and all("resourceGroups" in path or path == "spec" for path in changed), s
+        # The provider's own diff, property by property: the quota, nothing else.
+        detailed = set(s.get("detailedDiff") or {})
+        assert detailed and all(path.endswith("nominalQuota") for path in detailed), s
     rendered = subprocess.run(
         [
             *(sys.executable, "-m", "components", "render", "--diff"),
-            *("--old", str(before), "--new", str(project.stack_file), "-o", "json"),
+            *("--old", str(before), "--new", str(project.stack_file), "-o", "json", "--exit-code"),
         ],
         cwd=ROOT,
         capture_output=True,
@@ -315,17 +316,27 @@ def test_a_quota_change_is_previewed_as_render_diff_shows_it_then_applied(
     )
     assert rendered.returncode == 1, rendered.stderr  # 1: differs
     diff = json.loads(rendered.stdout)
-    shown = Counter(
-        (o["change"], o["kind"], o["name"]) for c in diff["clusters"] for o in c["objects"]
-    )
-    assert shown == Counter({("changed", "ClusterQueue", "cluster-queue"): clusters}), diff
-    assert all("nominalQuota: 6" in o["diff"] for c in diff["clusters"] for o in c["objects"])
+    shown = Counter((o["change"], o["key"]) for c in diff["clusters"] for o in c["objects"])
+    assert shown == Counter({("changed", "ClusterQueue cluster-queue"): clusters}), diff
+    # The cpu quota, and nothing else: 4 to 6 on each worker, their sum on the manager.
+    for c in diff["clusters"]:
+        (o,) = c["objects"]
+        changed = [
+            line for line in o["diff"].splitlines() if line[:1] in "+-" and line[:3] != "+++"
+        ]
+        changed = [line for line in changed if not line.startswith("---")]
+        expected = ("'8'", "'12'") if c["cluster"] == "manager" else ("'4'", "'6'")
+        assert changed == [
+            f"-        nominalQuota: {expected[0]}",
+            f"+        nominalQuota: {expected[1]}",
+        ], o
 
     project.ok("up", "--yes", "--skip-preview")
     for cluster in project.spec().clusters:
         queue = project.client(cluster.name).get(f"{K}/v1beta2", "ClusterQueue", "cluster-queue")
         cpu = queue["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]
-        assert (cpu["name"], str(cpu["nominalQuota"])) == ("cpu", "6"), (cluster.name, queue)
+        quota = "12" if cluster.role == "manager" else "6"
+        assert (cpu["name"], str(cpu["nominalQuota"])) == ("cpu", quota), (cluster.name, queue)
 
 
 def test_a_local_queue_moved_to_another_cluster_queue_is_replaced(project: Project) -> None:

@@ -32,6 +32,7 @@ import yaml
 from kubernetes_asyncio.config import ConfigException
 
 from components.objects.labels import FLEET_LABEL
+from components.resources.drain import holds_quota
 from controller.kube import ApiError, Kind, Kube
 
 KUEUE = "kueue.x-k8s.io"
@@ -41,22 +42,6 @@ WORKLOADS = Kind(KUEUE, "v1beta2", "workloads", True)
 
 class DrainTimeout(Exception):
     """Workloads still hold quota after the bound; the message says which and what to do."""
-
-
-def _holds_quota(workload: Mapping[str, Any]) -> bool:
-    """What keeps Kueue's finalizer on the ClusterQueue: quota reserved, not finished, not
-    deactivated (kueue v0.19.2 pkg/workload/workload.go `HasActiveQuotaReservation`; a
-    deactivated workload leaves the cache: pkg/cache/scheduler/cache.go)."""
-    conditions = {
-        c.get("type"): c.get("status")
-        for c in (workload.get("status") or {}).get("conditions") or []
-    }
-    active = (workload.get("spec") or {}).get("active") is not False
-    return (
-        active
-        and conditions.get("QuotaReserved") == "True"
-        and conditions.get("Finished") != "True"
-    )
 
 
 async def _stop(kube: Kube, fleet: str) -> dict[str, int]:
@@ -98,7 +83,7 @@ async def _holding(kube: Kube, queues: Iterable[str]) -> list[tuple[str, str, st
     out = []
     for w in items:
         queue = ((w.get("status") or {}).get("admission") or {}).get("clusterQueue")
-        if queue in queues and _holds_quota(w):
+        if queue in queues and holds_quota(w):
             out.append((w["metadata"]["namespace"], w["metadata"]["name"], queue))
     return sorted(out)
 

@@ -54,6 +54,7 @@ from components.objects.worker_access import (
     worker_access_objects,
 )
 from components.resources.clusters import ClusterHandle, KindClusterComponent, make_cluster
+from components.resources.drain import DRAIN_TIMEOUT, QueueDrain
 from components.resources.existing_kueue import ExistingKueue
 from components.resources.kube_objects import KubeObject, ObjectSet, with_deploy_time_values
 from components.resources.providers import (
@@ -272,6 +273,7 @@ class Fleet(pulumi.ComponentResource):
             kueue[cluster.name] = self._kueue(cluster, handle, fetcher)
         access: dict[str, WorkerAccess] = {}
         frameworks: dict[str, Frameworks] = {}
+        queues: dict[str, pulumi.Resource] = {}
         for cluster in spec.clusters:
             handle = self.handles[cluster.name]
             on_kueue = self._on(handle, [kueue[cluster.name]])
@@ -290,19 +292,58 @@ class Fleet(pulumi.ComponentResource):
                     self.known[cluster.name],
                     self,
                 )
-            self._objects(
-                "Queues",
-                f"{cluster.name}-queues",
-                handle,
-                queue_objects(spec, cluster),
-                on_kueue,
-                # The LocalQueues' namespaces on a cluster the stack does not create are
-                # the teams' own, maybe there already: used as they are, never deleted.
-                patch_kinds=frozenset({"Namespace"}) if cluster.provider == "existing" else None,
-            )
+            if cluster.role == "worker":
+                queues[cluster.name] = self._queues(cluster, on_kueue)
         worker_frameworks = [frameworks[w.name] for w in spec.workers]
-        self._manager(kueue[spec.manager.name], access, worker_frameworks)
+        manager = spec.manager.name
+        multikueue = self._manager(kueue[manager], access, worker_frameworks)
+        # The manager's ClusterQueues after the AdmissionCheck they name, so deleted before
+        # it: Kueue keeps its finalizer on an AdmissionCheck while a ClusterQueue uses it
+        # (kueue v0.19.2 pkg/controller/core/admissioncheck_controller.go 101-120), and a destroy
+        # that deleted the check first waited the provider's ten minutes for it (found by
+        # tests/test_real_pulumi.py on the loopback fleet; kind clusters go whole).
+        queues[manager] = self._queues(
+            spec.manager, self._on(self.handles[manager], [kueue[manager], multikueue])
+        )
+        # Deleted before the queues they follow: the workers' after the manager's, which
+        # goes first while MultiKueue still reaches them (components/resources/drain.py).
+        drains = [self._drain(self.handles[w.name], [queues[w.name]]) for w in spec.workers]
+        self._drain(
+            self.handles[spec.manager.name], [queues[spec.manager.name], multikueue, *drains]
+        )
         self.register_outputs({})
+
+    def _queues(self, cluster: ClusterSpec, after: pulumi.ResourceOptions) -> pulumi.Resource:
+        return self._objects(
+            "Queues",
+            f"{cluster.name}-queues",
+            self.handles[cluster.name],
+            queue_objects(self.spec, cluster),
+            after,
+            # The LocalQueues' namespaces on a cluster the stack does not create are the
+            # teams' own, maybe there already: used as they are, never deleted.
+            patch_kinds=frozenset({"Namespace"}) if cluster.provider == "existing" else None,
+        )
+
+    def _drain(
+        self, handle: ClusterHandle, after: list[pulumi.Resource | None]
+    ) -> pulumi.Resource | None:
+        """What evicts the work holding the fleet's quota when the queues go; none on kind,
+        where the queues go with the cluster, never one by one."""
+        cluster = kind_cluster_of(handle)
+        if cluster is not None:
+            return None
+        return QueueDrain(
+            f"{handle.spec.name}-queue-drain",
+            {
+                "kubeconfig": handle.kubeconfig,
+                "context": handle.context,
+                "cluster_name": handle.spec.name,
+                "fleet": self.spec.fleet_name,
+                "timeout": DRAIN_TIMEOUT,
+            },
+            pulumi.ResourceOptions(parent=self, depends_on=[r for r in after if r is not None]),
+        )
 
     def _on(
         self, handle: ClusterHandle, after: list[pulumi.Resource], group: bool = False
@@ -369,7 +410,7 @@ class Fleet(pulumi.ComponentResource):
         kueue: pulumi.Resource,
         access: dict[str, WorkerAccess],
         worker_frameworks: list[Frameworks],
-    ) -> None:
+    ) -> pulumi.Resource:
         spec = self.spec
         handle = self.handles[spec.manager.name]
         profile_mode = spec.credentials.mode == "clusterProfile"
@@ -388,7 +429,7 @@ class Fleet(pulumi.ComponentResource):
         tokens = [a.multikueue_token for a in access.values()]
         # A MultiKueueCluster goes inactive when a worker lacks a CRD of the manager's
         # frameworks: every worker's frameworks first.
-        self._objects(
+        multikueue = self._objects(
             "MultiKueue",
             "manager-multikueue",
             handle,
@@ -397,6 +438,7 @@ class Fleet(pulumi.ComponentResource):
         )
         if spec.dispatcher.enabled:
             self._dispatcher(handle, kueue, access)
+        return multikueue
 
     def _dispatcher(
         self, handle: ClusterHandle, kueue: pulumi.Resource, access: dict[str, WorkerAccess]
