@@ -16,7 +16,7 @@ import yaml
 import components.resources.fleet as fleet_module
 from components.checks.load import load_stack
 from components.objects.dispatcher import NAME as DISPATCHER
-from components.objects.fleet import build_fleet, object_key
+from components.objects.fleet import build_fleet, bundles, object_key
 from tests.pulumi_harness import (
     FAKE_KUEUE,
     ROOT,
@@ -248,9 +248,18 @@ def test_creation_order(runs: dict[str, Run], stack: str) -> None:
         for key, reg in objects[cluster.name].items():
             if reg.inputs["kind"] not in ("Namespace", "CustomResourceDefinition"):
                 assert kueue in before(monitor, reg.urn), (cluster.name, key)
-        # A dependency of a component does not hold back its children: checked on each.
-        for install in _inside(monitor, f"{cluster.name}-frameworks"):
-            assert kueue in before(monitor, install), install
+        # Every framework before Kueue: Kueue v0.19.2 sets up a framework's integration
+        # from the CRDs it finds, and Trainer's fails for good when its CRDs come later
+        # (fleet.py, Fleet._kueue_after_frameworks). A dependency of a component does not
+        # hold back its children: checked on each.
+        installs = _inside(monitor, f"{cluster.name}-frameworks")
+        framework_bundles = [
+            b for b in bundles(spec, cluster) if b.name not in ("kueue", "clusterprofile-crd")
+        ]
+        assert len(installs) == len(framework_bundles), cluster.name
+        assert installs <= before(monitor, kueue), cluster.name
+        for install in installs:
+            assert kueue not in before(monitor, install), install
         # A LocalQueue after its ClusterQueue (and deleted before it).
         for lq in objects[cluster.name].values():
             if lq.inputs["kind"] == "LocalQueue":

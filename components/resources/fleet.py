@@ -4,14 +4,16 @@ builders' lists and hand them to Pulumi. Upstream installs stay grouped (ConfigG
 ConfigFile, kustomize Directory); the project's own objects are one resource each
 (components/resources/kube_objects.py), so a preview lists them all with their fields.
 
-Order on each cluster: (the ClusterProfile CRD, on the manager in that mode) -> Kueue,
-waited for until its Deployment and webhook Service are ready (with `kueue.install:
-existing`, nothing of Kueue's is applied: a check that the cluster serves Kueue's API takes
-its place, components/resources/existing_kueue.py) -> job frameworks, each
-bundle after the one before it (Trainer's runtimes after the Trainer manager whose
-webhook guards them), worker identities and queues; then the manager's MultiKueue objects
+Order on each cluster: job frameworks, each bundle after the one before it (Trainer's
+runtimes after the Trainer manager whose webhook guards them), and (the ClusterProfile
+CRD, on the manager in that mode) -> Kueue, waited for until its Deployment and webhook
+Service are ready -> worker identities and queues; then the manager's MultiKueue objects
 once every worker's token exists and every worker's frameworks are installed; the
-dispatcher last.
+dispatcher last. The frameworks come before Kueue because Kueue sets up a framework's
+integration from the CRDs it finds served, and not every integration recovers when they
+appear later (Fleet._kueue_after_frameworks). With `kueue.install: existing`, nothing of
+Kueue's is applied: a check that the cluster serves Kueue's API takes its place
+(components/resources/existing_kueue.py), and the frameworks come after that check.
 
 On kind, every in-cluster resource is `deleted_with` its kind cluster: destroying the
 fleet, or replacing a cluster, never deletes objects one by one into Kueue's finalizers,
@@ -150,7 +152,12 @@ class KueueInstall(pulumi.ComponentResource):
 class Frameworks(pulumi.ComponentResource):
     """A cluster's job frameworks. A framework's bundles go in their listed order, each after
     the one before is ready: Trainer's ClusterTrainingRuntimes pass a validating webhook
-    (failurePolicy Fail) that the Trainer manager serves."""
+    (failurePolicy Fail) that the Trainer manager serves. None of them needs Kueue: no
+    bundle holds a Kueue object, and Kueue's webhooks guard the jobs and pods of its
+    integrations, none of which a bundle installs (a framework's Deployment is Kueue's only
+    with a queue name, or `manageJobsWithoutQueueName` in the namespaces of
+    `managedJobsNamespaceSelector`), so they go before a managed Kueue
+    (Fleet._kueue_after_frameworks)."""
 
     def __init__(
         self, name: str, spec: FleetSpec, cluster: ClusterSpec, opts: pulumi.ResourceOptions
@@ -164,8 +171,8 @@ class Frameworks(pulumi.ComponentResource):
                 continue
             before = previous.get(framework_of[bundle.name])
             # A component's depends_on does not hold back its children: the first bundle of
-            # a framework waits for what the component waits for (Kueue), the next ones for
-            # the bundle before.
+            # a framework waits for what the component waits for (nothing, or the check of
+            # an existing Kueue), the next ones for the bundle before.
             child = pulumi.ResourceOptions(
                 parent=self,
                 depends_on=[before] if before else opts.depends_on,
@@ -266,23 +273,19 @@ class Fleet(pulumi.ComponentResource):
         self.dispatcher_kubeconfig: pulumi.Output[str] | None = None
         self.dispatcher_settings: pulumi.Output[str] | None = None
         kueue: dict[str, pulumi.Resource] = {}
+        frameworks: dict[str, Frameworks] = {}
         for cluster in spec.clusters:
             handle = make_cluster(spec, cluster, kind_binary, pulumi.ResourceOptions(parent=self))
             self.handles[cluster.name] = handle
             self.known[cluster.name] = {}
-            kueue[cluster.name] = self._kueue(cluster, handle, fetcher)
+            kueue[cluster.name], frameworks[cluster.name] = self._kueue_after_frameworks(
+                cluster, handle, fetcher
+            )
         access: dict[str, WorkerAccess] = {}
-        frameworks: dict[str, Frameworks] = {}
         queues: dict[str, pulumi.Resource] = {}
         for cluster in spec.clusters:
             handle = self.handles[cluster.name]
             on_kueue = self._on(handle, [kueue[cluster.name]])
-            frameworks[cluster.name] = Frameworks(
-                f"{cluster.name}-frameworks",
-                spec,
-                cluster,
-                self._on(handle, [kueue[cluster.name]], group=True),
-            )
             if cluster.role == "worker":
                 access[cluster.name] = WorkerAccess(
                     f"{cluster.name}-access",
@@ -292,7 +295,6 @@ class Fleet(pulumi.ComponentResource):
                     self.known[cluster.name],
                     self,
                 )
-            if cluster.role == "worker":
                 queues[cluster.name] = self._queues(cluster, on_kueue)
         worker_frameworks = [frameworks[w.name] for w in spec.workers]
         manager = spec.manager.name
@@ -381,16 +383,55 @@ class Fleet(pulumi.ComponentResource):
             patch_kinds or frozenset(),
         )
 
-    def _kueue(
+    def _kueue_after_frameworks(
         self, cluster: ClusterSpec, handle: ClusterHandle, fetcher: Callable[[str], str]
-    ) -> pulumi.Resource:
-        """What the cluster's objects wait for: Kueue installed, or found served."""
+    ) -> tuple[pulumi.Resource, Frameworks]:
+        """What the cluster's objects wait for (Kueue installed, or found served), and the
+        cluster's job frameworks: a Kueue the stack installs starts only once every
+        framework is installed, its CRDs served.
+
+        Kueue v0.19.2 sets up an integration whose CRD is not served at its start later,
+        once it is (pkg/controller/jobframework/setup.go 86-102, WaitForAPI 155-174), but
+        only once: an error then is logged and never retried (setup.go 99-100), and the
+        same error with the CRD served at start stops Kueue (setup.go 103-106,
+        cmd/kueue/main.go 420-422). The TrainJob integration's NewReconciler
+        (pkg/controller/jobs/trainjob/trainjob_controller.go 91) builds Trainer's runtimes,
+        which index TrainJobs, TrainingRuntimes and ClusterTrainingRuntimes (kubeflow/trainer
+        v2.2.1 pkg/runtime/core/trainingruntime.go 67-73, pkg/runtime/framework/core/
+        framework.go 55, 159-170: "setting index on runtimeClass for TrainingRuntime"), so
+        it fails while the runtime CRDs are not all served; and its controller owns JobSets
+        (trainjob_controller.go 80), a watch that stops the manager when the JobSet CRD is
+        not served within the cache sync timeout (controller-runtime v0.24.1
+        pkg/internal/source/kind.go 70-80, pkg/internal/controller/controller.go 363-384).
+        A MultiKueueCluster whose worker lacks a CRD retries with a fresh client after a
+        backoff of up to 5m20s (pkg/controller/admissionchecks/multikueue/
+        multikueuecluster.go 79-105, 228-236, 351-366, 911-918). Adding a framework later
+        changes Kueue's Configuration (its integrations), and so the start-up hash on
+        Kueue's pods (components/objects/kueue_config.py, kueue_pod_annotations): Kueue
+        restarts after the new framework is installed.
+
+        With `kueue.install: existing`, Kueue runs already: the frameworks come after the
+        check that it is served, as everything else, and that Kueue sets them up as above,
+        on its own but for a TrainJob set-up that failed ("Failed to setup controller for
+        job framework" in its log), which takes a restart of Kueue.
+        """
+
+        def frameworks(after: list[pulumi.Resource]) -> Frameworks:
+            return Frameworks(
+                f"{cluster.name}-frameworks",
+                self.spec,
+                cluster,
+                self._on(handle, after, group=True),
+            )
+
         if self.spec.kueue.install == "existing":
             needed = required_apis(cluster_objects(self.spec, cluster).objects)
-            return ExistingKueue(
+            check = ExistingKueue(
                 f"{cluster.name}-kueue", self.spec, handle, needed, self._on(handle, [])
             )
-        before: list[pulumi.Resource] = []
+            return check, frameworks([check])
+        installed = frameworks([])
+        before: list[pulumi.Resource] = [installed]
         if cluster.role == "manager" and self.spec.credentials.mode == "clusterProfile":
             # Kueue looks for the ClusterProfile CRD once, at start-up.
             crd = next(b for b in bundles(self.spec, cluster) if b.name == "clusterprofile-crd")
@@ -401,9 +442,10 @@ class Fleet(pulumi.ComponentResource):
                     opts=self._on(handle, [], group=True),
                 )
             )
-        return KueueInstall(
+        kueue = KueueInstall(
             f"{cluster.name}-kueue", self.spec, cluster, fetcher, self._on(handle, before, True)
         )
+        return kueue, installed
 
     def _manager(
         self,
