@@ -36,6 +36,9 @@ from loopback.processes import Started, others_running, stop_all
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_STATE = ROOT / ".fleet" / "loopback"
 RECORD = "fleet.json"
+# controller-runtime's leader-election renew deadline (10 s by default, which Kueue and LWS
+# keep), and a margin: how long controllers must keep running after a restart is ready.
+SETTLE_SECONDS = 12.0
 
 Log = Callable[[str], object]
 # The pinned releases' source: the download cache, the release URL, the Go module.
@@ -133,7 +136,19 @@ class Fleet:
             try:
                 for controller in supervised:
                     controller.wait_ready(client, max(deadline - time.monotonic(), 1))
-                return
+                # Ready is not yet settled: a manager whose lease renewals failed while the
+                # server came back (10 s renew deadline) exits a little later. Only once all
+                # ran a whole renew deadline past ready is the restart over, as a kubelet's
+                # restarts would have settled by then.
+                settled = time.monotonic() + SETTLE_SECONDS
+                while time.monotonic() < settled and all(c.running() for c in supervised):
+                    time.sleep(0.5)
+                if all(c.running() for c in supervised):
+                    return
+                if time.monotonic() > deadline:
+                    raise StartError(
+                        f"{cluster}: a controller keeps exiting after the API server came back"
+                    )
             except StartError:
                 # One may exit after it was looked at: its lease ran out as the server came
                 # back. Started again, unless nothing exited or the time is up.

@@ -199,7 +199,11 @@ class Dispatching:
                 for line in path.read_text(errors="replace").splitlines()
                 if '"level":"error"' in line
             ]
-            parts.append(f"{name} Kueue's last errors: {' | '.join(errors[-4:]) or 'none'}")
+            kueue = self.fleet.fleet.kueues.get(name)
+            running = "running" if kueue is None or kueue.running() else "EXITED"
+            parts.append(
+                f"{name} Kueue ({running}) last errors: {' | '.join(errors[-4:]) or 'none'}"
+            )
         if self.nominations.error:
             parts.append(f"nomination watch: {self.nominations.error}")
         return "\n".join(parts)
@@ -289,6 +293,14 @@ class Dispatching:
         )
         status = self.manager_workload(workload)["status"]
         assert _condition(status, "Admitted"), f"{workload} on the manager: {status}"
+        # What the dispatcher reads free quota from, the worker's ClusterQueue status, counts
+        # the copy (Kueue writes it after admitting): only then is the next decision made
+        # knowing of it, as one made seconds later in a real fleet would be.
+        queue = copy["status"]["admission"]["clusterQueue"]
+        self.wait(
+            f"{cluster}'s ClusterQueue {queue} to count {workload} among its reservations",
+            lambda: _counts_all_reservations(self.worker(cluster), queue),
+        )
         return str(cluster)
 
     def stop_worker(self, name: str) -> None:
@@ -363,6 +375,18 @@ def _reserved(queue: dict[str, Any]) -> bool:
         for flavor in status.get("flavorsReservation") or []
         for r in flavor.get("resources") or []
     )
+
+
+def _counts_all_reservations(worker: Client, queue: str) -> bool:
+    """Whether the ClusterQueue's status counts every workload reserving quota in it."""
+    reserving = [
+        w
+        for w in worker.list(WORKLOADS, "Workload", NAMESPACE)
+        if ((w.get("status") or {}).get("admission") or {}).get("clusterQueue") == queue
+        and _condition(w["status"], "QuotaReserved")
+    ]
+    found = worker.get(WORKLOADS, "ClusterQueue", queue) or {}
+    return int((found.get("status") or {}).get("reservingWorkloads") or 0) == len(reserving)
 
 
 def _condition(status: dict[str, Any], kind: str) -> bool:

@@ -184,6 +184,11 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Project]:
         project.ok("stack", "init")  # --stack loopback
         yield project
     finally:
+        # Every process's log kept beside the test's other files (down removes the state).
+        for log in fleet.state.glob("*/*.log"):
+            kept = tmp / "logs" / log.parent.name / log.name
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            kept.write_bytes(log.read_bytes())
         loopback_fleet.down(fleet.state, log=lambda _line: None)
 
 
