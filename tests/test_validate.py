@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -806,3 +807,46 @@ def test_a_duplicate_worker_name_is_one_problem_with_its_fix() -> None:
     assert [(p.path, p.hint) for p in problems] == [
         ("workers[1].name", "give each cluster its own name")
     ]
+
+
+def test_kueue_rejections_of_a_kubeconfig_with_empty_items_are_reasons_not_errors() -> None:
+    from components.objects.kubeconfig import kueue_rejections
+
+    reasons = kueue_rejections("clusters:\n- \n- name: c\n  cluster: x\nusers: [null]\n")
+    assert "cluster 'c' is not a mapping" in reasons
+    assert "current-context is missing or names no context in the file" in reasons
+
+
+def test_a_misspelt_flavor_definition_is_named_not_suggested() -> None:
+    """The definition misspelt and the reference right: the hint points at the definition
+    nothing uses instead of suggesting the misspelling to the reference."""
+    config = base()
+    config["queues"]["flavors"][0]["name"] = "defualt-flavor"
+    problem = only(problems_of(config), "queues.clusterQueues[0].resourceGroups[0].flavors[0].name")
+    assert problem.message == "no ResourceFlavor named 'default-flavor'"
+    assert "did you mean 'defualt-flavor'" not in problem.hint
+    assert problem.hint.startswith("queues.flavors[0] defines 'defualt-flavor', which no")
+    assert "rename it to 'default-flavor'" in problem.hint
+    # A misspelt reference to a flavor that is used elsewhere still gets the suggestion.
+    config = base()
+    config["queues"]["clusterQueues"][0]["resourceGroups"][0]["flavors"][0]["name"] = (
+        "defaul-flavor"
+    )
+    config["queues"]["clusterQueues"].append(
+        {**copy.deepcopy(config["queues"]["clusterQueues"][0]), "name": "cq2"}
+    )
+    config["queues"]["clusterQueues"][1]["resourceGroups"][0]["flavors"][0]["name"] = (
+        "default-flavor"
+    )
+    hints = [p.hint for p in problems_of(config) if "no ResourceFlavor" in p.message]
+    assert hints == ["did you mean 'default-flavor'? define it under queues.flavors"]
+
+
+def test_a_duplicate_cluster_queue_is_one_problem() -> None:
+    """Every reference to the name (a LocalQueue, a worker's quotas, managerQuota) still
+    resolves: no "no ClusterQueue named" after the duplicate."""
+    config = base()
+    config["queues"]["clusterQueues"].append(copy.deepcopy(config["queues"]["clusterQueues"][0]))
+    config["workers"][0]["quotas"] = {"cq": {"default-flavor": {"cpu": 1, "memory": "1Gi"}}}
+    errors = [p for p in problems_of(config) if p.severity == "error"]
+    assert [p.path for p in errors] == ["queues.clusterQueues[1]"], errors

@@ -11,6 +11,7 @@ and workers.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import re
 from collections.abc import Callable, Iterable, Iterator
@@ -512,6 +513,16 @@ def resource_groups(spec: FleetSpec) -> Iterator[Problem]:
     covered resources (clusterqueue_webhook.go v0.19.2:313, :322; clusterqueue_types.go
     :254). How many of each there may be: kueue_rules.py."""
     flavors = {f.name for f in spec.queues.flavors}
+    used = {
+        fq.flavor
+        for cq in spec.queues.cluster_queues
+        for g in cq.resource_groups
+        for fq in g.flavors
+    }
+    # A definition nothing refers to, close to a name that is referred to but not defined:
+    # the misspelling is more likely in the definition, so the hint names it there rather
+    # than suggesting the misspelt name to every reference.
+    unused = {f.name: f.path for f in spec.queues.flavors if f.name not in used}
     for cq in spec.queues.cluster_queues:
         covered_by: dict[str, str] = {}
         flavor_seen: dict[str, str] = {}
@@ -526,10 +537,16 @@ def resource_groups(spec: FleetSpec) -> Iterator[Problem]:
                 covered_by[res] = g.path
             for fq in g.flavors:
                 if fq.flavor not in flavors:
+                    close = difflib.get_close_matches(fq.flavor, sorted(unused), n=1)
+                    hint = (
+                        f"{unused[close[0]]} defines '{close[0]}', which no ClusterQueue "
+                        f"uses: if that is a misspelling, rename it to '{fq.flavor}'; "
+                        "otherwise define this flavor under queues.flavors"
+                        if close
+                        else f"{did_you_mean(fq.flavor, flavors)}define it under queues.flavors"
+                    )
                     yield _error(
-                        key_path(fq.path, "name"),
-                        f"no ResourceFlavor named '{fq.flavor}'",
-                        f"{did_you_mean(fq.flavor, flavors)}define it under queues.flavors",
+                        key_path(fq.path, "name"), f"no ResourceFlavor named '{fq.flavor}'", hint
                     )
                 if fq.flavor in flavor_seen:
                     yield _error(

@@ -22,6 +22,7 @@ from components.objects.kind_config import OWNER_LABEL, kind_config
 from components.objects.kubeconfig import (
     context_cluster,
     existing_kubeconfig_path,
+    read_kubeconfig_file,
     reduce_to_context,
 )
 from components.resources.commands import CommandFailed, kubeconfig_ca, run
@@ -257,15 +258,20 @@ class ExistingClusterComponent(pulumi.ComponentResource):
         super().__init__("multikueue-fleet:cluster:Existing", name, None, opts)
         assert cluster.existing is not None
         path = existing_kubeconfig_path(cluster.existing)
-        if not path.exists():
-            raise FileNotFoundError(
-                f"cluster '{cluster.name}': kubeconfig {path} not found; set "
-                f"{cluster.path}.existing.kubeconfigPath or KUBECONFIG"
-            )
+        try:
+            whole = read_kubeconfig_file(path)
+        except ValueError as exc:
+            # One line naming the file, what is wrong with it and the keys that choose it
+            # (a RunError: Pulumi prints it without a traceback).
+            raise pulumi.RunError(
+                f"cluster '{cluster.name}': kubeconfig {path}: {exc}; point "
+                f"{cluster.path}.existing.kubeconfigPath (or KUBECONFIG) at the kubeconfig "
+                "file of this cluster"
+            ) from None
         context = cluster.existing.context
         try:
             # Only the chosen context: other edits of the user's file change nothing here.
-            text = reduce_to_context(path.read_text(), context)
+            text = reduce_to_context(whole, context)
         except ValueError as exc:
             raise pulumi.RunError(
                 f"cluster '{cluster.name}': kubeconfig {path}: {exc}; set "
