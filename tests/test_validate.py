@@ -850,3 +850,16 @@ def test_a_duplicate_cluster_queue_is_one_problem() -> None:
     config["workers"][0]["quotas"] = {"cq": {"default-flavor": {"cpu": 1, "memory": "1Gi"}}}
     errors = [p for p in problems_of(config) if p.severity == "error"]
     assert [p.path for p in errors] == ["queues.clusterQueues[1]"], errors
+
+
+@pytest.mark.parametrize("zero", ["0s", "0", 0, "0h0m"])
+def test_a_zero_pods_ready_timeout_is_refused(zero: Any) -> None:
+    """Kueue v0.19.2 replaces a zero waitForPodsReady.timeout with 30m (defaults.go): the
+    stack must not say 0s while Kueue waits half an hour."""
+    config = base()
+    config["kueue"]["waitForPodsReady"] = {"timeout": zero}
+    problem = only(problems_of(config), "kueue.waitForPodsReady.timeout")
+    assert "Kueue replaces with its default of 30m" in problem.message
+    assert "enabled: false" in problem.hint
+    config["kueue"]["waitForPodsReady"] = {"timeout": zero, "enabled": False}
+    assert not [p for p in problems_of(config) if "timeout" in p.path]

@@ -274,6 +274,11 @@ def _duration(value: Any) -> str:
     return text
 
 
+def duration_is_zero(text: str) -> bool:
+    """Whether a Duration (as validated) is zero long: "0", "0s", "0h0m"."""
+    return all(Decimal(n) == 0 for n, _unit in _DURATION_PART.findall(text))
+
+
 Duration = _typed(_duration, {"type": "string", "pattern": f"^({DURATION.pattern})$"})
 
 

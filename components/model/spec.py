@@ -54,6 +54,7 @@ from components.model.fieldtypes import (
     Text,
     dns_label,
     dns_subdomain,
+    duration_is_zero,
     fail,
     int_range,
     kind_of,
@@ -447,6 +448,26 @@ class WaitForPodsReady(_Model):
     # None: on for the manager unless it runs frameworks whose status MultiKueue does not
     # mirror (kueue_config.waits_for_pods_ready); workers always follow `enabled`.
     on_manager: StrictBool | None = None
+
+    @model_validator(mode="after")
+    def _timeout_not_zero(self) -> WaitForPodsReady:
+        # Kueue v0.19.2 apis/config/v1beta2/defaults.go SetDefaults_Configuration: a zero
+        # `timeout` is replaced by DefaultWaitForPodsReadyTimeout (30 minutes; the research
+        # notes, kueue-api.md §3: "default 30m"), so "0s" would mean 30m, not "never wait".
+        if self.enabled and duration_is_zero(self.timeout):
+            _raise(
+                type(self).__name__,
+                [
+                    (
+                        ("timeout",),
+                        f"timeout '{self.timeout}' is zero, which Kueue replaces with its "
+                        "default of 30m (apis/config/v1beta2/defaults.go)",
+                        "set the wait you mean (for example 10m), or enabled: false to not "
+                        "wait for PodsReady at all",
+                    )
+                ],
+            )
+        return self
 
     @property
     def requeuing_timestamp(self) -> str:
