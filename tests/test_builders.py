@@ -562,3 +562,27 @@ def test_inventory_rights_only_when_asked_for(tmp_path: Path) -> None:
         "resources": ["clusterprofiles"],
         "verbs": ["get", "list", "watch"],
     } in profiles["rules"]
+
+
+@pytest.mark.parametrize(
+    ("kind", "plural"),
+    [
+        ("Workflow", "workflows"),
+        ("TrainingPolicy", "trainingpolicies"),
+        ("Gateway", "gateways"),
+        ("Index", "indexes"),
+        ("Ingress", "ingresses"),
+        ("Batch", "batches"),
+    ],
+)
+def test_an_external_frameworks_plural_is_the_one_crd_generators_write(
+    kind: str, plural: str
+) -> None:
+    """Not kind + "s" ("trainingpolicys" would grant rights on nothing): the plural
+    controller-tools gives the CRD; `resource` still overrides it."""
+    config = base()
+    config["kueue"]["externalFrameworks"] = [{"name": f"{kind}.v1.example.com"}]
+    (role,) = find(
+        fleet(config)["manager"], "ClusterRole", "multikueue-fleet:kueue-external-frameworks"
+    )
+    assert role["rules"][0]["resources"] == [plural, f"{plural}/status"]

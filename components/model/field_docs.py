@@ -100,7 +100,8 @@ FIELD_DOCS: dict[str, str] = {
     "KueueSpec.multiKueue": "MultiKueue's settings on the manager.",
     "ExternalFramework.name": "The kind as `Kind.version.group`, as Kueue parses it.",
     "ExternalFramework.resource": "Its plural resource name for RBAC. Unset: the kind in "
-    "lower case plus `s`.",
+    "lower case made plural as CRD generators do (`Policy` -> `policies`, `Index` -> "
+    "`indexes`, `Gateway` -> `gateways`); set it for an irregular plural.",
     "WaitForPodsReady.enabled": "Wait until a workload's pods are ready, evicting it after "
     "`timeout`.",
     "WaitForPodsReady.timeout": "How long a workload may take to get its pods ready (a Go "

@@ -494,6 +494,22 @@ class MultiKueueSettings(_Model):
     worker_lost_timeout: Duration = "15m"
 
 
+def kind_plural(kind: str) -> str:
+    """The plural resource name a CRD generator gives a kind: controller-tools (kubebuilder)
+    writes `flect.Pluralize(strings.ToLower(kind))` into spec.names.plural (controller-tools
+    pkg/crd/spec.go), so "Policy" is "policies" and "Gateway" "gateways", "Index" "indexes"
+    (not kind + "s", nor apimachinery's UnsafeGuessKindToResource, which says "gatewaies").
+    The common English rules only; an irregular plural is set with `resource`."""
+    word = kind.lower()
+    if not word:
+        return word
+    if word.endswith(("s", "x", "z", "ch", "sh")):
+        return word + "es"
+    if word.endswith("y") and len(word) > 1 and word[-2] not in "aeiou":
+        return word[:-1] + "ies"
+    return word + "s"
+
+
 class ExternalFramework(_Model):
     model_config = ConfigDict(json_schema_extra=_or_shorthand({"type": "string"}))
 
@@ -509,7 +525,7 @@ class ExternalFramework(_Model):
     @model_validator(mode="after")
     def _plural(self) -> ExternalFramework:
         if self.resource is None:
-            self._derive(resource=self.name.split(".", 1)[0].lower() + "s")
+            self._derive(resource=kind_plural(self.name.split(".", 1)[0]))
         return self
 
     @property
