@@ -863,3 +863,31 @@ def test_a_zero_pods_ready_timeout_is_refused(zero: Any) -> None:
     assert "enabled: false" in problem.hint
     config["kueue"]["waitForPodsReady"] = {"timeout": zero, "enabled": False}
     assert not [p for p in problems_of(config) if "timeout" in p.path]
+
+
+@pytest.mark.parametrize(
+    ("key", "refused"),
+    [
+        ("kubernetes.io/role", True),
+        ("node-role.kubernetes.io/gpu", True),
+        ("cloud.google.com/gke-accelerator", False),
+        ("example.k8s.io/pool", True),
+        ("topology.kubernetes.io/zone", False),
+        ("node.kubernetes.io/pool", False),
+        ("pool.node.kubernetes.io/x", False),
+        ("feature.kubelet.kubernetes.io/x", False),
+        ("kubernetes.io/hostname", False),
+        ("example.com/pool", False),
+        ("accelerator", False),
+    ],
+)
+def test_node_labels_the_kubelet_refuses_are_refused(key: str, refused: bool) -> None:
+    """kubelet (well_known_labels.go, options.go ValidateKubeletFlags) refuses to start with
+    other kubernetes.io / k8s.io labels: kind create would fail half-way through `up`."""
+    config = base()
+    config["workers"][0]["nodeLabels"] = {key: "x"}
+    found = [p for p in problems_of(config) if p.path.startswith("workers[0].nodeLabels")]
+    assert bool(found) == refused, found
+    if refused:
+        assert found[0].path == f"workers[0].nodeLabels.{key}"
+        assert "kubelet refuses to start" in found[0].message

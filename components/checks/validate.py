@@ -128,6 +128,60 @@ def kind_workers_need_a_kind_manager(spec: FleetSpec) -> Iterator[Problem]:
             )
 
 
+# The node labels a kubelet may set on its own Node in the kubernetes.io and k8s.io
+# namespaces (kubernetes v1.35 staging/src/k8s.io/kubelet/pkg/apis/well_known_labels.go,
+# kubeletLabels and kubeletLabelNamespaces, from k8s.io/api/core/v1 well_known_labels.go).
+# Any other key there makes the kubelet refuse to start (cmd/kubelet/app/options/options.go
+# ValidateKubeletFlags: "unknown 'kubernetes.io' or 'k8s.io' labels specified with
+# --node-labels"), which is how kind (kubeadm's node-labels) and a cloud node pool pass them.
+KUBELET_LABELS = (
+    "kubernetes.io/hostname",
+    "topology.kubernetes.io/zone",
+    "topology.kubernetes.io/region",
+    "failure-domain.beta.kubernetes.io/zone",
+    "failure-domain.beta.kubernetes.io/region",
+    "beta.kubernetes.io/instance-type",
+    "node.kubernetes.io/instance-type",
+    "kubernetes.io/os",
+    "kubernetes.io/arch",
+    "beta.kubernetes.io/os",
+    "beta.kubernetes.io/arch",
+)
+KUBELET_LABEL_NAMESPACES = ("kubelet.kubernetes.io", "node.kubernetes.io")
+
+
+def _in_namespace(prefix: str, namespace: str) -> bool:
+    return prefix == namespace or prefix.endswith("." + namespace)
+
+
+def kubelet_refuses_label(key: str) -> bool:
+    """kubelet's own rule: a key under kubernetes.io or k8s.io that is neither in its
+    allowed set nor under one of its allowed namespaces."""
+    prefix = key.split("/", 1)[0] if "/" in key else ""
+    if not any(_in_namespace(prefix, ns) for ns in ("kubernetes.io", "k8s.io")):
+        return False
+    if key in KUBELET_LABELS:
+        return False
+    return not any(_in_namespace(prefix, ns) for ns in KUBELET_LABEL_NAMESPACES)
+
+
+def node_labels_kubelet_accepts(spec: FleetSpec) -> Iterator[Problem]:
+    """nodeLabels of a cluster the stack creates reach the kubelet's --node-labels."""
+    for c in spec.clusters:
+        if c.provider == "existing":
+            continue
+        for key in c.node_labels:
+            if kubelet_refuses_label(key):
+                yield _error(
+                    key_path(key_path(c.path, "nodeLabels"), key),
+                    f"the kubelet refuses to start with node label '{key}': under "
+                    "kubernetes.io and k8s.io it sets only its own labels",
+                    "use a key under your own domain (example.com/...), or one kubelet "
+                    f"allows: {', '.join(KUBELET_LABELS)}, or a *.{KUBELET_LABEL_NAMESPACES[0]} "
+                    f"or *.{KUBELET_LABEL_NAMESPACES[1]} key",
+                )
+
+
 # --- frameworks and integrations -----------------------------------------------------------
 
 
@@ -797,6 +851,7 @@ RULES: list[Rule] = [
     clusters_distinct,
     kind_name_length,
     kind_workers_need_a_kind_manager,
+    node_labels_kubelet_accepts,
     known_frameworks,
     workers_run_the_managers_frameworks,
     integrations_are_known_and_installed,
