@@ -306,15 +306,16 @@ def test_trainer_runtimes_wait_for_the_trainer_manager(runs: dict[str, Run]) -> 
         )
 
 
-# --- teardown on kind ------------------------------------------------------------------------
+# --- teardown on clusters the stack creates ---------------------------------------------------
 
 
 @pytest.mark.parametrize("stack", STACKS)
-def test_kind_objects_go_with_their_cluster(runs: dict[str, Run], stack: str) -> None:
-    """Deleting (or replacing) a kind cluster takes everything on it: the engine never calls
-    Delete for a resource whose `deletedWith` resource is deleted in the same run
-    (pulumi/pulumi v3.259.0 pkg/resource/deploy/step.go, isDeletedWith), so no object waits
-    on a Kueue finalizer. Long-lived clusters keep per-object deletion."""
+def test_objects_go_with_the_cluster_the_stack_created(runs: dict[str, Run], stack: str) -> None:
+    """Deleting (or replacing) a kind, GKE or EKS cluster the stack created takes everything
+    on it: the engine never calls Delete for a resource whose `deletedWith` resource is
+    deleted in the same run (pulumi/pulumi v3.259.0 pkg/resource/deploy/step.go,
+    isDeletedWith), so no object waits on a Kueue finalizer. Only `existing` clusters, which
+    outlive the fleet, keep per-object deletion."""
     monitor = runs[stack].monitor
     spec = _spec(stack)
     for reg in monitor.registered.values():
@@ -326,7 +327,9 @@ def test_kind_objects_go_with_their_cluster(runs: dict[str, Run], stack: str) ->
         if reg.typ.startswith(("gcp:", "aws:", "eks:")) or reg.name.endswith("-eks"):
             continue
         provider = next(c.provider for c in spec.clusters if c.name == cluster_name)
-        kind = monitor.named(f"{cluster_name}-kind").urn if provider == "kind" else ""
+        created = {"kind": f"{cluster_name}-kind", "gke": f"{cluster_name}-gke"}
+        created["eks"] = f"{cluster_name}-eks"
+        kind = monitor.named(created[provider]).urn if provider in created else ""
         if reg.custom:
             assert reg.deleted_with == kind, (reg.name, reg.deleted_with)
         if reg.typ.startswith("kubernetes:") and not reg.custom:

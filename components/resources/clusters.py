@@ -42,6 +42,10 @@ class ClusterHandle:
     # What stays the same across in-place updates of a long-lived cluster (its provider's
     # clusterIdentifier); None on kind, where each new cluster has a new CA.
     identity: str | None = None
+    # The resource whose deletion takes the cluster, and every object on it, away: the kind,
+    # GKE or EKS cluster the stack created. None on an `existing` cluster, which outlives
+    # the fleet (its objects are deleted one by one).
+    created: pulumi.Resource | None = None
 
 
 def _provider(
@@ -247,6 +251,7 @@ class KindClusterComponent(pulumi.ComponentResource):
             kubeconfig,
             self.cluster.context,
             self.cluster.internal_server,
+            created=self.cluster,
         )
         self.register_outputs({"context": self.cluster.context})
 
@@ -388,6 +393,7 @@ class GkeClusterComponent(pulumi.ComponentResource):
             pulumi.Output.from_input(physical),
             server,
             identity,
+            created=gke,
         )
         self.register_outputs({"endpoint": server})
 
@@ -437,6 +443,7 @@ class EksClusterComponent(pulumi.ComponentResource):
             pulumi.Output.from_input(physical),
             server,
             f"eks/{e.region}/{physical}",
+            created=eks_cluster,
         )
         self.register_outputs({"endpoint": server})
 

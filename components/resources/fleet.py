@@ -13,8 +13,9 @@ webhook guards them), worker identities and queues; then the manager's MultiKueu
 once every worker's token exists and every worker's frameworks are installed; the
 dispatcher last.
 
-On kind, every in-cluster resource is `deleted_with` its kind cluster: destroying the
-fleet, or replacing a cluster, never deletes objects one by one into Kueue's finalizers,
+On a cluster the stack creates (kind, GKE, EKS), every in-cluster resource is
+`deleted_with` that cluster: destroying the fleet, or replacing a cluster, never deletes
+objects one by one into Kueue's finalizers,
 where pulumi-kubernetes waits up to 10 minutes per object for it to be gone
 (pulumi/pulumi-kubernetes v4.32.0 provider/pkg/await/await.go, Deletion)
 (pulumi/pulumi v3.259.0 pkg/resource/deploy/step.go `isDeletedWith`: the provider's
@@ -73,6 +74,13 @@ def kind_cluster_of(handle: ClusterHandle) -> pulumi.Resource | None:
     if isinstance(handle.component, KindClusterComponent):
         return handle.component.cluster
     return None
+
+
+def created_cluster_of(handle: ClusterHandle) -> pulumi.Resource | None:
+    """The resource whose deletion takes every object on the cluster with it: a kind, GKE
+    or EKS cluster the stack created. None on an `existing` cluster, the only kind that
+    outlives the fleet, whose objects are deleted one by one."""
+    return handle.created
 
 
 def deleted_with_transform(cluster: pulumi.Resource) -> pulumi.ResourceTransform:
@@ -306,7 +314,7 @@ class Fleet(pulumi.ComponentResource):
         """Options for what goes on a cluster; `group`: an upstream install, whose children
         the provider registers, so `deleted_with` reaches them through a transform (only
         there: each transform is a callback the engine calls for every resource below)."""
-        cluster = kind_cluster_of(handle)
+        cluster = created_cluster_of(handle)
         return pulumi.ResourceOptions(
             parent=self,
             provider=handle.provider,
