@@ -116,6 +116,10 @@ class InFlightIndex:
     def changed_since(self, position: int) -> set[str]:
         return set(self._changes[position - self._dropped :])
 
+    def workloads(self) -> list[str]:
+        """The keys of the workloads whose demand is counted."""
+        return list(self._by_workload)
+
     def clusters_of(self, workload: str) -> set[str]:
         """The clusters where `workload`'s own demand is in flight."""
         return {i.cluster for i in self._by_workload.get(workload, ())}

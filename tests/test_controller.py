@@ -716,3 +716,46 @@ def test_widening_keeps_its_schedule_across_a_restart() -> None:
                 await kube.close()
 
     asyncio.run(asyncio.wait_for(main(), 60))
+
+
+def _counted(dispatcher: Dispatcher) -> set[str]:
+    return set(dispatcher.in_flight.workloads())
+
+
+@pytest.mark.parametrize("change", ["deactivated", "evicted", "deleted during a relist"])
+def test_in_flight_demand_is_forgotten_when_the_workload_no_longer_goes_anywhere(
+    change: str,
+) -> None:
+    """A nominated workload's demand is counted against its worker until admission; one
+    deactivated, evicted back to no reservation, or deleted while the watch was down (a
+    relist brings no DELETED) must stop holding that room, or the worker looks full for
+    good."""
+
+    async def main() -> None:
+        key = f"{NS}/job"
+        async with dispatcher_on(TWO, [workload("job", cpu="1")]) as (fleet, dispatcher):
+            await dispatcher.reconcile(key)
+            await asyncio.gather(*dispatcher._tasks_in_flight)
+            assert _counted(dispatcher) == {key}
+            store = dispatcher.state.workloads.store
+            if change == "deleted during a relist":
+                fleet.manager.objects[fleet.manager._split(WORKLOADS)].pop((NS, "job"))
+                fleet.manager.compact()
+                reflector = dispatcher.state.workloads
+                await until(lambda: key not in reflector.store, what="the relist")
+            else:
+                changed = workload("job", cpu="1", reserved=change != "evicted")
+                if change == "deactivated":
+                    changed["spec"]["active"] = False
+                fleet.manager.put(WORKLOADS, changed)
+                await until(
+                    lambda: (
+                        (store[key].get("spec") or {}).get("active") is False
+                        or not (store[key].get("status") or {}).get("admission")
+                    ),
+                    what="the change",
+                )
+                await dispatcher.reconcile(key)
+            assert _counted(dispatcher) == set()
+
+    asyncio.run(asyncio.wait_for(main(), 60))
