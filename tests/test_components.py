@@ -642,3 +642,23 @@ def test_team_namespaces_on_existing_clusters_are_used_never_owned(
         assert ns.urn in before(monitor, lq.urn)
     dev = [r for r in kube_objects(runs["dev"].monitor) if r.name.endswith(":Namespace:team-a")]
     assert dev and {r.typ for r in dev} == {"kubernetes:core/v1:Namespace"}
+
+
+@pytest.mark.parametrize("stack", ["dev", "tas"])
+def test_kueue_objects_wait_for_the_immutable_fields_check(
+    runs: dict[str, Run], stack: str
+) -> None:
+    """The fields Kueue refuses to change are checked against the deployed state by one
+    resource per cluster (components/resources/immutable.py); every Kueue object there is
+    applied after it, so a refused change leaves the cluster as it was."""
+    monitor = runs[stack].monitor
+    spec = _spec(stack)
+    guarded = {"Topology", "ResourceFlavor", "AdmissionCheck", "ClusterQueue", "LocalQueue"}
+    for cluster, objects in _objects_by_cluster(monitor).items():
+        guard = _urn(monitor, f"{cluster}-immutable-fields")
+        inputs = monitor.registered[guard].inputs
+        if cluster == spec.manager.name:
+            assert any(k.startswith("AdmissionCheck ") for k in inputs["objects"])
+        for key, reg in objects.items():
+            if key.split(" ")[0] in guarded:
+                assert guard in before(monitor, reg.urn), (cluster, key)

@@ -55,6 +55,7 @@ from components.objects.worker_access import (
 )
 from components.resources.clusters import ClusterHandle, KindClusterComponent, make_cluster
 from components.resources.existing_kueue import ExistingKueue
+from components.resources.immutable import ImmutableFields, guarded_fields
 from components.resources.kube_objects import KubeObject, ObjectSet, with_deploy_time_values
 from components.resources.providers import (
     IMAGE_PLATFORM,
@@ -276,9 +277,18 @@ class Fleet(pulumi.ComponentResource):
             kueue[cluster.name] = self._kueue(cluster, handle, fetcher)
         access: dict[str, WorkerAccess] = {}
         frameworks: dict[str, Frameworks] = {}
+        # Per cluster, the fields Kueue refuses to change, checked against what the stack
+        # deployed before any object there is applied (components/resources/immutable.py).
+        self.guards: dict[str, pulumi.Resource] = {}
         for cluster in spec.clusters:
             handle = self.handles[cluster.name]
-            on_kueue = self._on(handle, [kueue[cluster.name]])
+            self.guards[cluster.name] = ImmutableFields(
+                f"{cluster.name}-immutable-fields",
+                cluster.name,
+                guarded_fields(spec, cluster_objects(spec, cluster).objects),
+                pulumi.ResourceOptions(parent=self, deleted_with=created_cluster_of(handle)),
+            )
+            on_kueue = self._on(handle, [kueue[cluster.name], self.guards[cluster.name]])
             frameworks[cluster.name] = Frameworks(
                 f"{cluster.name}-frameworks",
                 spec,
@@ -397,7 +407,7 @@ class Fleet(pulumi.ComponentResource):
             "manager-multikueue",
             handle,
             with_deploy_time_values(build, credentials),
-            self._on(handle, [kueue, *tokens, *worker_frameworks]),
+            self._on(handle, [kueue, self.guards[spec.manager.name], *tokens, *worker_frameworks]),
         )
         if spec.dispatcher.enabled:
             self._dispatcher(handle, kueue, access)
