@@ -662,3 +662,63 @@ def test_kueue_objects_wait_for_the_immutable_fields_check(
         for key, reg in objects.items():
             if key.split(" ")[0] in guarded:
                 assert guard in before(monitor, reg.urn), (cluster, key)
+
+
+# --- GPU node pools on GKE and EKS -----------------------------------------------------------
+
+
+def test_gke_gpu_pool_is_provisioned_and_kueue_waits_for_it(runs: dict[str, Run]) -> None:
+    """The gke stack's T4 worker gets a GPU node pool: the accelerators, the driver GKE
+    installs, the GPU taint, the zone; Kueue's install on that cluster waits for both of
+    its node pools (a Deployment before any node would wait out the provider's timeout)."""
+    monitor = runs["gke"].monitor
+    pool = monitor.named("ew4-t4-gpu-nodes")
+    assert pool.typ == "gcp:container/nodePool:NodePool"
+    config = pool.inputs["nodeConfig"]
+    assert config["guestAccelerators"] == [
+        {
+            "type": "nvidia-tesla-t4",
+            "count": 4,
+            "gpuDriverInstallationConfig": {"gpuDriverVersion": "LATEST"},
+        }
+    ]
+    assert config["taints"] == [
+        {"key": "nvidia.com/gpu", "value": "present", "effect": "NO_SCHEDULE"}
+    ]
+    assert config["machineType"] == "n1-standard-32"
+    assert pool.inputs["nodeLocations"] == ["europe-west4-b"]
+    assert pool.inputs["nodeCount"] == 1
+    # Only the cluster that asks for one has a GPU pool.
+    assert [r.name for r in monitor.of_type("container/nodePool:NodePool") if "gpu" in r.name] == [
+        "ew4-t4-gpu-nodes"
+    ]
+    for cluster in _spec("gke").clusters:
+        kueue = _inside(monitor, f"{cluster.name}-kueue")
+        pools = {_urn(monitor, f"{cluster.name}-nodes")}
+        if cluster.name == "ew4-t4":
+            pools.add(pool.urn)
+        for urn in kueue:
+            assert pools <= before(monitor, urn), (cluster.name, urn)
+
+
+def test_eks_gpu_node_group_is_provisioned_and_kueue_waits_for_it() -> None:
+    config, secret = engine_config(ROOT / "stacks" / "Pulumi.eks.yaml")
+    workers = json.loads(config["multikueue-fleet:workers"])
+    workers[0]["eks"]["gpuPool"] = {
+        "instanceType": "g4dn.12xlarge",
+        "nodeCount": 2,
+        "nodeLabels": {"example.com/accelerator": "nvidia-tesla-t4"},
+    }
+    config["multikueue-fleet:workers"] = json.dumps(workers)
+    monitor = run_program("eks", config, secret).monitor
+    (group,) = monitor.of_type("eks:index:ManagedNodeGroup")
+    assert group.name == "euw1-gpu-nodes"
+    assert group.inputs["amiType"] == "BOTTLEROCKET_x86_64_NVIDIA"
+    assert group.inputs["instanceTypes"] == ["g4dn.12xlarge"]
+    assert group.inputs["scalingConfig"] == {"desiredSize": 2, "minSize": 2, "maxSize": 2}
+    assert group.inputs["labels"] == {"example.com/accelerator": "nvidia-tesla-t4"}
+    assert group.inputs["taints"] == [
+        {"key": "nvidia.com/gpu", "value": "present", "effect": "NO_SCHEDULE"}
+    ]
+    for urn in _inside(monitor, "euw1-kueue"):
+        assert {group.urn, _urn(monitor, "euw1-eks")} <= before(monitor, urn)

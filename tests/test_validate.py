@@ -891,3 +891,43 @@ def test_node_labels_the_kubelet_refuses_are_refused(key: str, refused: bool) ->
     if refused:
         assert found[0].path == f"workers[0].nodeLabels.{key}"
         assert "kubelet refuses to start" in found[0].message
+
+
+def _gke_gpu_config() -> dict[str, Any]:
+    config = base()
+    config["manager"] = {
+        "provider": "gke",
+        "gke": {"project": "p-123456", "location": "us-central1"},
+    }
+    for w in config["workers"]:
+        w["provider"] = "gke"
+        w["gke"] = {"project": "p-123456", "location": "us-central1"}
+    config["queues"]["flavors"].append(
+        {"name": "t4", "nodeLabels": {"cloud.google.com/gke-accelerator": "nvidia-tesla-t4"}}
+    )
+    config["queues"]["clusterQueues"][0]["resourceGroups"].append(
+        {
+            "coveredResources": ["nvidia.com/gpu"],
+            "flavors": [{"name": "t4", "resources": {"nvidia.com/gpu": 4}}],
+        }
+    )
+    config["workers"][1]["quotas"] = {"cq": {"t4": {"nvidia.com/gpu": 0}}}
+    return config
+
+
+def test_gpu_quota_on_a_cloud_worker_without_gpu_nodes_is_said() -> None:
+    """The stack offers GPUs on a GKE/EKS worker it gives no GPU node pool (what the gke
+    stack did): workloads sent there would wait for nodes that never come."""
+    config = _gke_gpu_config()
+    problem = only(problems_of(config), "workers[0].gke.gpuPool")
+    assert problem.severity == "warning"
+    assert "offers nvidia.com/gpu (flavor 't4' of ClusterQueue 'cq')" in problem.message
+    # worker2 offers 0: nothing said. With a pool of the flavor's accelerator: nothing.
+    config["workers"][0]["gke"]["gpuPool"] = {"accelerator": "nvidia-tesla-t4"}
+    assert not [p for p in problems_of(config) if "gpuPool" in p.path]
+    config["workers"][0]["gke"]["gpuPool"] = {
+        "accelerator": "nvidia-l4",
+        "machineType": "g2-standard-8",
+    }
+    problem = only(problems_of(config), "workers[0].gke.gpuPool.accelerator")
+    assert "selects cloud.google.com/gke-accelerator=nvidia-tesla-t4" in problem.message

@@ -182,6 +182,53 @@ def node_labels_kubelet_accepts(spec: FleetSpec) -> Iterator[Problem]:
                 )
 
 
+GKE_ACCELERATOR_LABEL = "cloud.google.com/gke-accelerator"
+
+
+def gpu_quota_has_gpu_nodes(spec: FleetSpec) -> Iterator[Problem]:
+    """A GKE or EKS worker the stack creates that offers NVIDIA GPUs in its quota needs a
+    GPU node pool (gke.gpuPool, eks.gpuPool), and on GKE the accelerator a flavor selects
+    (cloud.google.com/gke-accelerator) is the one its pool has: otherwise the workloads
+    sent there wait for nodes that never come. Said once per worker."""
+    from components.objects.queues import worker_quotas
+
+    flavors = {f.name: f for f in spec.queues.flavors}
+    for w in spec.workers:
+        settings = w.gke if w.provider == "gke" else w.eks if w.provider == "eks" else None
+        if settings is None:
+            continue
+        pool = settings.gpu_pool
+        offered = [
+            (cq.name, flavor, res)
+            for cq in spec.queues.cluster_queues
+            for flavor, resources in worker_quotas(cq, w).items()
+            for res, q in resources.items()
+            if res.startswith("nvidia.com/") and quantity.parse(q.nominal) > 0
+        ]
+        if not offered:
+            continue
+        cq_name, flavor, res = offered[0]
+        where = key_path(key_path(w.path, w.provider), "gpuPool")
+        if pool is None:
+            yield _warn(
+                where,
+                f"worker '{w.name}' offers {res} (flavor '{flavor}' of ClusterQueue "
+                f"'{cq_name}') but the stack gives it no GPU nodes",
+                f"add {w.provider}.gpuPool, or set that quota to 0 in {key_path(w.path, 'quotas')}",
+            )
+            continue
+        wanted = (flavors[flavor].node_labels if flavor in flavors else {}).get(
+            GKE_ACCELERATOR_LABEL
+        )
+        if w.provider == "gke" and wanted and wanted != pool.accelerator:
+            yield _warn(
+                key_path(where, "accelerator"),
+                f"flavor '{flavor}' selects {GKE_ACCELERATOR_LABEL}={wanted} but the GPU pool "
+                f"of worker '{w.name}' has {pool.accelerator}",
+                "make the flavor's node label and the pool's accelerator the same",
+            )
+
+
 # --- frameworks and integrations -----------------------------------------------------------
 
 
@@ -852,6 +899,7 @@ RULES: list[Rule] = [
     kind_name_length,
     kind_workers_need_a_kind_manager,
     node_labels_kubelet_accepts,
+    gpu_quota_has_gpu_nodes,
     known_frameworks,
     workers_run_the_managers_frameworks,
     integrations_are_known_and_installed,

@@ -232,17 +232,58 @@ class ExistingSettings(_Model):
     server: HttpsUrl | None = None
 
 
+# GPU node pools: nodes carry this taint so only pods asking for GPUs land there (the
+# ExtendedResourceToleration admission plugin gives such pods the toleration). GKE adds it
+# itself to a GPU pool of a cluster that also has other pools
+# (https://cloud.google.com/kubernetes-engine/docs/how-to/gpus, "GKE automatically adds
+# taints"); on EKS the node group is given it.
+GPU_TAINT = ("nvidia.com/gpu", "present", "NoSchedule")
+GKE_GPU_DRIVERS = ("LATEST", "DEFAULT", "INSTALLATION_DISABLED")
+EKS_GPU_AMIS = ("BOTTLEROCKET_x86_64_NVIDIA", "BOTTLEROCKET_ARM_64_NVIDIA")
+
+
+class GkeGpuPool(_Model):
+    """A GKE node pool with NVIDIA GPUs, its driver installed by GKE."""
+
+    # A Compute Engine accelerator type, also the value of the node label GKE sets:
+    # cloud.google.com/gke-accelerator=<accelerator>.
+    accelerator: MachineType
+    accelerator_count: int_range(1, 16) = 1
+    # T4 and V100 attach to N1 machines only.
+    machine_type: MachineType = "n1-standard-8"
+    node_count: int_range(1, 1000) = 1
+    driver_version: Literal["LATEST", "DEFAULT", "INSTALLATION_DISABLED"] = "LATEST"
+    node_labels: dict[LabelKey, LabelValue] = {}
+    # The zones of the GPU nodes (node_locations); empty: every zone of the cluster's
+    # location, nodeCount in each.
+    zones: tuple[GcpLocation, ...] = ()
+
+
+class EksGpuPool(_Model):
+    """An EKS managed node group of GPU instances on the NVIDIA Bottlerocket AMI (its
+    drivers and the Kubernetes device plugin are in the image)."""
+
+    instance_type: InstanceType
+    node_count: int_range(1, 1000) = 1
+    ami_type: Literal["BOTTLEROCKET_x86_64_NVIDIA", "BOTTLEROCKET_ARM_64_NVIDIA"] = (
+        "BOTTLEROCKET_x86_64_NVIDIA"
+    )
+    node_labels: dict[LabelKey, LabelValue] = {}
+
+
 class GkeSettings(_Model):
     project: GcpProject
     location: GcpLocation
     machine_type: MachineType = "e2-standard-4"
     node_count: int_range(1, 1000) = 2
+    gpu_pool: GkeGpuPool | None = None
 
 
 class EksSettings(_Model):
     region: AwsRegion
     instance_type: InstanceType = "m5.xlarge"
     node_count: int_range(1, 1000) = 2
+    gpu_pool: EksGpuPool | None = None
 
 
 class ClusterSpec(_Model):

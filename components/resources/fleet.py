@@ -363,7 +363,8 @@ class Fleet(pulumi.ComponentResource):
             return ExistingKueue(
                 f"{cluster.name}-kueue", self.spec, handle, needed, self._on(handle, [])
             )
-        before: list[pulumi.Resource] = []
+        # Kueue's Deployment needs nodes: the cluster's node pools first (GKE, EKS).
+        before: list[pulumi.Resource] = list(handle.nodes)
         if cluster.role == "manager" and self.spec.credentials.mode == "clusterProfile":
             # Kueue looks for the ClusterProfile CRD once, at start-up.
             crd = next(b for b in bundles(self.spec, cluster) if b.name == "clusterprofile-crd")
