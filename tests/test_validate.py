@@ -931,3 +931,11 @@ def test_gpu_quota_on_a_cloud_worker_without_gpu_nodes_is_said() -> None:
     }
     problem = only(problems_of(config), "workers[0].gke.gpuPool.accelerator")
     assert "selects cloud.google.com/gke-accelerator=nvidia-tesla-t4" in problem.message
+
+
+def test_an_empty_worker_kubeconfig_says_it_is_empty() -> None:
+    config = base()
+    config["workerKubeconfigs"] = {"worker1": "  \n"}
+    problems = problems_of(config, secret_keys=frozenset({"workerKubeconfigs"}))
+    problem = only(problems, "workerKubeconfigs.worker1")
+    assert problem.message == "Kueue would reject this kubeconfig: it is empty"

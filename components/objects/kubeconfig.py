@@ -135,6 +135,8 @@ def _host_ok(server: str) -> bool:
 
 def kueue_rejections(text: str) -> list[str]:
     """Why Kueue would mark a MultiKueueCluster using this kubeconfig inactive; [] if none."""
+    if not text.strip():
+        return ["it is empty"]
     try:
         config = yaml.safe_load(text)
     except yaml.YAMLError as exc:
