@@ -219,3 +219,16 @@ def test_the_admission_check_controller_is_guarded_on_the_manager() -> None:
     changed["objects"][key]["spec"]["controllerName"] = "example.com/other"
     (line,) = refusals(deployed, changed)
     assert f"{key}: spec.controllerName cannot change" in line
+
+
+def test_the_stack_diff_workflow_fails_on_a_refused_change() -> None:
+    """render --diff exits 2 on a change Kueue refuses; the pull-request workflow used to
+    drop that with `|| true`. It still posts the comment, then fails."""
+    workflow = yaml.safe_load((ROOT / ".github" / "workflows" / "stack-diff.yaml").read_text())
+    steps = workflow["jobs"]["diff"]["steps"]
+    script = next(s["run"] for s in steps if s.get("name") == "Render diff per changed stack")
+    assert "|| true" not in script
+    assert 'render --diff --old "$base:$file" --new "$file" 2>&1 \\\n' in script
+    names = [s.get("name") or s.get("uses") for s in steps]
+    assert names[-1] == "Fail when a change cannot be applied"
+    assert names.index("actions/github-script@v7") < len(names) - 1
