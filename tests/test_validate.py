@@ -939,3 +939,15 @@ def test_an_empty_worker_kubeconfig_says_it_is_empty() -> None:
     problems = problems_of(config, secret_keys=frozenset({"workerKubeconfigs"}))
     problem = only(problems, "workerKubeconfigs.worker1")
     assert problem.message == "Kueue would reject this kubeconfig: it is empty"
+
+
+def test_a_gpu_pools_node_labels_are_held_to_the_kubelets_rule_too() -> None:
+    config = _gke_gpu_config()
+    config["workers"][0]["gke"]["gpuPool"] = {
+        "accelerator": "nvidia-tesla-t4",
+        "nodeLabels": {"node-role.kubernetes.io/gpu": ""},
+    }
+    problem = only(
+        problems_of(config), "workers[0].gke.gpuPool.nodeLabels.node-role.kubernetes.io/gpu"
+    )
+    assert "kubelet refuses to start" in problem.message

@@ -170,10 +170,15 @@ def node_labels_kubelet_accepts(spec: FleetSpec) -> Iterator[Problem]:
     for c in spec.clusters:
         if c.provider == "existing":
             continue
-        for key in c.node_labels:
+        labelled = [(key_path(c.path, "nodeLabels"), c.node_labels)]
+        settings = c.gke if c.provider == "gke" else c.eks if c.provider == "eks" else None
+        if settings is not None and settings.gpu_pool is not None:
+            pool_path = key_path(key_path(c.path, c.provider), "gpuPool.nodeLabels")
+            labelled.append((pool_path, settings.gpu_pool.node_labels))
+        for where, key in ((w, k) for w, labels in labelled for k in labels):
             if kubelet_refuses_label(key):
                 yield _error(
-                    key_path(key_path(c.path, "nodeLabels"), key),
+                    key_path(where, key),
                     f"the kubelet refuses to start with node label '{key}': under "
                     "kubernetes.io and k8s.io it sets only its own labels",
                     "use a key under your own domain (example.com/...), or one kubelet "
