@@ -69,9 +69,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def kind_cluster_of(handle: ClusterHandle) -> pulumi.Resource | None:
-    """The resource whose deletion takes every object on the cluster with it: the kind
-    cluster. None elsewhere: long-lived clusters outlive the fleet, so its objects are
-    deleted one by one."""
+    """The kind cluster of a kind handle (its CA tells one kind cluster from the next of
+    the same name; its image is loaded there), None elsewhere. What deletes the objects on
+    a cluster with it is created_cluster_of."""
     if isinstance(handle.component, KindClusterComponent):
         return handle.component.cluster
     return None
