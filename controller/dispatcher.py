@@ -162,6 +162,10 @@ class Dispatcher:
                 self.enqueue(key)
             self._enqueue_primary(obj)
         else:
+            if source == "workloads" and event == "SYNC":
+                # A (re)list replaced the store: a workload deleted while the watch was
+                # down never sends DELETED, so what is remembered of it goes now.
+                self._forget_gone()
             # Coalesced: worker queues change on every admission; looking at every pending
             # workload once per change would be a storm. The resync loop does it soon.
             self._fleet_changed = True
@@ -246,6 +250,13 @@ class Dispatcher:
         if fleet is not None:
             self._settle(key, obj, fleet)
         return True
+
+    def _forget_gone(self) -> None:
+        store = self.state.workloads.store
+        known = {*self.in_flight.workloads(), *self._settled, *self._echo, *self._refused}
+        for key in known | set(self.last_event):
+            if key not in store:
+                self._forget(key)
 
     def _forget(self, key: str) -> None:
         self._echo.pop(key, None)
@@ -403,6 +414,13 @@ class Dispatcher:
         if decision is None:
             if (wl.get("status") or {}).get("clusterName") or found.reason == "finished":
                 self._forget(key)  # admitted or done: the worker's quota counts it now
+            elif not found.eligible:
+                # Deactivated, evicted (no quota reserved on the manager any more), its
+                # check no longer Pending, or another check not Ready: none of it goes to
+                # a worker now, so none of its demand is counted against one. Decided
+                # again, it is recorded again.
+                self.in_flight.remove(key)
+                self._settled.pop(key, None)
             return
         current = list((wl.get("status") or {}).get("nominatedClusterNames") or [])
         if not decision.nominate:

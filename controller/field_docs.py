@@ -46,6 +46,9 @@ CONTROLLER_DOCS: dict[str, str] = {
     "SettingsFile.inventory": "Watch ClusterProfiles for inventory automation.",
     "SettingsFile.staleAfterSeconds": "How long a worker's probes may go unanswered before it "
     "is unhealthy.",
+    "SettingsFile.workerLostTimeoutSeconds": "How long a nomination on a worker the "
+    "dispatcher cannot reach is kept (Kueue keeps a lost worker for its `workerLostTimeout`; "
+    "the stack writes that value). No new nomination goes there meanwhile.",
     "SettingsFile.resyncSeconds": "How often pending workloads are decided again.",
     "SettingsFile.leaseDurationSeconds": "How long a leader's Lease lasts without renewal.",
     "SettingsFile.leaseRenewSeconds": "How often the leader renews it (below the duration).",

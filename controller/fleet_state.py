@@ -369,7 +369,8 @@ class FleetState:
                 )
                 views[name] = WorkerView(name, active, False, reason, labels)
                 continue
-            healthy, reason, _ = connection.health(self.settings.stale_after_seconds)
+            healthy, reason, silence = connection.health(self.settings.stale_after_seconds)
+            lost = not healthy and silence < self.settings.worker_lost_timeout_seconds
             local_queues = {
                 key: (lq.get("spec") or {}).get("clusterQueue", "")
                 for key, lq in connection.local_queues.store.items()
@@ -378,7 +379,9 @@ class FleetState:
                 cq["metadata"]["name"]: queue_capacity(cq)
                 for cq in connection.queues.store.values()
             }
-            views[name] = WorkerView(name, active, healthy, reason, labels, local_queues, queues)
+            views[name] = WorkerView(
+                name, active, healthy, reason, labels, local_queues, queues, briefly_lost=lost
+            )
         return views
 
     def fleet_key(self) -> tuple[Any, ...]:
@@ -386,7 +389,8 @@ class FleetState:
         in flight may have changed: the fleet's objects, a worker's queues or health, the
         policies."""
         views = self.worker_views()
-        return (self._version, self._policies_version, tuple(v.healthy for v in views.values()))
+        health = tuple((v.healthy, v.briefly_lost) for v in views.values())
+        return (self._version, self._policies_version, health)
 
     def worker_health(self) -> dict[str, tuple[bool, str, float]]:
         return {

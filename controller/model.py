@@ -84,6 +84,9 @@ class WorkerView:
     labels: dict[str, str] = field(default_factory=dict)
     local_queues: dict[str, str] = field(default_factory=dict)  # "ns/name" -> ClusterQueue
     queues: dict[str, QueueCapacity] = field(default_factory=dict)
+    # Unreachable for the dispatcher, but for less than Kueue's workerLostTimeout: Kueue
+    # keeps such a worker (and what it admits) that long, so a nomination there is kept.
+    briefly_lost: bool = False
 
 
 @dataclass(frozen=True)

@@ -9,11 +9,12 @@ of the group. Borrowing from a cohort is not counted: the estimate stays on the 
 
 A cluster the workload is already nominated to stays nominated while the MultiKueue check
 is Pending unless admission there became impossible or unwanted (it left the config, it is
-unreachable or disconnected, the policy's selector excludes it, its queue is gone or can
-never hold the workload). Being full is no such reason: the worker may be admitting this
-very workload, and Kueue v0.19.2 accepts `status.clusterName` only when it is in the *old*
-`nominatedClusterNames` (validateClusterNameUpdate in pkg/webhooks/workload_webhook.go),
-so dropping it throws that admission away.
+disconnected, unreachable for longer than Kueue's workerLostTimeout, the policy's selector
+excludes it, its queue is gone or can never hold the workload). Being full is no such
+reason: the worker may be admitting this very workload, and Kueue v0.19.2 accepts
+`status.clusterName` only when it is in the *old* `nominatedClusterNames`
+(validateClusterNameUpdate in pkg/webhooks/workload_webhook.go), so dropping it throws
+that admission away.
 
 Two things the quota alone does not say, read from the worker's ClusterQueue: a StrictFIFO
 queue with workloads pending admits nothing new until its head is admitted, so its free
@@ -115,6 +116,10 @@ class InFlightIndex:
 
     def changed_since(self, position: int) -> set[str]:
         return set(self._changes[position - self._dropped :])
+
+    def workloads(self) -> list[str]:
+        """The keys of the workloads whose demand is counted."""
+        return list(self._by_workload)
 
     def clusters_of(self, workload: str) -> set[str]:
         """The clusters where `workload`'s own demand is in flight."""
@@ -513,6 +518,19 @@ def _up_to_date(
     return shape
 
 
+def _briefly_lost(
+    cluster: str, workers: dict[str, WorkerView], verdicts: Sequence[Verdict]
+) -> bool:
+    """Out only because the dispatcher has not reached it for a while, shorter than Kueue's
+    workerLostTimeout: Kueue keeps a lost worker that long (Kueue v0.19.2 MultiKueue
+    `workerLostTimeout`, 15m by default), and it may be admitting the workload right now,
+    so a few failed probes are no reason to drop the nomination."""
+    worker = workers.get(cluster)
+    if worker is None or not worker.briefly_lost:
+        return False
+    return any(v.cluster == cluster and v.category == "unreachable" for v in verdicts)
+
+
 def decide(
     workload: WorkloadView,
     clusters: Sequence[str],
@@ -546,7 +564,7 @@ def decide(
     standing = {
         c: shape.standing[shape.position[c]] for c in workload.nominated if c in shape.position
     }
-    kept = [c for c, s in standing.items() if s != _OUT]
+    kept = [c for c, s in standing.items() if s != _OUT or _briefly_lost(c, workers, verdicts)]
     anything_fits = bool(shape.fitting)
     # Widening goes on while the workload waits, even where the view says it fits
     # somewhere: nominated where it "fits" and still not admitted after `widenAfter`, the

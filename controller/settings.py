@@ -57,6 +57,10 @@ class Settings:
     # the inventory is reached with a reader token and the server its profile names.
     inventory: bool = False
     stale_after_seconds: float = 60.0  # a worker silent for longer is unhealthy
+    # Kueue's multiKueue.workerLostTimeout (15m by default, Kueue v0.19.2
+    # apis/config/v1beta2/defaults.go): how long a nomination on a worker the dispatcher
+    # cannot reach is kept, as Kueue keeps the worker that long.
+    worker_lost_timeout_seconds: float = 900.0
     resync_seconds: float = 15.0  # pending workloads are looked at again this often
     lease_duration_seconds: float = 15.0
     lease_renew_seconds: float = 5.0
@@ -86,6 +90,8 @@ FIXES = {
     "workerSecretLabel": "a label key such as multikueue-fleet/worker",
     "inventory": "true or false, without quotes",
     "staleAfterSeconds": "seconds, a number above 0 and at most 3600 (default 60)",
+    "workerLostTimeoutSeconds": "seconds, a number from 0 to 86400 (default 900, Kueue's "
+    "workerLostTimeout)",
     # Below a tenth of a second the resync loop would spin a core on an idle fleet.
     "resyncSeconds": "seconds, a number from 0.1 to 3600 (default 15)",
     "leaseDurationSeconds": "seconds, a number from 1 to 3600 (default 15)",
@@ -124,6 +130,9 @@ class SettingsFile(Strict):
     cluster_profiles: list[ProfileEntry] | None = None
     inventory: StrictBool = _BASE.inventory
     stale_after_seconds: Annotated[float, Field(gt=0, le=_HOUR)] = _BASE.stale_after_seconds
+    worker_lost_timeout_seconds: Annotated[float, Field(ge=0, le=24 * _HOUR)] = (
+        _BASE.worker_lost_timeout_seconds
+    )
     resync_seconds: Annotated[float, Field(ge=0.1, le=_HOUR)] = _BASE.resync_seconds
     lease_duration_seconds: Annotated[float, Field(ge=1, le=_HOUR)] = _BASE.lease_duration_seconds
     lease_renew_seconds: Annotated[float, Field(gt=0, le=_HOUR)] = _BASE.lease_renew_seconds
@@ -166,6 +175,7 @@ class SettingsFile(Strict):
             ),
             inventory=self.inventory,
             stale_after_seconds=self.stale_after_seconds,
+            worker_lost_timeout_seconds=self.worker_lost_timeout_seconds,
             resync_seconds=self.resync_seconds,
             lease_duration_seconds=self.lease_duration_seconds,
             lease_renew_seconds=self.lease_renew_seconds,

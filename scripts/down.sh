@@ -36,9 +36,11 @@ fi
 install_tools
 use_local_backend "$STACK"
 read -r PROVIDERS _ < <(.venv/bin/python -m scripts.stack_facts "$STACK")
-if [[ ",$PROVIDERS," =~ ,(existing|gke|eks), ]]; then
-  # Clusters that outlive the fleet: Kueue's finalizers would hang destroy while work holds
-  # quota. Hold the fleet's ClusterQueues and wait (MKF_DRAIN_TIMEOUT seconds, default 600).
+if [[ ",$PROVIDERS," =~ ,existing, ]]; then
+  # Clusters that outlive the fleet (only `existing` ones: kind, GKE and EKS clusters the
+  # stack created go whole, their objects with them): Kueue's finalizers would hang destroy
+  # while work holds quota. Hold the fleet's ClusterQueues and wait (MKF_DRAIN_TIMEOUT
+  # seconds, default 600).
   step "Stopping the fleet's ClusterQueues and waiting for running work to end"
   pulumi stack output --json --show-secrets --stack "$STACK" --non-interactive \
     | .venv/bin/python -m components.cli.teardown

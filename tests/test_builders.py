@@ -571,3 +571,41 @@ def test_inventory_rights_only_when_asked_for(tmp_path: Path) -> None:
         "resources": ["clusterprofiles"],
         "verbs": ["get", "list", "watch"],
     } in profiles["rules"]
+
+
+@pytest.mark.parametrize(
+    ("kind", "plural"),
+    [
+        ("Workflow", "workflows"),
+        ("TrainingPolicy", "trainingpolicies"),
+        ("Gateway", "gateways"),
+        ("Index", "indexes"),
+        ("Ingress", "ingresses"),
+        ("Batch", "batches"),
+    ],
+)
+def test_an_external_frameworks_plural_is_the_one_crd_generators_write(
+    kind: str, plural: str
+) -> None:
+    """Not kind + "s" ("trainingpolicys" would grant rights on nothing): the plural
+    controller-tools gives the CRD; `resource` still overrides it."""
+    config = base()
+    config["kueue"]["externalFrameworks"] = [{"name": f"{kind}.v1.example.com"}]
+    (role,) = find(
+        fleet(config)["manager"], "ClusterRole", "multikueue-fleet:kueue-external-frameworks"
+    )
+    assert role["rules"][0]["resources"] == [plural, f"{plural}/status"]
+
+
+def test_the_dispatcher_keeps_a_lost_worker_as_long_as_kueue_does(tmp_path: Path) -> None:
+    """kueue.multiKueue.workerLostTimeout reaches the dispatcher's settings: a nomination on
+    a worker it cannot reach is kept that long, not dropped after a few failed probes."""
+    from controller.settings import load_settings
+
+    config = base()
+    for written, seconds in ((None, 900.0), ("5m", 300.0), ("1h30m", 5400.0)):
+        if written:
+            config["kueue"]["multiKueue"] = {"workerLostTimeout": written}
+        (settings_map,) = find(fleet(config)["manager"], "ConfigMap", "multikueue-fleet-dispatcher")
+        (tmp_path / "config.yaml").write_text(settings_map["data"]["config.yaml"])
+        assert load_settings(tmp_path / "config.yaml").worker_lost_timeout_seconds == seconds

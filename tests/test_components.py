@@ -332,15 +332,16 @@ def test_trainer_runtimes_wait_for_the_trainer_manager(runs: dict[str, Run]) -> 
         )
 
 
-# --- teardown on kind ------------------------------------------------------------------------
+# --- teardown on clusters the stack creates ---------------------------------------------------
 
 
 @pytest.mark.parametrize("stack", STACKS)
-def test_kind_objects_go_with_their_cluster(runs: dict[str, Run], stack: str) -> None:
-    """Deleting (or replacing) a kind cluster takes everything on it: the engine never calls
-    Delete for a resource whose `deletedWith` resource is deleted in the same run
-    (pulumi/pulumi v3.259.0 pkg/resource/deploy/step.go, isDeletedWith), so no object waits
-    on a Kueue finalizer. Long-lived clusters keep per-object deletion."""
+def test_objects_go_with_the_cluster_the_stack_created(runs: dict[str, Run], stack: str) -> None:
+    """Deleting (or replacing) a kind, GKE or EKS cluster the stack created takes everything
+    on it: the engine never calls Delete for a resource whose `deletedWith` resource is
+    deleted in the same run (pulumi/pulumi v3.259.0 pkg/resource/deploy/step.go,
+    isDeletedWith), so no object waits on a Kueue finalizer. Only `existing` clusters, which
+    outlive the fleet, keep per-object deletion."""
     monitor = runs[stack].monitor
     spec = _spec(stack)
     for reg in monitor.registered.values():
@@ -352,7 +353,9 @@ def test_kind_objects_go_with_their_cluster(runs: dict[str, Run], stack: str) ->
         if reg.typ.startswith(("gcp:", "aws:", "eks:")) or reg.name.endswith("-eks"):
             continue
         provider = next(c.provider for c in spec.clusters if c.name == cluster_name)
-        kind = monitor.named(f"{cluster_name}-kind").urn if provider == "kind" else ""
+        created = {"kind": f"{cluster_name}-kind", "gke": f"{cluster_name}-gke"}
+        created["eks"] = f"{cluster_name}-eks"
+        kind = monitor.named(created[provider]).urn if provider in created else ""
         if reg.custom:
             assert reg.deleted_with == kind, (reg.name, reg.deleted_with)
         if reg.typ.startswith("kubernetes:") and not reg.custom:
@@ -671,13 +674,14 @@ def test_team_namespaces_on_existing_clusters_are_used_never_owned(
 def test_the_queues_are_drained_before_they_are_deleted(runs: dict[str, Run], stack: str) -> None:
     """Deleted before what it was created after: each cluster's drain before its queues, the
     manager's before its MultiKueue objects and before the workers' drains (while MultiKueue
-    still reaches them); none where the cluster is kind (the queues go with it)."""
+    still reaches them); only on `existing` clusters (on one the stack creates, the queues
+    go with it)."""
     monitor = runs[stack].monitor
     spec = _spec(stack)
     drains = {
         r.name: r.urn for r in monitor.of_type("pulumi-python:dynamic/multikueue-fleet:QueueDrain")
     }
-    lasting = [c for c in spec.clusters if c.provider != "kind"]
+    lasting = [c for c in spec.clusters if c.provider == "existing"]
     assert set(drains) == {f"{c.name}-queue-drain" for c in lasting}
     objects = _objects_by_cluster(monitor)
     for cluster in lasting:
@@ -695,3 +699,83 @@ def test_the_queues_are_drained_before_they_are_deleted(runs: dict[str, Run], st
             assert multikueue <= after
             workers = {drains[f"{w.name}-queue-drain"] for w in spec.workers if w in lasting}
             assert workers <= after
+
+
+@pytest.mark.parametrize("stack", ["dev", "tas"])
+def test_kueue_objects_wait_for_the_immutable_fields_check(
+    runs: dict[str, Run], stack: str
+) -> None:
+    """The fields Kueue refuses to change are checked against the deployed state by one
+    resource per cluster (components/resources/immutable.py); every Kueue object there is
+    applied after it, so a refused change leaves the cluster as it was."""
+    monitor = runs[stack].monitor
+    spec = _spec(stack)
+    guarded = {"Topology", "ResourceFlavor", "AdmissionCheck", "ClusterQueue", "LocalQueue"}
+    for cluster, objects in _objects_by_cluster(monitor).items():
+        guard = _urn(monitor, f"{cluster}-immutable-fields")
+        inputs = monitor.registered[guard].inputs
+        if cluster == spec.manager.name:
+            assert any(k.startswith("AdmissionCheck ") for k in inputs["objects"])
+        for key, reg in objects.items():
+            if key.split(" ")[0] in guarded:
+                assert guard in before(monitor, reg.urn), (cluster, key)
+
+
+# --- GPU node pools on GKE and EKS -----------------------------------------------------------
+
+
+def test_gke_gpu_pool_is_provisioned_and_kueue_waits_for_it(runs: dict[str, Run]) -> None:
+    """The gke stack's T4 worker gets a GPU node pool: the accelerators, the driver GKE
+    installs, the GPU taint, the zone; Kueue's install on that cluster waits for both of
+    its node pools (a Deployment before any node would wait out the provider's timeout)."""
+    monitor = runs["gke"].monitor
+    pool = monitor.named("ew4-t4-gpu-nodes")
+    assert pool.typ == "gcp:container/nodePool:NodePool"
+    config = pool.inputs["nodeConfig"]
+    assert config["guestAccelerators"] == [
+        {
+            "type": "nvidia-tesla-t4",
+            "count": 4,
+            "gpuDriverInstallationConfig": {"gpuDriverVersion": "LATEST"},
+        }
+    ]
+    assert config["taints"] == [
+        {"key": "nvidia.com/gpu", "value": "present", "effect": "NO_SCHEDULE"}
+    ]
+    assert config["machineType"] == "n1-standard-32"
+    assert pool.inputs["nodeLocations"] == ["europe-west4-b"]
+    assert pool.inputs["nodeCount"] == 1
+    # Only the cluster that asks for one has a GPU pool.
+    assert [r.name for r in monitor.of_type("container/nodePool:NodePool") if "gpu" in r.name] == [
+        "ew4-t4-gpu-nodes"
+    ]
+    for cluster in _spec("gke").clusters:
+        kueue = _inside(monitor, f"{cluster.name}-kueue")
+        pools = {_urn(monitor, f"{cluster.name}-nodes")}
+        if cluster.name == "ew4-t4":
+            pools.add(pool.urn)
+        for urn in kueue:
+            assert pools <= before(monitor, urn), (cluster.name, urn)
+
+
+def test_eks_gpu_node_group_is_provisioned_and_kueue_waits_for_it() -> None:
+    config, secret = engine_config(ROOT / "stacks" / "Pulumi.eks.yaml")
+    workers = json.loads(config["multikueue-fleet:workers"])
+    workers[0]["eks"]["gpuPool"] = {
+        "instanceType": "g4dn.12xlarge",
+        "nodeCount": 2,
+        "nodeLabels": {"example.com/accelerator": "nvidia-tesla-t4"},
+    }
+    config["multikueue-fleet:workers"] = json.dumps(workers)
+    monitor = run_program("eks", config, secret).monitor
+    (group,) = monitor.of_type("eks:index:ManagedNodeGroup")
+    assert group.name == "euw1-gpu-nodes"
+    assert group.inputs["amiType"] == "BOTTLEROCKET_x86_64_NVIDIA"
+    assert group.inputs["instanceTypes"] == ["g4dn.12xlarge"]
+    assert group.inputs["scalingConfig"] == {"desiredSize": 2, "minSize": 2, "maxSize": 2}
+    assert group.inputs["labels"] == {"example.com/accelerator": "nvidia-tesla-t4"}
+    assert group.inputs["taints"] == [
+        {"key": "nvidia.com/gpu", "value": "present", "effect": "NO_SCHEDULE"}
+    ]
+    for urn in _inside(monitor, "euw1-kueue"):
+        assert {group.urn, _urn(monitor, "euw1-eks")} <= before(monitor, urn)

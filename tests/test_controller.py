@@ -350,6 +350,40 @@ async def test_a_lost_worker_gets_no_new_nominations_until_it_is_back(fleet: Fle
     assert await until(lambda: fleet.nominations("after")) == ["w1"]
 
 
+@pytest.mark.parametrize("lost_timeout", [900.0, 0.0])
+def test_a_nominated_worker_that_stops_answering_is_kept_for_worker_lost_timeout(
+    lost_timeout: float,
+) -> None:
+    """Kueue keeps a lost worker for workerLostTimeout (15m by default) and it may be
+    admitting the workload: a few seconds of failed probes keep the nomination (a worker
+    where it fits joins it); past the timeout (here 0) the worker is dropped."""
+
+    async def main() -> None:
+        fleet = Fleet(TWO)
+        fleet.settings = replace(fleet.settings, worker_lost_timeout_seconds=lost_timeout)
+        await fleet.start()
+        try:
+            _, metrics = await fleet.run_controller()
+            fleet.manager.put(WORKLOADS, workload("job", cpu="1"))
+            assert await until(lambda: fleet.nominations("job")) == ["w2"]
+            fleet.workers["w2"].down = True
+            fleet.workers["w2"].compact()
+            await until(lambda: _unhealthy(metrics, "w2"), what="w2 reported unhealthy")
+            # Something else changes on the workload: it is decided again.
+            changed = workload("job", cpu="1")
+            changed["status"]["nominatedClusterNames"] = fleet.nominations("job")
+            changed["metadata"]["labels"] = {"touched": "yes"}
+            fleet.manager.put(WORKLOADS, changed)
+            expected = ["w2", "w1"] if lost_timeout else ["w1"]
+            assert await until(lambda: fleet.nominations("job") == expected and expected)
+            fleet.workers["w2"].down = False  # back before the controller stops
+            await until(lambda: not _unhealthy(metrics, "w2"), what="w2 healthy again")
+        finally:
+            await fleet.stop()
+
+    asyncio.run(asyncio.wait_for(main(), 60))
+
+
 def _unhealthy(metrics: Any, worker: str) -> bool:
     value = metrics.registry.get_sample_value("mkf_worker_healthy", {"cluster": worker})
     return value == 0
@@ -714,5 +748,48 @@ def test_widening_keeps_its_schedule_across_a_restart() -> None:
             finally:
                 await restarted.state.stop()
                 await kube.close()
+
+    asyncio.run(asyncio.wait_for(main(), 60))
+
+
+def _counted(dispatcher: Dispatcher) -> set[str]:
+    return set(dispatcher.in_flight.workloads())
+
+
+@pytest.mark.parametrize("change", ["deactivated", "evicted", "deleted during a relist"])
+def test_in_flight_demand_is_forgotten_when_the_workload_no_longer_goes_anywhere(
+    change: str,
+) -> None:
+    """A nominated workload's demand is counted against its worker until admission; one
+    deactivated, evicted back to no reservation, or deleted while the watch was down (a
+    relist brings no DELETED) must stop holding that room, or the worker looks full for
+    good."""
+
+    async def main() -> None:
+        key = f"{NS}/job"
+        async with dispatcher_on(TWO, [workload("job", cpu="1")]) as (fleet, dispatcher):
+            await dispatcher.reconcile(key)
+            await asyncio.gather(*dispatcher._tasks_in_flight)
+            assert _counted(dispatcher) == {key}
+            store = dispatcher.state.workloads.store
+            if change == "deleted during a relist":
+                fleet.manager.objects[fleet.manager._split(WORKLOADS)].pop((NS, "job"))
+                fleet.manager.compact()
+                reflector = dispatcher.state.workloads
+                await until(lambda: key not in reflector.store, what="the relist")
+            else:
+                changed = workload("job", cpu="1", reserved=change != "evicted")
+                if change == "deactivated":
+                    changed["spec"]["active"] = False
+                fleet.manager.put(WORKLOADS, changed)
+                await until(
+                    lambda: (
+                        (store[key].get("spec") or {}).get("active") is False
+                        or not (store[key].get("status") or {}).get("admission")
+                    ),
+                    what="the change",
+                )
+                await dispatcher.reconcile(key)
+            assert _counted(dispatcher) == set()
 
     asyncio.run(asyncio.wait_for(main(), 60))

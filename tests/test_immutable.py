@@ -165,3 +165,70 @@ def test_render_diff_refuses_and_explains(tmp_path: Path) -> None:
     assert result.returncode == 2, result.stderr  # an error, not "differs" (1)
     assert "error: queues.topologies[0].levels" in result.stderr
     assert "cannot change" not in result.stdout
+
+
+# --- checked against what is deployed, by preview, up and the CI driver ---------------------
+
+
+def _guard_inputs(config: dict[str, Any], cluster: str = "worker1") -> dict[str, Any]:
+    from components.objects.fleet import cluster_objects
+    from components.resources.immutable import guarded_fields
+
+    spec, problems = load(config)
+    assert not [p for p in problems if p.severity == "error"], problems
+    target = next(c for c in spec.clusters if c.name == cluster)
+    return {"cluster": cluster, **guarded_fields(spec, cluster_objects(spec, target).objects)}
+
+
+def test_the_deployed_fields_refuse_a_change_in_the_engines_check() -> None:
+    """The resource's check gets the inputs of the last deployment: a Topology's levels
+    changed since is a failure naming the config path and the way around; nothing else
+    (quota, node taints) is."""
+    from components.resources.immutable import ImmutableFieldsProvider
+
+    provider = ImmutableFieldsProvider()
+    deployed = _guard_inputs(_tas())
+    new = _tas()
+    new["queues"]["topologies"][0]["levels"] = ["kubernetes.io/hostname"]
+    result = provider.check(deployed, _guard_inputs(new))
+    (failure,) = result.failures
+    assert failure.property == ""
+    assert failure.reason.startswith(
+        "queues.topologies[0].levels: Topology default: spec.levels cannot change from what "
+        "is deployed: "
+    )
+    assert "fix: add a Topology under a new name" in failure.reason
+    assert "\n" not in failure.reason
+    # Allowed changes, a first deployment and the same inputs pass.
+    allowed = _tas()
+    allowed["queues"]["clusterQueues"][0]["resourceGroups"][0]["flavors"][0]["resources"]["cpu"] = (
+        99
+    )
+    assert provider.check(deployed, _guard_inputs(allowed)).failures == []
+    assert provider.check({}, _guard_inputs(new)).failures == []
+    assert provider.check(deployed, deployed).failures == []
+    assert not provider.diff("w", deployed, deployed).changes
+
+
+def test_the_admission_check_controller_is_guarded_on_the_manager() -> None:
+    from components.resources.immutable import refusals
+
+    deployed = _guard_inputs(base(), "manager")
+    (key,) = [k for k in deployed["objects"] if k.startswith("AdmissionCheck ")]
+    changed = copy.deepcopy(deployed)
+    changed["objects"][key]["spec"]["controllerName"] = "example.com/other"
+    (line,) = refusals(deployed, changed)
+    assert f"{key}: spec.controllerName cannot change" in line
+
+
+def test_the_stack_diff_workflow_fails_on_a_refused_change() -> None:
+    """render --diff exits 2 on a change Kueue refuses; the pull-request workflow used to
+    drop that with `|| true`. It still posts the comment, then fails."""
+    workflow = yaml.safe_load((ROOT / ".github" / "workflows" / "stack-diff.yaml").read_text())
+    steps = workflow["jobs"]["diff"]["steps"]
+    script = next(s["run"] for s in steps if s.get("name") == "Render diff per changed stack")
+    assert "|| true" not in script
+    assert 'render --diff --old "$base:$file" --new "$file" 2>&1 \\\n' in script
+    names = [s.get("name") or s.get("uses") for s in steps]
+    assert names[-1] == "Fail when a change cannot be applied"
+    assert names.index("actions/github-script@v7") < len(names) - 1

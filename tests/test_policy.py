@@ -718,3 +718,21 @@ def test_the_memo_never_changes_a_decision() -> None:
                         if v.cluster in a.nominate
                     ],
                 )
+
+
+def test_a_nominated_cluster_unreachable_for_less_than_worker_lost_timeout_stays() -> None:
+    """A few failed probes are no reason to drop a nomination: Kueue keeps a lost worker
+    for workerLostTimeout (15m by default) and it may be admitting the workload. Past it
+    (briefly_lost false) it leaves, and another where the workload fits joins meanwhile."""
+    lost = replace(worker("w1", queue(8), healthy=False), briefly_lost=True)
+    workers = {"w1": lost, "w2": worker("w2", queue(8))}
+    decision = run(demand(2, nominated=("w1",), nominated_at=NOW), workers)
+    assert decision.nominate == ("w1", "w2")
+    assert verdict(decision, "w1").category == "unreachable"
+    # Never a new nomination there, though.
+    assert run(demand(2), workers).nominate == ("w2",)
+    workers["w1"] = replace(lost, briefly_lost=False)
+    assert run(demand(2, nominated=("w1",), nominated_at=NOW), workers).nominate == ("w2",)
+    # Disconnected by Kueue (its MultiKueueCluster not Active): no grace.
+    workers["w1"] = replace(lost, connected=False)
+    assert run(demand(2, nominated=("w1",), nominated_at=NOW), workers).nominate == ("w2",)

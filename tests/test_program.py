@@ -176,3 +176,35 @@ def test_provider_choices_do_not_come_from_the_environment(
                 "upsertExistingObjects": False,
                 "enableServerSideApply": True,
             }, (stack, c.name, got)
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        ("", "the file is empty"),
+        (None, "it is a directory, not a kubeconfig file"),
+        ("contexts:\n- \nclusters:\n", "it has no context 'lab-manager' (it has: none)"),
+        (
+            "contexts:\n- name: lab-manager\n  context:\n",
+            "its context 'lab-manager' names no cluster and user",
+        ),
+        ("- just\n- a list\n", "it is not a kubeconfig"),
+        ("{", "it is not valid YAML"),
+    ],
+)
+def test_an_unusable_kubeconfig_file_is_one_line_naming_it(content: str | None, said: str) -> None:
+    """Not `TypeError: 'NoneType'...`, `AttributeError` or `IsADirectoryError` tracebacks:
+    the file, what is wrong with it, and the keys that choose it."""
+    config, secret = engine_config(ROOT / "stacks" / "Pulumi.existing.yaml")
+    path = Path(os.environ["KUBECONFIG"])
+    if content is None:
+        path.unlink()
+        path.mkdir()
+    else:
+        path.write_text(content)
+    with pytest.raises(pulumi.RunError) as info:
+        run_program("existing", config, secret)
+    message = str(info.value)
+    assert "\n" not in message, message
+    assert f"cluster 'manager': kubeconfig {path}: {said}" in message, message
+    assert "manager.existing" in message

@@ -153,6 +153,23 @@ def test_down_destroys_and_forgets_the_stack(
     assert "pulumi stack rm --yes --preserve-config --stack dev --non-interactive" in calls
 
 
+@pytest.mark.parametrize(("stack", "drains"), [("gke", False), ("eks", False), ("existing", True)])
+def test_down_drains_only_when_a_cluster_outlives_the_fleet(
+    project: Path, tmp_path: Path, stack: str, drains: bool
+) -> None:
+    """GKE and EKS clusters the stack created go whole, their objects with them: only a
+    stack with `existing` clusters holds its queues and waits before destroy."""
+    state = project / ".pulumi-state" / ".pulumi" / "stacks" / "multikueue-fleet"
+    state.mkdir(parents=True)
+    (state / f"{stack}.json").write_text("{}")
+    passphrase = {"PULUMI_CONFIG_PASSPHRASE": "x"}
+    result = run_up(project, tmp_path, stack, script="down.sh", env=passphrase)
+    assert result.returncode == 0, result.stderr
+    calls = [c.split(" | ")[0] for c in calls_of(tmp_path)]
+    assert any(c.startswith("pulumi stack output") for c in calls) == drains, calls
+    assert f"pulumi destroy --yes --stack {stack} --non-interactive" in calls
+
+
 def test_docker_not_running_is_a_clear_stop(project: Path, tmp_path: Path) -> None:
     result = run_up(project, tmp_path, docker_ok=False)
     assert result.returncode == 1

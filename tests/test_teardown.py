@@ -262,3 +262,20 @@ def test_a_cluster_whose_kubeconfig_cannot_be_used_is_skipped_with_a_note() -> N
         assert notes[0].startswith("cluster gone: cannot stop its ClusterQueues (")
 
     asyncio.run(main())
+
+
+def test_clusters_the_stack_created_on_gke_and_eks_need_no_drain() -> None:
+    """Only `existing` clusters outlive the fleet: GKE and EKS clusters the stack created go
+    whole with their objects (deleted_with), like kind ones."""
+    from components.cli.teardown import drain_plan
+
+    outputs = {
+        "fleet": "prod",
+        "clusters": [{"name": "manager", "provider": "gke"}, {"name": "w", "provider": "eks"}],
+        "kubeconfigs": {"manager": "kind: Config\n", "w": "kind: Config\n"},
+    }
+    assert drain_plan(outputs) == ({}, set())
+    outputs["clusters"].append({"name": "lab", "provider": "existing"})
+    outputs["kubeconfigs"]["lab"] = "kind: Config\n"
+    kubeconfigs, lasting = drain_plan(outputs)
+    assert sorted(kubeconfigs) == ["lab", "manager", "w"] and lasting == {"lab"}

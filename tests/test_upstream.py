@@ -385,3 +385,16 @@ def test_the_left_out_objects_are_deleted_by_kustomize(
     assert kept == ["kubeflow-trainer-controller-manager", "my-jobset-reader",
                     "trainjobs.trainer.kubeflow.org"]  # fmt: skip
     assert kustomize_directory(FRAMEWORKS["jobset"].bundles[0]).startswith("https://")
+
+
+def test_kueue_deployment_is_applied_after_its_configmap(manifest: str) -> None:
+    """One ConfigGroup applies Kueue's objects in parallel unless told: the Deployment
+    names the ConfigMap in yaml/v2's depends-on annotation, so Kueue never starts on the
+    release's default configuration."""
+    spec = _spec(base())
+    objects = kueue_objects(manifest, spec, spec.manager)
+    annotations = _deployment(objects)["metadata"]["annotations"]
+    assert (
+        annotations["config.kubernetes.io/depends-on"]
+        == "/namespaces/kueue-system/ConfigMap/kueue-manager-config"
+    )

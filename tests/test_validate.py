@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -827,3 +828,147 @@ def test_a_duplicate_worker_name_is_one_problem_with_its_fix() -> None:
     assert [(p.path, p.hint) for p in problems] == [
         ("workers[1].name", "give each cluster its own name")
     ]
+
+
+def test_kueue_rejections_of_a_kubeconfig_with_empty_items_are_reasons_not_errors() -> None:
+    from components.objects.kubeconfig import kueue_rejections
+
+    reasons = kueue_rejections("clusters:\n- \n- name: c\n  cluster: x\nusers: [null]\n")
+    assert "cluster 'c' is not a mapping" in reasons
+    assert "current-context is missing or names no context in the file" in reasons
+
+
+def test_a_misspelt_flavor_definition_is_named_not_suggested() -> None:
+    """The definition misspelt and the reference right: the hint points at the definition
+    nothing uses instead of suggesting the misspelling to the reference."""
+    config = base()
+    config["queues"]["flavors"][0]["name"] = "defualt-flavor"
+    problem = only(problems_of(config), "queues.clusterQueues[0].resourceGroups[0].flavors[0].name")
+    assert problem.message == "no ResourceFlavor named 'default-flavor'"
+    assert "did you mean 'defualt-flavor'" not in problem.hint
+    assert problem.hint.startswith("queues.flavors[0] defines 'defualt-flavor', which no")
+    assert "rename it to 'default-flavor'" in problem.hint
+    # A misspelt reference to a flavor that is used elsewhere still gets the suggestion.
+    config = base()
+    config["queues"]["clusterQueues"][0]["resourceGroups"][0]["flavors"][0]["name"] = (
+        "defaul-flavor"
+    )
+    config["queues"]["clusterQueues"].append(
+        {**copy.deepcopy(config["queues"]["clusterQueues"][0]), "name": "cq2"}
+    )
+    config["queues"]["clusterQueues"][1]["resourceGroups"][0]["flavors"][0]["name"] = (
+        "default-flavor"
+    )
+    hints = [p.hint for p in problems_of(config) if "no ResourceFlavor" in p.message]
+    assert hints == ["did you mean 'default-flavor'? define it under queues.flavors"]
+
+
+def test_a_duplicate_cluster_queue_is_one_problem() -> None:
+    """Every reference to the name (a LocalQueue, a worker's quotas, managerQuota) still
+    resolves: no "no ClusterQueue named" after the duplicate."""
+    config = base()
+    config["queues"]["clusterQueues"].append(copy.deepcopy(config["queues"]["clusterQueues"][0]))
+    config["workers"][0]["quotas"] = {"cq": {"default-flavor": {"cpu": 1, "memory": "1Gi"}}}
+    errors = [p for p in problems_of(config) if p.severity == "error"]
+    assert [p.path for p in errors] == ["queues.clusterQueues[1]"], errors
+
+
+@pytest.mark.parametrize("zero", ["0s", "0", 0, "0h0m"])
+def test_a_zero_pods_ready_timeout_is_refused(zero: Any) -> None:
+    """Kueue v0.19.2 replaces a zero waitForPodsReady.timeout with 30m (defaults.go): the
+    stack must not say 0s while Kueue waits half an hour."""
+    config = base()
+    config["kueue"]["waitForPodsReady"] = {"timeout": zero}
+    problem = only(problems_of(config), "kueue.waitForPodsReady.timeout")
+    assert "Kueue replaces with its default of 30m" in problem.message
+    assert "enabled: false" in problem.hint
+    config["kueue"]["waitForPodsReady"] = {"timeout": zero, "enabled": False}
+    assert not [p for p in problems_of(config) if "timeout" in p.path]
+
+
+@pytest.mark.parametrize(
+    ("key", "refused"),
+    [
+        ("kubernetes.io/role", True),
+        ("node-role.kubernetes.io/gpu", True),
+        ("cloud.google.com/gke-accelerator", False),
+        ("example.k8s.io/pool", True),
+        ("topology.kubernetes.io/zone", False),
+        ("node.kubernetes.io/pool", False),
+        ("pool.node.kubernetes.io/x", False),
+        ("feature.kubelet.kubernetes.io/x", False),
+        ("kubernetes.io/hostname", False),
+        ("example.com/pool", False),
+        ("accelerator", False),
+    ],
+)
+def test_node_labels_the_kubelet_refuses_are_refused(key: str, refused: bool) -> None:
+    """kubelet (well_known_labels.go, options.go ValidateKubeletFlags) refuses to start with
+    other kubernetes.io / k8s.io labels: kind create would fail half-way through `up`."""
+    config = base()
+    config["workers"][0]["nodeLabels"] = {key: "x"}
+    found = [p for p in problems_of(config) if p.path.startswith("workers[0].nodeLabels")]
+    assert bool(found) == refused, found
+    if refused:
+        assert found[0].path == f"workers[0].nodeLabels.{key}"
+        assert "kubelet refuses to start" in found[0].message
+
+
+def _gke_gpu_config() -> dict[str, Any]:
+    config = base()
+    config["manager"] = {
+        "provider": "gke",
+        "gke": {"project": "p-123456", "location": "us-central1"},
+    }
+    for w in config["workers"]:
+        w["provider"] = "gke"
+        w["gke"] = {"project": "p-123456", "location": "us-central1"}
+    config["queues"]["flavors"].append(
+        {"name": "t4", "nodeLabels": {"cloud.google.com/gke-accelerator": "nvidia-tesla-t4"}}
+    )
+    config["queues"]["clusterQueues"][0]["resourceGroups"].append(
+        {
+            "coveredResources": ["nvidia.com/gpu"],
+            "flavors": [{"name": "t4", "resources": {"nvidia.com/gpu": 4}}],
+        }
+    )
+    config["workers"][1]["quotas"] = {"cq": {"t4": {"nvidia.com/gpu": 0}}}
+    return config
+
+
+def test_gpu_quota_on_a_cloud_worker_without_gpu_nodes_is_said() -> None:
+    """The stack offers GPUs on a GKE/EKS worker it gives no GPU node pool (what the gke
+    stack did): workloads sent there would wait for nodes that never come."""
+    config = _gke_gpu_config()
+    problem = only(problems_of(config), "workers[0].gke.gpuPool")
+    assert problem.severity == "warning"
+    assert "offers nvidia.com/gpu (flavor 't4' of ClusterQueue 'cq')" in problem.message
+    # worker2 offers 0: nothing said. With a pool of the flavor's accelerator: nothing.
+    config["workers"][0]["gke"]["gpuPool"] = {"accelerator": "nvidia-tesla-t4"}
+    assert not [p for p in problems_of(config) if "gpuPool" in p.path]
+    config["workers"][0]["gke"]["gpuPool"] = {
+        "accelerator": "nvidia-l4",
+        "machineType": "g2-standard-8",
+    }
+    problem = only(problems_of(config), "workers[0].gke.gpuPool.accelerator")
+    assert "selects cloud.google.com/gke-accelerator=nvidia-tesla-t4" in problem.message
+
+
+def test_an_empty_worker_kubeconfig_says_it_is_empty() -> None:
+    config = base()
+    config["workerKubeconfigs"] = {"worker1": "  \n"}
+    problems = problems_of(config, secret_keys=frozenset({"workerKubeconfigs"}))
+    problem = only(problems, "workerKubeconfigs.worker1")
+    assert problem.message == "Kueue would reject this kubeconfig: it is empty"
+
+
+def test_a_gpu_pools_node_labels_are_held_to_the_kubelets_rule_too() -> None:
+    config = _gke_gpu_config()
+    config["workers"][0]["gke"]["gpuPool"] = {
+        "accelerator": "nvidia-tesla-t4",
+        "nodeLabels": {"node-role.kubernetes.io/gpu": ""},
+    }
+    problem = only(
+        problems_of(config), "workers[0].gke.gpuPool.nodeLabels.node-role.kubernetes.io/gpu"
+    )
+    assert "kubelet refuses to start" in problem.message

@@ -139,7 +139,7 @@ def immutable_changes(
     return found
 
 
-def _config_path(spec: FleetSpec, change: Change) -> str:
+def config_path(spec: FleetSpec, change: Change) -> str:
     kind, _, name = change.key.partition(" ")
     field = change.rule.field
     if kind == "ResourceFlavor":
@@ -163,7 +163,7 @@ def change_problems(old: FleetSpec, new: FleetSpec) -> list[Problem]:
             if (change.key, change.rule.field) in seen:
                 continue  # the same object on every worker: said once
             seen.add((change.key, change.rule.field))
-            where = _config_path(new, change)
+            where = config_path(new, change)
             if change.rule.action == "refuse":
                 problems.append(
                     Problem(

@@ -11,6 +11,7 @@ and workers.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import re
 from collections.abc import Callable, Iterable, Iterator
@@ -124,6 +125,112 @@ def kind_workers_need_a_kind_manager(spec: FleetSpec) -> Iterator[Problem]:
                 f"kind worker '{c.name}' cannot be reached by a {spec.manager.provider} manager",
                 "a kind worker is reachable only from a kind manager on the same Docker "
                 "host; use kind for the manager too, or another provider here",
+            )
+
+
+# The node labels a kubelet may set on its own Node in the kubernetes.io and k8s.io
+# namespaces (kubernetes v1.35 staging/src/k8s.io/kubelet/pkg/apis/well_known_labels.go,
+# kubeletLabels and kubeletLabelNamespaces, from k8s.io/api/core/v1 well_known_labels.go).
+# Any other key there makes the kubelet refuse to start (cmd/kubelet/app/options/options.go
+# ValidateKubeletFlags: "unknown 'kubernetes.io' or 'k8s.io' labels specified with
+# --node-labels"), which is how kind (kubeadm's node-labels) and a cloud node pool pass them.
+KUBELET_LABELS = (
+    "kubernetes.io/hostname",
+    "topology.kubernetes.io/zone",
+    "topology.kubernetes.io/region",
+    "failure-domain.beta.kubernetes.io/zone",
+    "failure-domain.beta.kubernetes.io/region",
+    "beta.kubernetes.io/instance-type",
+    "node.kubernetes.io/instance-type",
+    "kubernetes.io/os",
+    "kubernetes.io/arch",
+    "beta.kubernetes.io/os",
+    "beta.kubernetes.io/arch",
+)
+KUBELET_LABEL_NAMESPACES = ("kubelet.kubernetes.io", "node.kubernetes.io")
+
+
+def _in_namespace(prefix: str, namespace: str) -> bool:
+    return prefix == namespace or prefix.endswith("." + namespace)
+
+
+def kubelet_refuses_label(key: str) -> bool:
+    """kubelet's own rule: a key under kubernetes.io or k8s.io that is neither in its
+    allowed set nor under one of its allowed namespaces."""
+    prefix = key.split("/", 1)[0] if "/" in key else ""
+    if not any(_in_namespace(prefix, ns) for ns in ("kubernetes.io", "k8s.io")):
+        return False
+    if key in KUBELET_LABELS:
+        return False
+    return not any(_in_namespace(prefix, ns) for ns in KUBELET_LABEL_NAMESPACES)
+
+
+def node_labels_kubelet_accepts(spec: FleetSpec) -> Iterator[Problem]:
+    """nodeLabels of a cluster the stack creates reach the kubelet's --node-labels."""
+    for c in spec.clusters:
+        if c.provider == "existing":
+            continue
+        labelled = [(key_path(c.path, "nodeLabels"), c.node_labels)]
+        settings = c.gke if c.provider == "gke" else c.eks if c.provider == "eks" else None
+        if settings is not None and settings.gpu_pool is not None:
+            pool_path = key_path(key_path(c.path, c.provider), "gpuPool.nodeLabels")
+            labelled.append((pool_path, settings.gpu_pool.node_labels))
+        for where, key in ((w, k) for w, labels in labelled for k in labels):
+            if kubelet_refuses_label(key):
+                yield _error(
+                    key_path(where, key),
+                    f"the kubelet refuses to start with node label '{key}': under "
+                    "kubernetes.io and k8s.io it sets only its own labels",
+                    "use a key under your own domain (example.com/...), or one kubelet "
+                    f"allows: {', '.join(KUBELET_LABELS)}, or a *.{KUBELET_LABEL_NAMESPACES[0]} "
+                    f"or *.{KUBELET_LABEL_NAMESPACES[1]} key",
+                )
+
+
+GKE_ACCELERATOR_LABEL = "cloud.google.com/gke-accelerator"
+
+
+def gpu_quota_has_gpu_nodes(spec: FleetSpec) -> Iterator[Problem]:
+    """A GKE or EKS worker the stack creates that offers NVIDIA GPUs in its quota needs a
+    GPU node pool (gke.gpuPool, eks.gpuPool), and on GKE the accelerator a flavor selects
+    (cloud.google.com/gke-accelerator) is the one its pool has: otherwise the workloads
+    sent there wait for nodes that never come. Said once per worker."""
+    from components.objects.queues import worker_quotas
+
+    flavors = {f.name: f for f in spec.queues.flavors}
+    for w in spec.workers:
+        settings = w.gke if w.provider == "gke" else w.eks if w.provider == "eks" else None
+        if settings is None:
+            continue
+        pool = settings.gpu_pool
+        offered = [
+            (cq.name, flavor, res)
+            for cq in spec.queues.cluster_queues
+            for flavor, resources in worker_quotas(cq, w).items()
+            for res, q in resources.items()
+            if res.startswith("nvidia.com/") and quantity.parse(q.nominal) > 0
+        ]
+        if not offered:
+            continue
+        cq_name, flavor, res = offered[0]
+        where = key_path(key_path(w.path, w.provider), "gpuPool")
+        if pool is None:
+            yield _warn(
+                where,
+                f"worker '{w.name}' offers {res} (flavor '{flavor}' of ClusterQueue "
+                f"'{cq_name}') but the stack gives it no GPU nodes",
+                f"add {w.provider}.gpuPool, or set that quota to 0 in {key_path(w.path, 'quotas')}",
+            )
+            continue
+        wanted = (flavors[flavor].node_labels if flavor in flavors else {}).get(
+            GKE_ACCELERATOR_LABEL
+        )
+        if w.provider == "gke" and wanted and wanted != pool.accelerator:
+            yield _warn(
+                key_path(where, "accelerator"),
+                f"flavor '{flavor}' selects {GKE_ACCELERATOR_LABEL}={wanted} but the GPU pool "
+                f"of worker '{w.name}' has {pool.accelerator}",
+                "make the flavor's node label and the pool's accelerator the same",
             )
 
 
@@ -521,6 +628,16 @@ def resource_groups(spec: FleetSpec) -> Iterator[Problem]:
     covered resources (clusterqueue_webhook.go v0.19.2:313, :322; clusterqueue_types.go
     :254). How many of each there may be: kueue_rules.py."""
     flavors = {f.name for f in spec.queues.flavors}
+    used = {
+        fq.flavor
+        for cq in spec.queues.cluster_queues
+        for g in cq.resource_groups
+        for fq in g.flavors
+    }
+    # A definition nothing refers to, close to a name that is referred to but not defined:
+    # the misspelling is more likely in the definition, so the hint names it there rather
+    # than suggesting the misspelt name to every reference.
+    unused = {f.name: f.path for f in spec.queues.flavors if f.name not in used}
     for cq in spec.queues.cluster_queues:
         covered_by: dict[str, str] = {}
         flavor_seen: dict[str, str] = {}
@@ -535,10 +652,16 @@ def resource_groups(spec: FleetSpec) -> Iterator[Problem]:
                 covered_by[res] = g.path
             for fq in g.flavors:
                 if fq.flavor not in flavors:
+                    close = difflib.get_close_matches(fq.flavor, sorted(unused), n=1)
+                    hint = (
+                        f"{unused[close[0]]} defines '{close[0]}', which no ClusterQueue "
+                        f"uses: if that is a misspelling, rename it to '{fq.flavor}'; "
+                        "otherwise define this flavor under queues.flavors"
+                        if close
+                        else f"{did_you_mean(fq.flavor, flavors)}define it under queues.flavors"
+                    )
                     yield _error(
-                        key_path(fq.path, "name"),
-                        f"no ResourceFlavor named '{fq.flavor}'",
-                        f"{did_you_mean(fq.flavor, flavors)}define it under queues.flavors",
+                        key_path(fq.path, "name"), f"no ResourceFlavor named '{fq.flavor}'", hint
                     )
                 if fq.flavor in flavor_seen:
                     yield _error(
@@ -789,6 +912,8 @@ RULES: list[Rule] = [
     clusters_distinct,
     kind_name_length,
     kind_workers_need_a_kind_manager,
+    node_labels_kubelet_accepts,
+    gpu_quota_has_gpu_nodes,
     known_frameworks,
     workers_run_the_managers_frameworks,
     integrations_are_known_and_installed,

@@ -580,9 +580,9 @@ class Driver:
         self.log(f"stack {name} removed")
 
     def _drain(self, stack: Any) -> None:
-        """On existing and cloud clusters, stop the fleet's ClusterQueues and let the work
-        holding their quota end first (components/cli/teardown.py). kind clusters need none:
-        their objects go with the cluster."""
+        """On existing clusters, stop the fleet's ClusterQueues and let the work holding
+        their quota end first (components/cli/teardown.py). Clusters the stack created
+        (kind, GKE, EKS) need none: their objects go with the cluster."""
         from components.cli.teardown import DrainTimeout, drain_plan, stop_and_drain
 
         outputs = {k: v.value for k, v in stack.outputs().items()}

@@ -1,4 +1,4 @@
-"""Before a fleet on existing or cloud clusters is destroyed: stop its ClusterQueues and let
+"""Before a fleet on existing clusters is destroyed: stop its ClusterQueues and let
 the work that holds their quota end, so the destroy that follows is not stuck behind Kueue's
 finalizers (Kueue keeps one on a ClusterQueue while workloads hold its quota, and the
 Kubernetes provider waits ten minutes for each deletion).
@@ -14,10 +14,12 @@ pkg/controller/core/clusterqueue_controller.go, pkg/cache/scheduler/clusterqueue
 commit one admission). The wait is bounded; past it the teardown stops and names the
 workloads still holding quota, and how to end them or resume the queues.
 
-When any cluster outlives the fleet, the queues of every cluster are held, kind ones
-included: an unheld kind manager would go on placing copies on the lasting workers, and
-only it cleans them up (pkg/controller/admissionchecks/multikueue/workload.go). The wait
-covers the lasting clusters only; kind ones go whole."""
+Only `existing` clusters outlive the fleet: kind, GKE and EKS clusters the stack created are
+deleted whole, their objects with them. When any cluster outlives the fleet, the queues of
+every cluster are held, created ones included: an unheld created manager would go on
+placing copies on the lasting workers, and only it cleans them up
+(pkg/controller/admissionchecks/multikueue/workload.go). The wait covers the lasting
+clusters only; created ones go whole."""
 
 from __future__ import annotations
 
@@ -167,11 +169,12 @@ def _message(state: Mapping[str, list[str]], bound: float) -> str:
 
 def drain_plan(outputs: Mapping[str, Any]) -> tuple[dict[str, dict[str, Any]], set[str]]:
     """From a stack's outputs: the kubeconfigs of the clusters whose queues are held, and
-    the names of those waited on. Nothing when every cluster is kind (each takes its objects
-    with it); otherwise every cluster is held and the lasting ones (existing, GKE, EKS)
-    are waited on (see the module docstring)."""
+    the names of those waited on. Nothing when the stack created every cluster (kind, GKE,
+    EKS: each takes its objects with it, components/resources/fleet.py `deleted_with`);
+    otherwise every cluster is held and the lasting ones, the `existing` clusters, are
+    waited on (see the module docstring)."""
     clusters = outputs.get("clusters") or []
-    lasting = {c["name"] for c in clusters if c.get("provider") not in (None, "kind")}
+    lasting = {c["name"] for c in clusters if c.get("provider") == "existing"}
     if not lasting:
         return {}, set()
     kubeconfigs = {c["name"]: yaml.safe_load(outputs["kubeconfigs"][c["name"]]) for c in clusters}

@@ -81,6 +81,29 @@ FIELD_DOCS: dict[str, str] = {
     "EksSettings.region": "The AWS region.",
     "EksSettings.instanceType": "The EC2 instance type of the node group.",
     "EksSettings.nodeCount": "Nodes in the node group.",
+    "GkeSettings.gpuPool": "A second node pool with NVIDIA GPUs (accelerators, the driver "
+    "installed by GKE, the `nvidia.com/gpu=present:NoSchedule` taint). Unset: CPU nodes only.",
+    "GkeGpuPool.accelerator": "The GPU type, such as `nvidia-tesla-t4`; GKE labels the nodes "
+    "`cloud.google.com/gke-accelerator=<accelerator>`, which a flavor selects.",
+    "GkeGpuPool.acceleratorCount": "GPUs per node.",
+    "GkeGpuPool.machineType": "The machine type of the GPU nodes (T4 and V100 attach to N1 "
+    "machines).",
+    "GkeGpuPool.nodeCount": "GPU nodes (per zone for a regional cluster).",
+    "GkeGpuPool.driverVersion": "The NVIDIA driver GKE installs: `LATEST`, `DEFAULT`, or "
+    "`INSTALLATION_DISABLED` (you install it yourself).",
+    "GkeGpuPool.nodeLabels": "More labels for the GPU nodes only.",
+    "GkeGpuPool.zones": "The zones of the GPU nodes (where the accelerator is offered). "
+    "Unset: every zone of the cluster's location, `nodeCount` in each.",
+    "EksSettings.gpuPool": "A managed node group of GPU instances on the NVIDIA Bottlerocket "
+    "AMI (drivers and device plugin in the image), tainted "
+    "`nvidia.com/gpu=present:NoSchedule`. Unset: CPU nodes only.",
+    "EksGpuPool.instanceType": "The GPU instance type, such as `g4dn.xlarge`; EKS labels the "
+    "nodes `node.kubernetes.io/instance-type=<type>`, which a flavor can select.",
+    "EksGpuPool.nodeCount": "GPU nodes in the node group.",
+    "EksGpuPool.amiType": "`BOTTLEROCKET_x86_64_NVIDIA` or `BOTTLEROCKET_ARM_64_NVIDIA` (for "
+    "Graviton GPU instances).",
+    "EksGpuPool.nodeLabels": "More labels for the GPU nodes only, such as the one a flavor "
+    "selects.",
     # --- Kueue -----------------------------------------------------------------------------
     "KueueSpec.install": "`managed`: the fleet installs Kueue from its pinned release; "
     "`existing`: Kueue is already on every cluster and the fleet only checks its API "
@@ -100,7 +123,8 @@ FIELD_DOCS: dict[str, str] = {
     "KueueSpec.multiKueue": "MultiKueue's settings on the manager.",
     "ExternalFramework.name": "The kind as `Kind.version.group`, as Kueue parses it.",
     "ExternalFramework.resource": "Its plural resource name for RBAC. Unset: the kind in "
-    "lower case plus `s`.",
+    "lower case made plural as CRD generators do (`Policy` -> `policies`, `Index` -> "
+    "`indexes`, `Gateway` -> `gateways`); set it for an irregular plural.",
     "WaitForPodsReady.enabled": "Wait until a workload's pods are ready, evicting it after "
     "`timeout`.",
     "WaitForPodsReady.timeout": "How long a workload may take to get its pods ready (a Go "

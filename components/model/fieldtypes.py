@@ -274,6 +274,17 @@ def _duration(value: Any) -> str:
     return text
 
 
+def duration_seconds(text: str) -> float:
+    """A Duration (as validated) in seconds: "15m" is 900.0."""
+    total = sum(Decimal(n) * _UNITS_NS[unit] for n, unit in _DURATION_PART.findall(text))
+    return float(total / 10**9)
+
+
+def duration_is_zero(text: str) -> bool:
+    """Whether a Duration (as validated) is zero long: "0", "0s", "0h0m"."""
+    return all(Decimal(n) == 0 for n, _unit in _DURATION_PART.findall(text))
+
+
 Duration = _typed(_duration, {"type": "string", "pattern": f"^({DURATION.pattern})$"})
 
 

@@ -54,6 +54,7 @@ from components.model.fieldtypes import (
     Text,
     dns_label,
     dns_subdomain,
+    duration_is_zero,
     fail,
     int_range,
     kind_of,
@@ -231,17 +232,58 @@ class ExistingSettings(_Model):
     server: HttpsUrl | None = None
 
 
+# GPU node pools: nodes carry this taint so only pods asking for GPUs land there (the
+# ExtendedResourceToleration admission plugin gives such pods the toleration). GKE adds it
+# itself to a GPU pool of a cluster that also has other pools
+# (https://cloud.google.com/kubernetes-engine/docs/how-to/gpus, "GKE automatically adds
+# taints"); on EKS the node group is given it.
+GPU_TAINT = ("nvidia.com/gpu", "present", "NoSchedule")
+GKE_GPU_DRIVERS = ("LATEST", "DEFAULT", "INSTALLATION_DISABLED")
+EKS_GPU_AMIS = ("BOTTLEROCKET_x86_64_NVIDIA", "BOTTLEROCKET_ARM_64_NVIDIA")
+
+
+class GkeGpuPool(_Model):
+    """A GKE node pool with NVIDIA GPUs, its driver installed by GKE."""
+
+    # A Compute Engine accelerator type, also the value of the node label GKE sets:
+    # cloud.google.com/gke-accelerator=<accelerator>.
+    accelerator: MachineType
+    accelerator_count: int_range(1, 16) = 1
+    # T4 and V100 attach to N1 machines only.
+    machine_type: MachineType = "n1-standard-8"
+    node_count: int_range(1, 1000) = 1
+    driver_version: Literal["LATEST", "DEFAULT", "INSTALLATION_DISABLED"] = "LATEST"
+    node_labels: dict[LabelKey, LabelValue] = {}
+    # The zones of the GPU nodes (node_locations); empty: every zone of the cluster's
+    # location, nodeCount in each.
+    zones: tuple[GcpLocation, ...] = ()
+
+
+class EksGpuPool(_Model):
+    """An EKS managed node group of GPU instances on the NVIDIA Bottlerocket AMI (its
+    drivers and the Kubernetes device plugin are in the image)."""
+
+    instance_type: InstanceType
+    node_count: int_range(1, 1000) = 1
+    ami_type: Literal["BOTTLEROCKET_x86_64_NVIDIA", "BOTTLEROCKET_ARM_64_NVIDIA"] = (
+        "BOTTLEROCKET_x86_64_NVIDIA"
+    )
+    node_labels: dict[LabelKey, LabelValue] = {}
+
+
 class GkeSettings(_Model):
     project: GcpProject
     location: GcpLocation
     machine_type: MachineType = "e2-standard-4"
     node_count: int_range(1, 1000) = 2
+    gpu_pool: GkeGpuPool | None = None
 
 
 class EksSettings(_Model):
     region: AwsRegion
     instance_type: InstanceType = "m5.xlarge"
     node_count: int_range(1, 1000) = 2
+    gpu_pool: EksGpuPool | None = None
 
 
 class ClusterSpec(_Model):
@@ -448,6 +490,26 @@ class WaitForPodsReady(_Model):
     # mirror (kueue_config.waits_for_pods_ready); workers always follow `enabled`.
     on_manager: StrictBool | None = None
 
+    @model_validator(mode="after")
+    def _timeout_not_zero(self) -> WaitForPodsReady:
+        # Kueue v0.19.2 apis/config/v1beta2/defaults.go SetDefaults_Configuration: a zero
+        # `timeout` is replaced by DefaultWaitForPodsReadyTimeout (30 minutes; the research
+        # notes, kueue-api.md §3: "default 30m"), so "0s" would mean 30m, not "never wait".
+        if self.enabled and duration_is_zero(self.timeout):
+            _raise(
+                type(self).__name__,
+                [
+                    (
+                        ("timeout",),
+                        f"timeout '{self.timeout}' is zero, which Kueue replaces with its "
+                        "default of 30m (apis/config/v1beta2/defaults.go)",
+                        "set the wait you mean (for example 10m), or enabled: false to not "
+                        "wait for PodsReady at all",
+                    )
+                ],
+            )
+        return self
+
     @property
     def requeuing_timestamp(self) -> str:
         return self.requeuing_strategy.timestamp
@@ -473,6 +535,22 @@ class MultiKueueSettings(_Model):
     worker_lost_timeout: Duration = "15m"
 
 
+def kind_plural(kind: str) -> str:
+    """The plural resource name a CRD generator gives a kind: controller-tools (kubebuilder)
+    writes `flect.Pluralize(strings.ToLower(kind))` into spec.names.plural (controller-tools
+    pkg/crd/spec.go), so "Policy" is "policies" and "Gateway" "gateways", "Index" "indexes"
+    (not kind + "s", nor apimachinery's UnsafeGuessKindToResource, which says "gatewaies").
+    The common English rules only; an irregular plural is set with `resource`."""
+    word = kind.lower()
+    if not word:
+        return word
+    if word.endswith(("s", "x", "z", "ch", "sh")):
+        return word + "es"
+    if word.endswith("y") and len(word) > 1 and word[-2] not in "aeiou":
+        return word[:-1] + "ies"
+    return word + "s"
+
+
 class ExternalFramework(_Model):
     model_config = ConfigDict(json_schema_extra=_or_shorthand({"type": "string"}))
 
@@ -488,7 +566,7 @@ class ExternalFramework(_Model):
     @model_validator(mode="after")
     def _plural(self) -> ExternalFramework:
         if self.resource is None:
-            self._derive(resource=self.name.split(".", 1)[0].lower() + "s")
+            self._derive(resource=kind_plural(self.name.split(".", 1)[0]))
         return self
 
     @property

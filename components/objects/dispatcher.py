@@ -8,12 +8,14 @@ import hashlib
 from collections.abc import Mapping
 from typing import Any
 
+from components.model.fieldtypes import duration_seconds
 from components.model.spec import ClusterSpec, FleetSpec
 from components.objects.labels import FLEET_NAMESPACE, KUEUE_NAMESPACE, metadata
 from components.objects.manifests import yaml_text
 from components.objects.multikueue import placeholder, profile_token_secret_name
 from controller.model import Policy
 from controller.policy_api import GROUP, PLURAL, crd, policy_object, seconds
+from controller.settings import Settings
 
 NAME = "multikueue-fleet-dispatcher"
 BUILT_IMAGE = "<image built from controller/ by pulumi up, pinned by digest>"
@@ -49,6 +51,11 @@ def settings(spec: FleetSpec, endpoints: Mapping[str, tuple[str, str]]) -> dict[
         "kueueNamespace": KUEUE_NAMESPACE,
         "workerSecretLabel": WORKER_LABEL,
     }
+    lost = duration_seconds(spec.kueue.multikueue.worker_lost_timeout)
+    if lost != Settings.worker_lost_timeout_seconds:
+        # Kueue keeps a lost worker this long; the dispatcher keeps a nomination there as
+        # long (controller/policy.py, _briefly_lost).
+        out["workerLostTimeoutSeconds"] = lost
     if spec.dispatcher.inventory:
         out["inventory"] = True
     if spec.credentials.mode == "clusterProfile":

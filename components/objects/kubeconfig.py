@@ -42,6 +42,35 @@ def existing_kubeconfig_path(existing: ExistingSettings) -> Path:
     return Path(path or Path.home() / ".kube" / "config").expanduser()
 
 
+def read_kubeconfig_file(path: Path) -> str:
+    """The text of a kubeconfig file. ValueError, one line saying what is wrong with the
+    file, when it is missing, a directory, unreadable, empty or not a YAML mapping."""
+    if path.is_dir():
+        raise ValueError("it is a directory, not a kubeconfig file")
+    if not path.exists():
+        raise ValueError("no such file")
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"it cannot be read ({exc.__class__.__name__}: {exc})") from None
+    if not text.strip():
+        raise ValueError("the file is empty")
+    try:
+        config = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ValueError(f"it is not valid YAML ({exc.__class__.__name__})") from None
+    if not isinstance(config, dict):
+        raise ValueError("it is not a kubeconfig (expected a mapping with contexts)")
+    return text
+
+
+def _entries(config: dict[str, Any], section: str) -> list[dict[str, Any]]:
+    """The mappings of a kubeconfig list (`clusters`, `users`, `contexts`); anything else
+    in it (an empty `- ` item, a string) is no entry."""
+    items = config.get(section)
+    return [e for e in items if isinstance(e, dict)] if isinstance(items, list) else []
+
+
 def context_cluster(text: str, context: str) -> tuple[str, str]:
     """(API server URL, CA) of `context` in a kubeconfig: the CA's data, or the path of its
     file. ValueError when the context is not there."""
@@ -49,11 +78,7 @@ def context_cluster(text: str, context: str) -> tuple[str, str]:
     if not isinstance(config, dict):
         raise ValueError("it is not a kubeconfig (expected a mapping with contexts)")
     ctx = next(
-        (
-            c.get("context") or {}
-            for c in config.get("contexts") or []
-            if isinstance(c, dict) and c.get("name") == context
-        ),
+        (c.get("context") or {} for c in _entries(config, "contexts") if c.get("name") == context),
         None,
     )
     if ctx is None:
@@ -61,11 +86,13 @@ def context_cluster(text: str, context: str) -> tuple[str, str]:
     cluster = next(
         (
             c.get("cluster") or {}
-            for c in config.get("clusters") or []
-            if isinstance(c, dict) and c.get("name") == ctx.get("cluster")
+            for c in _entries(config, "clusters")
+            if isinstance(ctx, dict) and c.get("name") == ctx.get("cluster")
         ),
         {},
     )
+    if not isinstance(cluster, dict):
+        cluster = {}
     ca = cluster.get("certificate-authority-data") or cluster.get("certificate-authority") or ""
     return str(cluster.get("server", "")), str(ca)
 
@@ -78,14 +105,16 @@ def reduce_to_context(text: str, context: str) -> str:
     config = yaml.safe_load(text) or {}
     if not isinstance(config, dict):
         raise ValueError("it is not a kubeconfig (expected a mapping with contexts)")
-    entry = next((c for c in config.get("contexts") or [] if c.get("name") == context), None)
+    entry = next((c for c in _entries(config, "contexts") if c.get("name") == context), None)
     if entry is None:
-        names = ", ".join(str(c.get("name")) for c in config.get("contexts") or []) or "none"
+        names = ", ".join(str(c.get("name")) for c in _entries(config, "contexts")) or "none"
         raise ValueError(f"it has no context {context!r} (it has: {names})")
-    ctx = entry.get("context") or {}
+    ctx = entry.get("context")
+    if not isinstance(ctx, dict):
+        raise ValueError(f"its context {context!r} names no cluster and user")
 
     def named(section: str, name: Any) -> list[dict[str, Any]]:
-        return [e for e in config.get(section) or [] if e.get("name") == name][:1]
+        return [e for e in _entries(config, section) if e.get("name") == name][:1]
 
     reduced = {
         "apiVersion": "v1",
@@ -107,6 +136,8 @@ def _host_ok(server: str) -> bool:
 
 def kueue_rejections(text: str) -> list[str]:
     """Why Kueue would mark a MultiKueueCluster using this kubeconfig inactive; [] if none."""
+    if not text.strip():
+        return ["it is empty"]
     try:
         config = yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -114,12 +145,15 @@ def kueue_rejections(text: str) -> list[str]:
     if not isinstance(config, dict):
         return ["it is not a kubeconfig (expected a mapping with clusters, users, contexts)"]
     reasons = []
-    contexts = {c.get("name"): c.get("context") or {} for c in config.get("contexts") or []}
+    contexts = {c.get("name"): c.get("context") or {} for c in _entries(config, "contexts")}
     current = config.get("current-context")
     if not current or current not in contexts:
         reasons.append("current-context is missing or names no context in the file")
-    for entry in config.get("clusters") or []:
+    for entry in _entries(config, "clusters"):
         name, cluster = entry.get("name"), entry.get("cluster") or {}
+        if not isinstance(cluster, dict):
+            reasons.append(f"cluster '{name}' is not a mapping")
+            continue
         server = cluster.get("server") or ""
         if not server:
             reasons.append(f"cluster '{name}' has no server")
@@ -129,8 +163,11 @@ def kueue_rejections(text: str) -> list[str]:
             reasons.append(f"cluster '{name}' sets insecure-skip-tls-verify")
         if cluster.get("certificate-authority"):
             reasons.append(f"cluster '{name}' reads its CA from a file (certificate-authority)")
-    for entry in config.get("users") or []:
+    for entry in _entries(config, "users"):
         name, user = entry.get("name"), entry.get("user") or {}
+        if not isinstance(user, dict):
+            reasons.append(f"user '{name}' is not a mapping")
+            continue
         for key, why in (
             ("exec", "runs an exec credential plugin"),
             ("auth-provider", "uses an auth-provider"),

@@ -105,6 +105,8 @@ def kueue_objects(text: str, spec: FleetSpec, cluster: ClusterSpec) -> list[dict
             found.add("deployment")
     names = {"config": f"{CONFIG_MAP} ConfigMap", "deployment": f"{KUEUE_DEPLOYMENT} Deployment"}
     missing = [names[k] for k in sorted(names) if k not in found]
+    if not missing:
+        _deployment_after_config(objects)
     if missing:
         raise RuntimeError(
             f"the Kueue {spec.kueue.version} manifests have no {' and no '.join(missing)}; "
@@ -112,3 +114,26 @@ def kueue_objects(text: str, spec: FleetSpec, cluster: ClusterSpec) -> list[dict
             "is not one this version of multikueue-fleet knows"
         )
     return objects
+
+
+# pulumi-kubernetes yaml/v2 orders the objects of one ConfigGroup by this annotation
+# (pulumi/pulumi-kubernetes#2894, after kubernetes-sigs/cli-utils' resource ordering;
+# https://www.pulumi.com/registry/packages/kubernetes/api-docs/yaml/v2/configgroup/,
+# "Explicit Dependency Ordering"): a reference is <group>/namespaces/<ns>/<kind>/<name>,
+# the core group empty. Without it the ConfigMap and the Deployment are applied in
+# parallel, and a Kueue that starts first reads the release's default configuration.
+DEPENDS_ON = "config.kubernetes.io/depends-on"
+
+
+def _deployment_after_config(objects: list[dict[str, Any]]) -> None:
+    config = next(
+        o for o in objects if o["kind"] == "ConfigMap" and o["metadata"]["name"] == CONFIG_MAP
+    )
+    ref = (
+        f"/namespaces/{config['metadata'].get('namespace', 'kueue-system')}/ConfigMap/{CONFIG_MAP}"
+    )
+    for obj in objects:
+        if obj["kind"] == "Deployment" and obj["metadata"]["name"] == KUEUE_DEPLOYMENT:
+            annotations = obj["metadata"].setdefault("annotations", {})
+            refs = [r for r in (annotations.get(DEPENDS_ON) or "").split(",") if r]
+            annotations[DEPENDS_ON] = ",".join(dict.fromkeys([*refs, ref]))

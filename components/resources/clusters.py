@@ -17,11 +17,12 @@ import pulumi_kubernetes as k8s
 import yaml
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, ResourceProvider
 
-from components.model.spec import ClusterSpec, FleetSpec
+from components.model.spec import GPU_TAINT, ClusterSpec, FleetSpec
 from components.objects.kind_config import OWNER_LABEL, kind_config
 from components.objects.kubeconfig import (
     context_cluster,
     existing_kubeconfig_path,
+    read_kubeconfig_file,
     reduce_to_context,
 )
 from components.resources.commands import CommandFailed, kubeconfig_ca, run
@@ -41,6 +42,13 @@ class ClusterHandle:
     # What stays the same across in-place updates of a long-lived cluster (its provider's
     # clusterIdentifier); None on kind, where each new cluster has a new CA.
     identity: str | None = None
+    # The resource whose deletion takes the cluster, and every object on it, away: the kind,
+    # GKE or EKS cluster the stack created. None on an `existing` cluster, which outlives
+    # the fleet (its objects are deleted one by one).
+    created: pulumi.Resource | None = None
+    # The node pools Kueue and everything after it need to run on: its install waits for
+    # them (a Deployment applied before any node exists waits out the provider's timeout).
+    nodes: tuple[pulumi.Resource, ...] = ()
 
 
 def _provider(
@@ -246,6 +254,7 @@ class KindClusterComponent(pulumi.ComponentResource):
             kubeconfig,
             self.cluster.context,
             self.cluster.internal_server,
+            created=self.cluster,
         )
         self.register_outputs({"context": self.cluster.context})
 
@@ -257,15 +266,20 @@ class ExistingClusterComponent(pulumi.ComponentResource):
         super().__init__("multikueue-fleet:cluster:Existing", name, None, opts)
         assert cluster.existing is not None
         path = existing_kubeconfig_path(cluster.existing)
-        if not path.exists():
-            raise FileNotFoundError(
-                f"cluster '{cluster.name}': kubeconfig {path} not found; set "
-                f"{cluster.path}.existing.kubeconfigPath or KUBECONFIG"
-            )
+        try:
+            whole = read_kubeconfig_file(path)
+        except ValueError as exc:
+            # One line naming the file, what is wrong with it and the keys that choose it
+            # (a RunError: Pulumi prints it without a traceback).
+            raise pulumi.RunError(
+                f"cluster '{cluster.name}': kubeconfig {path}: {exc}; point "
+                f"{cluster.path}.existing.kubeconfigPath (or KUBECONFIG) at the kubeconfig "
+                "file of this cluster"
+            ) from None
         context = cluster.existing.context
         try:
             # Only the chosen context: other edits of the user's file change nothing here.
-            text = reduce_to_context(path.read_text(), context)
+            text = reduce_to_context(whole, context)
         except ValueError as exc:
             raise pulumi.RunError(
                 f"cluster '{cluster.name}': kubeconfig {path}: {exc}; set "
@@ -354,19 +368,23 @@ class GkeClusterComponent(pulumi.ComponentResource):
             deletion_protection=False,
             opts=child,
         )
-        gcp.container.NodePool(
-            f"{name}-nodes",
-            cluster=gke.name,
-            project=g.project,
-            location=g.location,
-            node_count=g.node_count,
-            node_config={
-                "machine_type": g.machine_type,
-                "labels": dict(cluster.node_labels),
-                "oauth_scopes": ["https://www.googleapis.com/auth/cloud-platform"],
-            },
-            opts=child,
-        )
+        pools = [
+            gcp.container.NodePool(
+                f"{name}-nodes",
+                cluster=gke.name,
+                project=g.project,
+                location=g.location,
+                node_count=g.node_count,
+                node_config={
+                    "machine_type": g.machine_type,
+                    "labels": dict(cluster.node_labels),
+                    "oauth_scopes": ["https://www.googleapis.com/auth/cloud-platform"],
+                },
+                opts=child,
+            )
+        ]
+        if g.gpu_pool is not None:
+            pools.append(_gke_gpu_pool(gcp, name, cluster, gke, child))
         server = gke.endpoint.apply(lambda e: f"https://{e}")
         identity = f"gke/{g.project}/{g.location}/{physical}"
         kubeconfig = pulumi.Output.secret(
@@ -382,6 +400,8 @@ class GkeClusterComponent(pulumi.ComponentResource):
             pulumi.Output.from_input(physical),
             server,
             identity,
+            created=gke,
+            nodes=tuple(pools),
         )
         self.register_outputs({"endpoint": server})
 
@@ -418,6 +438,18 @@ class EksClusterComponent(pulumi.ComponentResource):
             ),
             opts=pulumi.ResourceOptions(parent=self, providers={"aws": region}),
         )
+        nodes: list[pulumi.Resource] = [eks_cluster]  # its default node group inside
+        if e.gpu_pool is not None:
+            nodes.append(
+                _eks_gpu_pool(
+                    eks,
+                    aws,
+                    name,
+                    cluster,
+                    eks_cluster,
+                    pulumi.ResourceOptions(parent=self, providers={"aws": region}),
+                )
+            )
         kubeconfig = pulumi.Output.secret(eks_cluster.kubeconfig_json)
         # The endpoint, read from the kubeconfig rather than the nested cluster resource.
         server = eks_cluster.kubeconfig_json.apply(
@@ -431,8 +463,86 @@ class EksClusterComponent(pulumi.ComponentResource):
             pulumi.Output.from_input(physical),
             server,
             f"eks/{e.region}/{physical}",
+            created=eks_cluster,
+            nodes=tuple(nodes),
         )
         self.register_outputs({"endpoint": server})
+
+
+def _gke_gpu_pool(
+    gcp: Any, name: str, cluster: ClusterSpec, gke: Any, opts: pulumi.ResourceOptions
+) -> pulumi.Resource:
+    """A GKE node pool with NVIDIA GPUs: the accelerators attached to each node, the driver
+    installed by GKE (node_config.guest_accelerator.gpu_driver_installation_config, the
+    GKE API's AcceleratorConfig.gpuDriverInstallationConfig:
+    https://cloud.google.com/kubernetes-engine/docs/reference/rest/v1/NodeConfig#AcceleratorConfig,
+    and https://cloud.google.com/kubernetes-engine/docs/how-to/gpus#create-gpu-pool-auto-drivers),
+    and the nvidia.com/gpu=present:NoSchedule taint GKE itself puts on GPU nodes of a
+    cluster with other pools, written out so it holds either way. GKE labels the nodes
+    cloud.google.com/gke-accelerator=<accelerator>, what a flavor selects."""
+    assert cluster.gke is not None and cluster.gke.gpu_pool is not None
+    g, pool = cluster.gke, cluster.gke.gpu_pool
+    key, value, _effect = GPU_TAINT
+    return gcp.container.NodePool(
+        f"{name}-gpu-nodes",
+        cluster=gke.name,
+        project=g.project,
+        location=g.location,
+        node_count=pool.node_count,
+        node_locations=list(pool.zones) or None,
+        node_config={
+            "machine_type": pool.machine_type,
+            "labels": {**cluster.node_labels, **pool.node_labels},
+            "oauth_scopes": ["https://www.googleapis.com/auth/cloud-platform"],
+            "guest_accelerators": [
+                {
+                    "type": pool.accelerator,
+                    "count": pool.accelerator_count,
+                    "gpu_driver_installation_config": {"gpu_driver_version": pool.driver_version},
+                }
+            ],
+            # The GKE API spells the effect NO_SCHEDULE (NodeTaint.Effect).
+            "taints": [{"key": key, "value": value, "effect": "NO_SCHEDULE"}],
+        },
+        opts=opts,
+    )
+
+
+def _eks_gpu_pool(
+    eks: Any,
+    aws: Any,
+    name: str,
+    cluster: ClusterSpec,
+    eks_cluster: Any,
+    opts: pulumi.ResourceOptions,
+) -> pulumi.Resource:
+    """An EKS managed node group of GPU instances on the NVIDIA Bottlerocket AMI, whose
+    image carries the NVIDIA driver and the Kubernetes device plugin
+    (https://docs.aws.amazon.com/eks/latest/userguide/ml-eks-optimized-ami.html,
+    "Bottlerocket x86_64 aws-k8s-nvidia"; EKS CreateNodegroup amiType
+    BOTTLEROCKET_x86_64_NVIDIA), tainted nvidia.com/gpu=present:NoSchedule and labelled
+    through the node group (CreateNodegroup `taints`, `labels`:
+    https://docs.aws.amazon.com/eks/latest/APIReference/API_CreateNodegroup.html). The
+    nodes use the instance role the cluster maps for its default node group."""
+    assert cluster.eks is not None and cluster.eks.gpu_pool is not None
+    pool = cluster.eks.gpu_pool
+    key, value, _effect = GPU_TAINT
+    return eks.ManagedNodeGroup(
+        f"{name}-gpu-nodes",
+        cluster=eks_cluster,
+        node_role_arn=eks_cluster.instance_roles.apply(
+            lambda roles: roles[0].arn if roles else None
+        ),
+        ami_type=pool.ami_type,
+        instance_types=[pool.instance_type],
+        scaling_config=aws.eks.NodeGroupScalingConfigArgs(
+            desired_size=pool.node_count, min_size=pool.node_count, max_size=pool.node_count
+        ),
+        labels={**cluster.node_labels, **pool.node_labels} or None,
+        # The EKS API spells the effect NO_SCHEDULE (Taint.effect).
+        taints=[aws.eks.NodeGroupTaintArgs(key=key, value=value, effect="NO_SCHEDULE")],
+        opts=opts,
+    )
 
 
 def make_cluster(

@@ -15,8 +15,9 @@ appear later (Fleet._kueue_after_frameworks). With `kueue.install: existing`, no
 Kueue's is applied: a check that the cluster serves Kueue's API takes its place
 (components/resources/existing_kueue.py), and the frameworks come after that check.
 
-On kind, every in-cluster resource is `deleted_with` its kind cluster: destroying the
-fleet, or replacing a cluster, never deletes objects one by one into Kueue's finalizers,
+On a cluster the stack creates (kind, GKE, EKS), every in-cluster resource is
+`deleted_with` that cluster: destroying the fleet, or replacing a cluster, never deletes
+objects one by one into Kueue's finalizers,
 where pulumi-kubernetes waits up to 10 minutes per object for it to be gone
 (pulumi/pulumi-kubernetes v4.32.0 provider/pkg/await/await.go, Deletion)
 (pulumi/pulumi v3.259.0 pkg/resource/deploy/step.go `isDeletedWith`: the provider's
@@ -58,6 +59,7 @@ from components.objects.worker_access import (
 from components.resources.clusters import ClusterHandle, KindClusterComponent, make_cluster
 from components.resources.drain import DRAIN_TIMEOUT, QueueDrain
 from components.resources.existing_kueue import ExistingKueue
+from components.resources.immutable import ImmutableFields, guarded_fields
 from components.resources.kube_objects import KubeObject, ObjectSet, with_deploy_time_values
 from components.resources.providers import (
     IMAGE_PLATFORM,
@@ -71,12 +73,19 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def kind_cluster_of(handle: ClusterHandle) -> pulumi.Resource | None:
-    """The resource whose deletion takes every object on the cluster with it: the kind
-    cluster. None elsewhere: long-lived clusters outlive the fleet, so its objects are
-    deleted one by one."""
+    """The kind cluster of a kind handle (its CA tells one kind cluster from the next of
+    the same name; its image is loaded there), None elsewhere. What deletes the objects on
+    a cluster with it is created_cluster_of."""
     if isinstance(handle.component, KindClusterComponent):
         return handle.component.cluster
     return None
+
+
+def created_cluster_of(handle: ClusterHandle) -> pulumi.Resource | None:
+    """The resource whose deletion takes every object on the cluster with it: a kind, GKE
+    or EKS cluster the stack created. None on an `existing` cluster, the only kind that
+    outlives the fleet, whose objects are deleted one by one."""
+    return handle.created
 
 
 def deleted_with_transform(cluster: pulumi.Resource) -> pulumi.ResourceTransform:
@@ -283,9 +292,18 @@ class Fleet(pulumi.ComponentResource):
             )
         access: dict[str, WorkerAccess] = {}
         queues: dict[str, pulumi.Resource] = {}
+        # Per cluster, the fields Kueue refuses to change, checked against what the stack
+        # deployed before any object there is applied (components/resources/immutable.py).
+        self.guards: dict[str, pulumi.Resource] = {}
         for cluster in spec.clusters:
             handle = self.handles[cluster.name]
-            on_kueue = self._on(handle, [kueue[cluster.name]])
+            self.guards[cluster.name] = ImmutableFields(
+                f"{cluster.name}-immutable-fields",
+                cluster.name,
+                guarded_fields(spec, cluster_objects(spec, cluster).objects),
+                pulumi.ResourceOptions(parent=self, deleted_with=created_cluster_of(handle)),
+            )
+            on_kueue = self._on(handle, [kueue[cluster.name], self.guards[cluster.name]])
             if cluster.role == "worker":
                 access[cluster.name] = WorkerAccess(
                     f"{cluster.name}-access",
@@ -330,10 +348,10 @@ class Fleet(pulumi.ComponentResource):
     def _drain(
         self, handle: ClusterHandle, after: list[pulumi.Resource | None]
     ) -> pulumi.Resource | None:
-        """What evicts the work holding the fleet's quota when the queues go; none on kind,
-        where the queues go with the cluster, never one by one."""
-        cluster = kind_cluster_of(handle)
-        if cluster is not None:
+        """What evicts the work holding the fleet's quota when the queues go; only on an
+        `existing` cluster: on one the stack creates, the queues go with it, never one by
+        one."""
+        if created_cluster_of(handle) is not None:
             return None
         return QueueDrain(
             f"{handle.spec.name}-queue-drain",
@@ -353,7 +371,7 @@ class Fleet(pulumi.ComponentResource):
         """Options for what goes on a cluster; `group`: an upstream install, whose children
         the provider registers, so `deleted_with` reaches them through a transform (only
         there: each transform is a callback the engine calls for every resource below)."""
-        cluster = kind_cluster_of(handle)
+        cluster = created_cluster_of(handle)
         return pulumi.ResourceOptions(
             parent=self,
             provider=handle.provider,
@@ -430,8 +448,10 @@ class Fleet(pulumi.ComponentResource):
                 f"{cluster.name}-kueue", self.spec, handle, needed, self._on(handle, [])
             )
             return check, frameworks([check])
-        installed = frameworks([])
-        before: list[pulumi.Resource] = [installed]
+        # Kueue's Deployment needs nodes, and so do the frameworks' controllers: the
+        # cluster's node pools first (GKE, EKS).
+        installed = frameworks(list(handle.nodes))
+        before: list[pulumi.Resource] = [installed, *handle.nodes]
         if cluster.role == "manager" and self.spec.credentials.mode == "clusterProfile":
             # Kueue looks for the ClusterProfile CRD once, at start-up.
             crd = next(b for b in bundles(self.spec, cluster) if b.name == "clusterprofile-crd")
@@ -476,7 +496,7 @@ class Fleet(pulumi.ComponentResource):
             "manager-multikueue",
             handle,
             with_deploy_time_values(build, credentials),
-            self._on(handle, [kueue, *tokens, *worker_frameworks]),
+            self._on(handle, [kueue, self.guards[spec.manager.name], *tokens, *worker_frameworks]),
         )
         if spec.dispatcher.enabled:
             self._dispatcher(handle, kueue, access)
@@ -565,7 +585,9 @@ class Fleet(pulumi.ComponentResource):
             handle.context,
             FLEET_NAMESPACE,
             dispatcher.TOKEN_SECRET,
-            pulumi.ResourceOptions(parent=self, depends_on=[objects], deleted_with=kind),
+            pulumi.ResourceOptions(
+                parent=self, depends_on=[objects], deleted_with=created_cluster_of(handle)
+            ),
             cluster_identity(kind.ca_data) if kind is not None else handle.identity,  # type: ignore[attr-defined]
         )
         # The server as this machine reaches it (the local kubeconfig's), not as the
