@@ -208,3 +208,21 @@ def test_an_unusable_kubeconfig_file_is_one_line_naming_it(content: str | None, 
     assert "\n" not in message, message
     assert f"cluster 'manager': kubeconfig {path}: {said}" in message, message
     assert "manager.existing" in message
+
+
+def test_the_loopback_stack_before_its_fleet_is_up_says_to_start_it(tmp_path: Path) -> None:
+    """Its kubeconfigs are the launcher's: missing, the fleet is not up, and the fix is that
+    command, not another kubeconfig."""
+    config, secret = engine_config(ROOT / "stacks" / "Pulumi.loopback.yaml")
+    manager = json.loads(config["multikueue-fleet:manager"])
+    missing = tmp_path / ".fleet" / "loopback" / "manager" / "admin.kubeconfig"
+    manager["existing"]["kubeconfigPath"] = str(missing)
+    config["multikueue-fleet:manager"] = json.dumps(manager)
+    with pytest.raises(pulumi.RunError) as info:
+        run_program("loopback", config, secret)
+    message = str(info.value)
+    assert "\n" not in message, message
+    assert message == (
+        f"cluster 'manager': kubeconfig {missing}: no such file; start the loopback fleet "
+        "first: python -m loopback up --stack loopback"
+    )

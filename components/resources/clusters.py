@@ -271,10 +271,16 @@ class ExistingClusterComponent(pulumi.ComponentResource):
         except ValueError as exc:
             # One line naming the file, what is wrong with it and the keys that choose it
             # (a RunError: Pulumi prints it without a traceback).
+            fix = (
+                # The launcher's file (stacks/Pulumi.loopback.yaml): the fleet is not up.
+                "start the loopback fleet first: python -m loopback up --stack "
+                f"{pulumi.get_stack()}"
+                if ".fleet/loopback/" in path.as_posix() and not path.exists()
+                else f"point {cluster.path}.existing.kubeconfigPath (or KUBECONFIG) at the "
+                "kubeconfig file of this cluster"
+            )
             raise pulumi.RunError(
-                f"cluster '{cluster.name}': kubeconfig {path}: {exc}; point "
-                f"{cluster.path}.existing.kubeconfigPath (or KUBECONFIG) at the kubeconfig "
-                "file of this cluster"
+                f"cluster '{cluster.name}': kubeconfig {path}: {exc}; {fix}"
             ) from None
         context = cluster.existing.context
         try:
