@@ -220,11 +220,19 @@ class _Fit:
         if best is None:
             self.possible = False
             biggest = {r: max(f.nominal.get(r, 0) for f in group) for r in wanted}
-            r = next(r for r, a in wanted.items() if biggest[r] < a)
-            self.blocker = (
-                f"never fits: needs {r} {show(r, wanted[r])}, the largest flavor "
-                f"offers {show(r, biggest[r])}"
-            )
+            larger = [r for r, a in wanted.items() if biggest[r] < a]
+            if larger:
+                r = larger[0]
+                self.blocker = (
+                    f"never fits: needs {r} {show(r, wanted[r])}, the largest flavor "
+                    f"offers {show(r, biggest[r])}"
+                )
+            else:
+                # Each resource fits in some flavor, but none holds them all: Kueue assigns
+                # one flavor per resource group, so this is as final.
+                needs = " and ".join(f"{r} {show(r, a)}" for r, a in wanted.items())
+                flavors = ", ".join(f.name for f in group)
+                self.blocker = f"never fits: no flavor of {flavors} offers {needs} at once"
             return
         short, flavor, r = best
         self.deficit = max(self.deficit, short)

@@ -177,6 +177,27 @@ def test_second_flavor_in_a_group_is_tried_in_order() -> None:
     assert verdict(decision, "w").flavors == {"cpu": "on-demand"}
 
 
+def test_a_group_whose_flavors_each_lack_something_never_fits() -> None:
+    """One flavor has the cores, the other the memory: no flavor holds both, and Kueue
+    puts a resource group on one flavor, so the cluster is out (this raised StopIteration)."""
+    q = QueueCapacity(
+        "cq",
+        (
+            (
+                FlavorCapacity("many-cores", {"cpu": units(64), "memory": 1 * GI}, {}),
+                FlavorCapacity("much-memory", {"cpu": units(1), "memory": 64 * GI}, {}),
+            ),
+        ),
+    )
+    wl = WorkloadView("team-a/wl", "user-queue", {"cpu": units(8), "memory": 8 * GI})
+    decision = run(wl, {"w": worker("w", q)})
+    assert decision.nominate == ()
+    assert verdict(decision, "w").category == "too-large"
+    assert verdict(decision, "w").reason == (
+        "never fits: no flavor of many-cores, much-memory offers cpu 8 and memory 8Gi at once"
+    )
+
+
 def test_label_selection() -> None:
     workers = {
         "a": worker("a", queue(8), labels={"accelerator": "nvidia-tesla-t4"}),
