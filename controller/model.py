@@ -135,7 +135,7 @@ class Verdict(NamedTuple):
     # Event names a few clusters), and formatting every one was a tenth of decision time.
     why: str | Callable[[], str]
     score: float | None = None
-    flavors: dict[str, str] = {}  # noqa: RUF012 (never mutated: a fresh dict per fit)
+    flavors: dict[str, str] = {}  # noqa: RUF012 (never mutated: shared between verdicts)
     category: str = ""  # why a filtered cluster is out, as a metric label ("selector", ...)
 
     @property
@@ -146,9 +146,17 @@ class Verdict(NamedTuple):
 @dataclass(frozen=True)
 class Decision:
     nominate: tuple[str, ...]
-    verdicts: tuple[Verdict, ...]
     outcome: str  # "nominated", "waiting" (nominated where it does not fit yet) or "none"
     summary: str
+    # Every cluster's verdict, in config order, made when first read: a decision itself
+    # needs only the chosen clusters' verdicts, at 100 clusters making the others was most of
+    # a decision's time, and the controller reads them only when it writes an Event.
+    judged: Callable[[], tuple[Verdict, ...]] = field(repr=False, compare=False)
+    chosen: tuple[Verdict, ...] = ()  # the verdicts of `nominate`, in its order
+
+    @cached_property
+    def verdicts(self) -> tuple[Verdict, ...]:
+        return self.judged()
 
     def blocker(self) -> str:
         """The most common reason clusters were filtered out (for metrics)."""
