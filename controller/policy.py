@@ -36,9 +36,11 @@ from controller.model import (
     Decision,
     FlavorCapacity,
     InFlight,
+    Judged,
     Policy,
     QueueCapacity,
     Resources,
+    Standing,
     Verdict,
     WorkerView,
     WorkloadView,
@@ -429,7 +431,7 @@ def _judge(
     return _Judged(verdict, standing, key)
 
 
-class _Judgement(Protocol):
+class _Judgement(Judged, Protocol):
     """Every cluster's standing on one workload: the best places where it fits, and where it
     waits, ranked, and the verdicts."""
 
@@ -444,10 +446,6 @@ class _Judgement(Protocol):
     def best_waiting(self, count: int) -> list[Ranked]: ...  # where it waits, best first
 
     def standing(self, name: str) -> int: ...
-
-    def verdict(self, name: str) -> Verdict: ...
-
-    def verdicts(self) -> tuple[Verdict, ...]: ...  # in config order
 
 
 def _pick(rank: Sequence[Any], top: Any, unranked: Any, count: int) -> list[int]:
@@ -504,6 +502,9 @@ class _EachJudged:
 
     def verdicts(self) -> tuple[Verdict, ...]:
         return tuple(j.verdict for j in self.judged)
+
+    def standings(self) -> tuple[Standing, ...]:
+        return tuple((v.cluster, v.status, v.category) for v in self.verdicts())
 
 
 _INF = float("inf")
@@ -826,6 +827,28 @@ class _BoardJudged:
     def verdicts(self) -> tuple[Verdict, ...]:
         return tuple(self._at(order) for order in range(len(self.board.names)))
 
+    def standings(self) -> tuple[Standing, ...]:
+        """What `verdicts` would say of each cluster's standing, read from the columns
+        without making the verdicts."""
+        board, short, exact = self.board, self.short, self.exact
+        said = []
+        for order, name in enumerate(board.names):
+            if order in board.out:
+                said.append((name, "filtered", board.out[order].category))
+            elif order in exact:
+                v = exact[order].verdict
+                said.append((name, v.status, v.category))
+            else:
+                k = board.column[name]
+                s = short[k]
+                if s <= 0.0:
+                    said.append((name, "fits" if k < board.open else "waits", ""))
+                elif s < _INF:
+                    said.append((name, "waits", ""))
+                else:
+                    said.append((name, "filtered", "too-large"))
+        return tuple(said)
+
 
 class FitMemo:
     """Boards kept across decisions, one per local queue and set of requested resources:
@@ -895,7 +918,7 @@ def decide(
             f"{lead}: " + "; ".join(f"{v.cluster}: {v.reason}" for v in verdicts)
             if verdicts
             else "no clusters",
-            partial(_same, verdicts),
+            judgement,
         )
     # A nominated cluster that can still admit the workload stays, fitting or not: it may be
     # admitting it right now (see the module docstring). Filtered clusters leave: admission
@@ -929,8 +952,4 @@ def decide(
     shown = tuple(judgement.verdict(c) for c in chosen)
     outcome = "nominated" if any(v.status == "fits" for v in shown) else "waiting"
     summary = "; ".join(f"{v.cluster}: {v.reason}" for v in shown)
-    return Decision(tuple(chosen), outcome, summary, judgement.verdicts, shown)
-
-
-def _same(verdicts: tuple[Verdict, ...]) -> tuple[Verdict, ...]:
-    return verdicts
+    return Decision(tuple(chosen), outcome, summary, judgement, shown)

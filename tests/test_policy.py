@@ -837,6 +837,10 @@ def test_the_board_decides_as_judging_each_cluster_alone(seed: int) -> None:
             assert [_said(v) for v in earlier[0].verdicts] == [
                 _said(v) for v in earlier[1].verdicts
             ], step
+            assert earlier[0].standings == earlier[1].standings, step
+            assert earlier[0].standings == tuple(
+                (v.cluster, v.status, v.category) for v in earlier[0].verdicts
+            ), step
         earlier = a, b
         dropped = rng.random() < 0.2  # the same change to both indexes
         for index in (with_memo, without):
