@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 
 def _official_parse_quantity() -> Callable[[object], Any]:
@@ -135,7 +135,7 @@ class Verdict(NamedTuple):
     # Event names a few clusters), and formatting every one was a tenth of decision time.
     why: str | Callable[[], str]
     score: float | None = None
-    flavors: dict[str, str] = {}  # noqa: RUF012 (never mutated: a fresh dict per fit)
+    flavors: dict[str, str] = {}  # noqa: RUF012 (never mutated: shared between verdicts)
     category: str = ""  # why a filtered cluster is out, as a metric label ("selector", ...)
 
     @property
@@ -143,17 +143,47 @@ class Verdict(NamedTuple):
         return self.why if isinstance(self.why, str) else self.why()
 
 
+# A cluster's standing as a verdict states it, without the reason or the numbers:
+# (cluster, status, category).
+Standing = tuple[str, str, str]
+
+
+class Judged(Protocol):
+    """Every cluster's verdict on one workload, made when asked for: a decision itself needs
+    only the chosen clusters' verdicts, at 100 clusters making the others was most of a
+    decision's time, and the controller reads them only when it writes an Event (and then
+    mostly their standings)."""
+
+    def verdicts(self) -> tuple[Verdict, ...]: ...  # in config order
+
+    def verdict(self, cluster: str) -> Verdict: ...
+
+    def standings(self) -> tuple[Standing, ...]: ...  # in config order
+
+
 @dataclass(frozen=True)
 class Decision:
     nominate: tuple[str, ...]
-    verdicts: tuple[Verdict, ...]
     outcome: str  # "nominated", "waiting" (nominated where it does not fit yet) or "none"
     summary: str
+    judged: Judged = field(repr=False, compare=False)
+    chosen: tuple[Verdict, ...] = ()  # the verdicts of `nominate`, in its order
+
+    @cached_property
+    def verdicts(self) -> tuple[Verdict, ...]:
+        return self.judged.verdicts()
+
+    @cached_property
+    def standings(self) -> tuple[Standing, ...]:
+        return self.judged.standings()
+
+    def verdict(self, cluster: str) -> Verdict:
+        return self.judged.verdict(cluster)
 
     def blocker(self) -> str:
         """The most common reason clusters were filtered out (for metrics)."""
         counts: dict[str, int] = {}
-        for v in self.verdicts:
-            if v.category:
-                counts[v.category] = counts.get(v.category, 0) + 1
+        for _, _, category in self.standings:
+            if category:
+                counts[category] = counts.get(category, 0) + 1
         return max(sorted(counts), key=lambda c: counts[c]) if counts else "no-clusters"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -10,14 +11,16 @@ import pytest
 
 from controller.model import (
     MILLI,
+    Decision,
     FlavorCapacity,
     InFlight,
     Policy,
     QueueCapacity,
+    Verdict,
     WorkerView,
     WorkloadView,
 )
-from controller.policy import InFlightIndex, decide
+from controller.policy import FitMemo, InFlightIndex, decide
 from controller.workloads import MalformedWorkload, eligibility, requests_of, view_of
 from tests.fleet_harness import workload
 
@@ -718,3 +721,136 @@ def test_the_memo_never_changes_a_decision() -> None:
                         if v.cluster in a.nominate
                     ],
                 )
+
+
+def _random_queue(rng: random.Random) -> QueueCapacity:
+    """A ClusterQueue as Kueue allows them (and a few it does not): resource groups of one to
+    three flavors, quotas and reservations at random, some resources not covered."""
+    resources = ["cpu", "memory", "nvidia.com/gpu", "ephemeral-storage"]
+    rng.shuffle(resources)
+    groups = []
+    while resources:
+        cut = rng.randint(1, len(resources))
+        covered, resources = resources[:cut], resources[cut:]
+        if rng.random() < 0.15:
+            continue  # not covered by this queue
+        flavors = []
+        for i in range(rng.choice([1, 1, 1, 2, 3])):
+            nominal = {
+                r: rng.choice([0, 1, 2, 4, 8, 16, 64])
+                * (GI if "memory" in r or "storage" in r else MILLI)
+                for r in covered
+            }
+            reserved = {
+                r: rng.randint(0, max(n, 1)) for r, n in nominal.items() if rng.random() < 0.6
+            }
+            flavors.append(FlavorCapacity(f"f{len(groups)}{i}", nominal, reserved))
+        groups.append(tuple(flavors))
+    if groups and rng.random() < 0.05:  # a resource in a second group too: no valid queue
+        groups.append((FlavorCapacity("again", {"cpu": units(4)}, {}),))
+    return QueueCapacity(
+        "cq",
+        tuple(groups),
+        pending=rng.choice([0, 0, 1, 3]),
+        active=rng.random() > 0.05,
+        strict_fifo=rng.random() < 0.3,
+        preempts=rng.random() < 0.4,
+    )
+
+
+def _random_fleet(rng: random.Random, names: list[str]) -> dict[str, WorkerView]:
+    return {
+        n: WorkerView(
+            n,
+            rng.random() > 0.05,
+            rng.random() > 0.05,
+            "watch failed",
+            {"zone": rng.choice("ab")},
+            {"team-a/user-queue": "cq"} if rng.random() > 0.05 else {},
+            {"cq": _random_queue(rng)} if rng.random() > 0.03 else {},
+        )
+        for n in names
+        if rng.random() > 0.05  # no MultiKueueCluster
+    }
+
+
+def _random_requests(rng: random.Random, odd: bool) -> dict[str, int]:
+    requests = {}
+    for r in ("cpu", "memory", "nvidia.com/gpu", "ephemeral-storage"):
+        if rng.random() < 0.6:
+            unit = GI if r in ("memory", "ephemeral-storage") else MILLI
+            amount = rng.choice([0, 1, 1, 2, 3, 5, 9, 20]) * unit // rng.choice([1, 2, 4])
+            requests[r] = amount + (rng.randint(0, 999) if odd and amount else 0)
+    return requests
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_the_board_decides_as_judging_each_cluster_alone(seed: int) -> None:
+    """`decide` with a memo reads a board of columns; without one it judges every cluster by
+    itself, as the policy always did. Over random fleets (groups of several flavors, devices,
+    uncovered resources, stuck and preempting queues, unreachable workers), every strategy,
+    new shapes and repeated ones, nominations and in-flight demand coming and going, views,
+    policies and configs changing (a cluster listed twice included), the two agree on every
+    decision and every verdict, read only after the in-flight demand has moved on."""
+    rng = random.Random(seed)
+    names = [f"w{i}" for i in range(rng.choice([3, 8, 30]))]
+    workers, clusters = _random_fleet(rng, names), list(names)
+    policies = [
+        Policy(strategy=s, when_nothing_fits=w, clusters_to_nominate=c, widen_after_seconds=60)
+        for s in ("MostFreeQuota", "BestFit", "OrderedSpillover")
+        for w in ("WaitOnBest", "LeastLoaded")
+        for c in (1, 3)
+    ] + [Policy(name="zone-a", cluster_selector={"zone": "a"})]
+    policy = rng.choice(policies)
+    shapes = [_random_requests(rng, odd=False) for _ in range(4)]
+    distinct = seed % 2 == 0
+    memo, with_memo, without = FitMemo(), InFlightIndex(), InFlightIndex()
+    earlier: tuple[Decision, Decision] | None = None
+    for step in range(150):
+        change = rng.random()
+        if change < 0.03:
+            workers = _random_fleet(rng, names)
+        elif change < 0.05:
+            policy = rng.choice(policies)
+        elif change < 0.06:
+            clusters = rng.sample(names, len(names) - 1)
+        elif change < 0.065:
+            clusters = [*names, names[0]]
+        elif change < 0.08:
+            clusters = list(names)
+        key = f"team-a/wl-{rng.randint(0, 40)}"
+        nominated = tuple(rng.sample(names, rng.randint(0, 2))) if rng.random() < 0.3 else ()
+        wl = WorkloadView(
+            key,
+            "user-queue",
+            _random_requests(rng, odd=True) if distinct else dict(rng.choice(shapes)),
+            nominated=nominated,
+            nominated_at=NOW - timedelta(seconds=rng.randint(0, 300)) if nominated else None,
+        )
+        a = decide(wl, clusters, workers, policy, with_memo, NOW, memo)
+        b = decide(wl, tuple(clusters), workers, policy, without, NOW)
+        assert (a.nominate, a.outcome, a.summary) == (b.nominate, b.outcome, b.summary), step
+        assert [(v.cluster, v.status, v.flavors) for v in a.chosen] == [
+            (v.cluster, v.status, v.flavors) for v in b.chosen
+        ], step
+        if earlier is not None:  # the last decision's verdicts, read now
+            assert [_said(v) for v in earlier[0].verdicts] == [
+                _said(v) for v in earlier[1].verdicts
+            ], step
+            assert earlier[0].standings == earlier[1].standings, step
+            assert earlier[0].standings == tuple(
+                (v.cluster, v.status, v.category) for v in earlier[0].verdicts
+            ), step
+        earlier = a, b
+        dropped = rng.random() < 0.2  # the same change to both indexes
+        for index in (with_memo, without):
+            if dropped:
+                index.remove(key)
+            else:
+                index.replace(
+                    key, [InFlight(key, v.cluster, "cq", v.flavors, wl.requests) for v in a.chosen]
+                )
+
+
+def _said(v: Verdict) -> tuple[object, ...]:
+    return (v.cluster, v.status, v.reason, v.score, v.flavors, v.category)
