@@ -22,6 +22,7 @@ from controller.model import (
 )
 from controller.policy import FitMemo, InFlightIndex, decide
 from controller.workloads import MalformedWorkload, eligibility, requests_of, view_of
+from tests import policy_reference as reference
 from tests.fleet_harness import workload
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
@@ -784,14 +785,15 @@ def _random_requests(rng: random.Random, odd: bool) -> dict[str, int]:
     return requests
 
 
-@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("seed", range(40))
 def test_the_board_decides_as_judging_each_cluster_alone(seed: int) -> None:
     """`decide` with a memo reads a board of columns; without one it judges every cluster by
     itself, as the policy always did. Over random fleets (groups of several flavors, devices,
     uncovered resources, stuck and preempting queues, unreachable workers), every strategy,
     new shapes and repeated ones, nominations and in-flight demand coming and going, views,
     policies and configs changing (a cluster listed twice included), the two agree on every
-    decision and every verdict, read only after the in-flight demand has moved on."""
+    decision and every verdict, read only after the in-flight demand has moved on; and both
+    agree with the policy as it was before the board (tests/policy_reference.py)."""
     rng = random.Random(seed)
     names = [f"w{i}" for i in range(rng.choice([3, 8, 30]))]
     workers, clusters = _random_fleet(rng, names), list(names)
@@ -805,6 +807,7 @@ def test_the_board_decides_as_judging_each_cluster_alone(seed: int) -> None:
     shapes = [_random_requests(rng, odd=False) for _ in range(4)]
     distinct = seed % 2 == 0
     memo, with_memo, without = FitMemo(), InFlightIndex(), InFlightIndex()
+    before = reference.InFlightIndex()
     earlier: tuple[Decision, Decision] | None = None
     for step in range(150):
         change = rng.random()
@@ -829,7 +832,11 @@ def test_the_board_decides_as_judging_each_cluster_alone(seed: int) -> None:
         )
         a = decide(wl, clusters, workers, policy, with_memo, NOW, memo)
         b = decide(wl, tuple(clusters), workers, policy, without, NOW)
+        # The policy as it was before the board, deciding from its own index.
+        r = reference.decide(wl, tuple(clusters), workers, policy, before, NOW)
         assert (a.nominate, a.outcome, a.summary) == (b.nominate, b.outcome, b.summary), step
+        assert (a.nominate, a.outcome, a.summary) == (r.nominate, r.outcome, r.summary), step
+        assert [_said(v) for v in b.verdicts] == [_said(v) for v in r.verdicts], step
         assert [(v.cluster, v.status, v.flavors) for v in a.chosen] == [
             (v.cluster, v.status, v.flavors) for v in b.chosen
         ], step
@@ -843,7 +850,7 @@ def test_the_board_decides_as_judging_each_cluster_alone(seed: int) -> None:
             ), step
         earlier = a, b
         dropped = rng.random() < 0.2  # the same change to both indexes
-        for index in (with_memo, without):
+        for index in (with_memo, without, before):
             if dropped:
                 index.remove(key)
             else:
