@@ -10,6 +10,7 @@ import tempfile
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -413,23 +414,41 @@ async def test_watch_history_expiry_relists_and_keeps_working(fleet: Fleet) -> N
 
 @fleet_test(TWO)
 async def test_two_replicas_only_the_leader_writes(fleet: Fleet) -> None:
-    stop_a, metrics_a = await fleet.run_controller(identity="replica-a")
+    """No step waits a fixed time. It used to sleep 0.8 s and then count the Events: with
+    an Event answered in 1 s (a loaded machine) it failed every time. It waits for what it
+    counts instead, and for replica-b's own decision (a follower decides, then stops before
+    writing), so b has had its chance to write. The lease is long (a minute): with the
+    fleet's 2-second lease, a renewal of replica-a's late by 1.7 s lets b take it while a
+    still runs. The takeover comes from the test expiring the lease once replica-a has
+    stopped, not from waiting for the clock."""
+    leases = "coordination.k8s.io/leases"
+    lease_of = partial(
+        fleet.manager.get, leases, "multikueue-fleet-dispatcher", fleet.settings.namespace
+    )
+    stop_a, metrics_a = await fleet.run_controller(identity="replica-a", lease_duration_seconds=60)
     await until(lambda: metrics_a.registry.get_sample_value("mkf_leader") == 1)
-    _, metrics_b = await fleet.run_controller(identity="replica-b")
-    await asyncio.sleep(0.5)
+    _, metrics_b = await fleet.run_controller(identity="replica-b", lease_duration_seconds=60)
     fleet.manager.put(WORKLOADS, workload("one"))
     assert await until(lambda: fleet.nominations("one"))
-    await asyncio.sleep(0.8)
+    assert await until(lambda: fleet.events("one"))
+    # replica-b decided on it too (it keeps its cache warm), and a follower's decision
+    # stops before any write: nothing of b's can still be on its way.
+    decisions = "mkf_dispatch_decision_seconds_count"
+    await until(lambda: (metrics_b.registry.get_sample_value(decisions) or 0) >= 1)
     assert len(fleet.manager.writes("/workloads/one/status")) == 1
     assert len(fleet.events("one")) == 1
     assert metrics_b.registry.get_sample_value("mkf_leader") in (None, 0)
-    stop_a.set()  # the leader goes away; b takes over once the lease expires
-    await until(lambda: metrics_b.registry.get_sample_value("mkf_leader") == 1, timeout=10)
+    await fleet.stop_controller(stop_a)  # the leader goes away, its lease left as it was
+    lease = lease_of()
+    assert lease["spec"]["holderIdentity"] == "replica-a"
+    # ... until it expires: as if its 60 seconds had passed without a renewal.
+    renewed = datetime.now(UTC) - timedelta(seconds=61)
+    lease["spec"]["renewTime"] = renewed.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    fleet.manager.put(leases, lease)
+    await until(lambda: metrics_b.registry.get_sample_value("mkf_leader") == 1)
     fleet.manager.put(WORKLOADS, workload("two"))
     assert await until(lambda: fleet.nominations("two"))
-    lease = fleet.manager.get(
-        "coordination.k8s.io/leases", "multikueue-fleet-dispatcher", fleet.settings.namespace
-    )
+    lease = lease_of()
     assert lease["spec"]["holderIdentity"] == "replica-b"
     assert lease["spec"]["leaseTransitions"] == 1
 
