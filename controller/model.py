@@ -55,6 +55,11 @@ class FlavorCapacity:
     reserved: Resources
 
 
+# Above any Workload priority (an int32 in Kueue): no workload can preempt in a queue where
+# nothing holds quota.
+NOTHING_ADMITTED = 2**31
+
+
 @dataclass(frozen=True)
 class QueueCapacity:
     """One ClusterQueue on a worker: resource groups, each an ordered list of flavors."""
@@ -69,6 +74,11 @@ class QueueCapacity:
     # spec.preemption.withinClusterQueue is not Never (Kueue's default is Never): a
     # workload that does not fit may evict lower-priority work admitted in the queue.
     preempts: bool = False
+    # With withinClusterQueue LowerPriority, the lowest priority among the workloads that
+    # hold quota in the queue (Kueue's preemption candidates), NOTHING_ADMITTED when none
+    # does: only a workload of higher priority can preempt anything there. None: not known
+    # (another policy, or the worker's Workloads not read), and the queue may preempt.
+    lowest_priority: int | None = None
 
     @cached_property
     def covered(self) -> frozenset[str]:

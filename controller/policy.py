@@ -17,9 +17,16 @@ so dropping it throws that admission away.
 
 Two things the quota alone does not say, read from the worker's ClusterQueue: a StrictFIFO
 queue with workloads pending admits nothing new until its head is admitted, so its free
-quota is not there to take (it counts as full); and when nothing fits, a queue that may
+quota is not there to take (it counts as full); and when nothing fits, a queue that can
 preempt lower-priority work for the workload is a better place to wait than one that
-never preempts, whatever the deficits.
+cannot, whatever the deficits. "Can": with withinClusterQueue LowerPriority, Kueue
+v0.19.2 takes as candidates only the workloads holding quota in the queue whose priority
+is below the preemptor's (SatisfiesPreemptionPolicy in
+pkg/scheduler/preemption/common/preemption_policy.go, over the ClusterQueue's workloads in
+findCandidates, pkg/scheduler/preemption/preemption.go); a queue whose lowest admitted
+priority is not below the workload's has nothing to preempt for it and ranks as one that
+never preempts. Which flavors the candidates use is not known, so "can" stays an
+estimate on the hopeful side.
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ from typing import Any, NamedTuple, Protocol
 from controller.model import (
     MAX_NOMINATIONS,
     MILLI,
+    NOTHING_ADMITTED,
     Decision,
     FlavorCapacity,
     InFlight,
@@ -395,10 +403,19 @@ def _wait_key(policy: Policy, first: int, deficit: float, load: Callable[[], flo
     return (first, deficit if policy.when_nothing_fits == "WaitOnBest" else load(), 0.0)
 
 
-def _first(queue: QueueCapacity, ahead: int) -> int:
+def _first(queue: QueueCapacity, ahead: int, priority: int) -> int:
     if ahead:
         return _STUCK
-    return _MAY_PREEMPT if queue.preempts else _NO_PREEMPTION
+    return _MAY_PREEMPT if _can_preempt(queue, priority) else _NO_PREEMPTION
+
+
+def _can_preempt(queue: QueueCapacity, priority: int) -> bool:
+    """Whether the queue has admitted work a workload of `priority` may preempt (see the
+    module docstring); where the lowest priority is not known, whether it preempts."""
+    if not queue.preempts:
+        return False
+    lowest = queue.lowest_priority
+    return lowest is None or lowest < priority
 
 
 def _judge(
@@ -425,7 +442,8 @@ def _judge(
     if standing == _FITS:
         key = _fit_key(policy.strategy, fit.headroom, fit.device_quota)
     elif standing == _WAITS:
-        key = _wait_key(policy, _first(queue, ahead), fit.deficit, lambda: _load(queue, used))
+        first = _first(queue, ahead, workload.priority)
+        key = _wait_key(policy, first, fit.deficit, lambda: _load(queue, used))
     else:
         key = _NO_KEY
     return _Judged(verdict, standing, key)
@@ -586,7 +604,10 @@ class _Board:
         self.orders = [c[1] for c in kept]
         self.cluster = [names[c[1]] for c in kept]
         self.queues = [c[2] for c in kept]
-        self.first = [_first(c[2], c[0]) for c in kept]
+        # Where the workload waits, how promising each column is, but for the priority:
+        # _MAY_PREEMPT columns are checked against the workload's priority when ranked.
+        self.first = [_STUCK if c[0] else _first(c[2], 0, NOTHING_ADMITTED) for c in kept]
+        self.lowest = [c[2].lowest_priority for c in kept]
         self.flavor = [[c[3][j].name for c in kept] for j in range(len(wanted))]
         self.nominal = [[c[3][j].nominal[r] for c in kept] for j, r in enumerate(wanted)]
         self.reserved = [[c[3][j].reserved.get(r, 0) for c in kept] for j, r in enumerate(wanted)]
@@ -776,7 +797,12 @@ class _BoardJudged:
         ranked by the first two parts of their key (`_wait_key`), and those judged by
         themselves."""
         board = self.board
-        columns = zip(self.short, board.first, strict=True)
+        priority = self.workload.priority
+        first = [
+            _NO_PREEMPTION if f == _MAY_PREEMPT and low is not None and low >= priority else f
+            for f, low in zip(board.first, board.lowest, strict=True)
+        ]
+        columns = zip(self.short, first, strict=True)
         if board.policy.when_nothing_fits == "WaitOnBest":
             rank = [
                 (f, s if s > 0.0 else 0.0)
