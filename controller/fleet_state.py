@@ -1,6 +1,7 @@
 """The in-memory fleet snapshot, kept current by watches: the manager's Workloads,
 AdmissionChecks, MultiKueueConfigs and Clusters and DispatchPolicies; on every worker,
-through its read-only identity, ClusterQueues and LocalQueues.
+through its read-only identity, ClusterQueues and LocalQueues, and of its Workloads only
+which ClusterQueue each holds quota in and at what priority (see `holding`).
 
 Decisions read this snapshot and never call an API server. A worker that cannot be
 reached is marked unhealthy and never holds the others up.
@@ -31,7 +32,14 @@ from controller.kube import (
     Prober,
     Reflector,
 )
-from controller.model import FlavorCapacity, QueueCapacity, Resources, WorkerView, milli
+from controller.model import (
+    NOTHING_ADMITTED,
+    FlavorCapacity,
+    QueueCapacity,
+    Resources,
+    WorkerView,
+    milli,
+)
 from controller.settings import Settings
 from controller.workloads import MULTIKUEUE_CONTROLLER, trim
 
@@ -50,8 +58,45 @@ def _quantities(raw: dict[str, Any]) -> Resources:
     return out
 
 
-def queue_capacity(cq: dict[str, Any]) -> QueueCapacity:
-    """A worker ClusterQueue's quota and reservations, from its spec and status."""
+def holding(wl: dict[str, Any]) -> dict[str, Any]:
+    """A worker's Workload as the snapshot keeps it: its name, and the ClusterQueue it holds
+    quota in with its priority, or no queue. Kueue v0.19.2 counts a workload in its
+    ClusterQueue, and so among the candidates for preemption, while it has an active quota
+    reservation: QuotaReserved true, not Finished, spec.active not false
+    (HasActiveQuotaReservation, pkg/workload/workload.go 1270-1272, used by the cache in
+    pkg/cache/scheduler/cache.go 793-800); its priority is spec.priority (the priority
+    boost annotation counts only under the PriorityBoost gate, alpha and off:
+    pkg/util/priority/priority.go, pkg/features/kube_features.go)."""
+    meta = wl.get("metadata") or {}
+    spec, status = wl.get("spec") or {}, wl.get("status") or {}
+    conditions = {c.get("type"): c.get("status") == "True" for c in status.get("conditions") or []}
+    holds = (
+        conditions.get("QuotaReserved", False)
+        and not conditions.get("Finished", False)
+        and spec.get("active", True) is not False
+    )
+    queue = (status.get("admission") or {}).get("clusterQueue") if holds else None
+    return {
+        "metadata": {"name": meta.get("name"), "namespace": meta.get("namespace")},
+        "clusterQueue": queue,
+        "priority": int(spec.get("priority") or 0),
+    }
+
+
+def lowest_priorities(workloads: Any) -> dict[str, int]:
+    """ClusterQueue -> the lowest priority among the workloads holding quota in it."""
+    lowest: dict[str, int] = {}
+    for wl in workloads:
+        queue = wl["clusterQueue"]
+        if queue is not None and wl["priority"] < lowest.get(queue, NOTHING_ADMITTED):
+            lowest[queue] = wl["priority"]
+    return lowest
+
+
+def queue_capacity(cq: dict[str, Any], lowest: dict[str, int] | None = None) -> QueueCapacity:
+    """A worker ClusterQueue's quota and reservations, from its spec and status. `lowest`:
+    the lowest priority holding quota per ClusterQueue on the worker (lowest_priorities),
+    None when the worker's Workloads are not known."""
     status = cq.get("status") or {}
     reserved: dict[str, Resources] = {}
     for flavor in status.get("flavorsReservation") or []:
@@ -79,13 +124,20 @@ def queue_capacity(cq: dict[str, Any]) -> QueueCapacity:
         True,
     )
     spec = cq.get("spec") or {}
+    name = cq["metadata"]["name"]
+    within = (spec.get("preemption") or {}).get("withinClusterQueue", "Never")
+    # Known only under LowerPriority, where it decides alone whether anything can be
+    # preempted; LowerOrNewerEqualPriority and Any also take other workloads (equal and
+    # newer, or any), and there the queue may preempt as before.
+    known = lowest is not None and within == "LowerPriority"
     return QueueCapacity(
-        cq["metadata"]["name"],
+        name,
         tuple(groups),
         int(status.get("pendingWorkloads") or 0),
         active,
         spec.get("queueingStrategy") == "StrictFIFO",
-        (spec.get("preemption") or {}).get("withinClusterQueue", "Never") != "Never",
+        within != "Never",
+        lowest.get(name, NOTHING_ADMITTED) if known and lowest is not None else None,
     )
 
 
@@ -111,6 +163,16 @@ class WorkerConnection:
         self.on_change = on_change
         self.queues = Reflector(kube, CLUSTER_QUEUES, on_change, max_backoff=probe_interval)
         self.local_queues = Reflector(kube, LOCAL_QUEUES, on_change, max_backoff=probe_interval)
+        # Which priorities hold quota in each queue: its changes do not call on_change (an
+        # admission or a finish changes the ClusterQueue's status too, which does), they
+        # only make the next view read them again. Not part of the worker's health: a
+        # reader identity from before it could read Workloads leaves them unknown (and is
+        # asked again once a minute, not every few seconds).
+        self.workloads = Reflector(
+            kube, WORKLOADS, self._workload_changed, transform=holding, max_backoff=60.0
+        )
+        self._lowest: tuple[int, dict[str, int]] | None = None
+        self._workload_changes = 0
         self.prober = Prober(kube, self._probed, probe_interval, probe_timeout, clock=clock)
         self._watching: list[asyncio.Task] = []
         self._probing: asyncio.Task | None = None
@@ -127,8 +189,21 @@ class WorkerConnection:
     def _watch(self) -> None:
         self._watching = [
             asyncio.create_task(r.run(), name=f"{self.name}-{r.kind.plural}")
-            for r in (self.queues, self.local_queues)
+            for r in (self.queues, self.local_queues, self.workloads)
         ]
+
+    def _workload_changed(self, event: str, obj: Any) -> None:
+        self._workload_changes += 1
+
+    def lowest_priorities(self) -> dict[str, int] | None:
+        """ClusterQueue -> the lowest priority holding quota in it; None while the worker's
+        Workloads cannot be read."""
+        if not self.workloads.healthy:
+            return None
+        if self._lowest is None or self._lowest[0] != self._workload_changes:
+            found = lowest_priorities(self.workloads.store.values())
+            self._lowest = (self._workload_changes, found)
+        return self._lowest[1]
 
     def _probed(self) -> None:
         if not self.prober.ok:
@@ -374,8 +449,9 @@ class FleetState:
                 key: (lq.get("spec") or {}).get("clusterQueue", "")
                 for key, lq in connection.local_queues.store.items()
             }
+            lowest = connection.lowest_priorities()
             queues = {
-                cq["metadata"]["name"]: queue_capacity(cq)
+                cq["metadata"]["name"]: queue_capacity(cq, lowest)
                 for cq in connection.queues.store.values()
             }
             views[name] = WorkerView(name, active, healthy, reason, labels, local_queues, queues)

@@ -25,7 +25,7 @@ from controller.dispatcher import Dispatcher, Pace
 from controller.kube import WORKLOADS as KUEUE_WORKLOADS
 from controller.kube import Kube, Reflector
 from controller.metrics import Metrics
-from controller.model import Policy, WorkerView
+from controller.model import NOTHING_ADMITTED, Policy, WorkerView
 from controller.policy_api import policy_object
 from controller.settings import DeclaredProfile
 from controller.workloads import trim
@@ -618,6 +618,64 @@ def test_our_own_nomination_coming_back_is_not_decided_again() -> None:
             # Kueue admits it on w2: that is news, and it is looked at.
             fleet.manager.put(WORKLOADS, workload("job", cpu="1", cluster="w2", state="Ready"))
             await until(lambda: key in dispatcher.urgent, what="the admission to be queued")
+
+    asyncio.run(asyncio.wait_for(main(), 60))
+
+
+def test_a_queue_that_preempts_counts_only_where_lower_priority_work_holds_quota() -> None:
+    """On w2 the ClusterQueue preempts (withinClusterQueue LowerPriority) and is full; w1
+    never preempts and is fuller by less. A workload of priority 100 waits on w2 only
+    while something of lower priority holds quota there, read from w2's Workloads through
+    the reader identity: with nothing there, or only priority 200, there is nothing it can
+    preempt, and w1's smaller deficit wins."""
+
+    def local(name: str, priority: int, cluster_queue_: str = "cluster-queue") -> dict[str, Any]:
+        wl = workload(name, cpu="4")
+        wl["spec"]["priority"] = priority
+        wl["status"]["admission"]["clusterQueue"] = cluster_queue_
+        return wl
+
+    async def main() -> None:
+        key = f"{NS}/job"
+        job = workload("job", cpu="3")
+        job["spec"]["priority"] = 100
+        workers = {"w1": {"cpu": "8", "reserved": "7"}, "w2": {"cpu": "8", "reserved": "8"}}
+        async with dispatcher_on(workers, [job]) as (fleet, dispatcher):
+            w2 = fleet.workers["w2"]
+            preempting = cluster_queue("8", "32Gi", "8")
+            preempting["spec"]["preemption"] = {"withinClusterQueue": "LowerPriority"}
+            w2.put(f"{K}/clusterqueues", preempting)
+
+            def lowest() -> int | None:
+                queue = dispatcher.state.worker_views()["w2"].queues["cluster-queue"]
+                return queue.preempts and queue.lowest_priority
+
+            async def nominated_when(lowest_now: int) -> tuple[str, ...]:
+                await until(lambda: lowest() == lowest_now, what=f"lowest {lowest_now}")
+                _, decision, _ = dispatcher.evaluate(key)
+                assert decision is not None
+                return decision.nominate
+
+            assert await nominated_when(NOTHING_ADMITTED) == ("w1",)
+            w2.put(f"{K}/workloads", local("high", 200))
+            # Another queue's priority-0 work is no candidate for this queue's preemptor.
+            w2.put(f"{K}/workloads", local("elsewhere", 0, "other-queue"))
+            assert await nominated_when(200) == ("w1",)
+            w2.put(f"{K}/workloads", local("low", 0))
+            assert await nominated_when(0) == ("w2",)
+            # Finished, it holds nothing (Kueue's HasActiveQuotaReservation).
+            done = local("low", 0)
+            done["status"]["conditions"].append(
+                {
+                    "type": "Finished",
+                    "status": "True",
+                    "reason": "Succeeded",
+                    "message": "",
+                    "lastTransitionTime": done["status"]["conditions"][0]["lastTransitionTime"],
+                }
+            )
+            w2.put(f"{K}/workloads", done)
+            assert await nominated_when(200) == ("w1",)
 
     asyncio.run(asyncio.wait_for(main(), 60))
 
