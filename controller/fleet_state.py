@@ -1,7 +1,7 @@
 """The in-memory fleet snapshot, kept current by watches: the manager's Workloads,
 AdmissionChecks, MultiKueueConfigs and Clusters and DispatchPolicies; on every worker,
 through its read-only identity, ClusterQueues and LocalQueues, and of its Workloads only
-which ClusterQueue each holds quota in and at what priority (see `holding`).
+which ClusterQueue each holds quota in, how much and at what priority (see `holding`).
 
 Decisions read this snapshot and never call an API server. A worker that cannot be
 reached is marked unhealthy and never holds the others up.
@@ -33,8 +33,8 @@ from controller.kube import (
     Reflector,
 )
 from controller.model import (
-    NOTHING_ADMITTED,
     FlavorCapacity,
+    Held,
     QueueCapacity,
     Resources,
     WorkerView,
@@ -60,9 +60,10 @@ def _quantities(raw: dict[str, Any]) -> Resources:
 
 def holding(wl: dict[str, Any]) -> dict[str, Any]:
     """A worker's Workload as the snapshot keeps it: its name, and the ClusterQueue it holds
-    quota in with its priority, or no queue. Kueue v0.19.2 counts a workload in its
-    ClusterQueue, and so among the candidates for preemption, while it has an active quota
-    reservation: QuotaReserved true, not Finished, spec.active not false
+    quota in, its priority and the quota it holds (flavor -> resource -> amount, from
+    status.admission's podSetAssignments), or no queue. Kueue v0.19.2 counts a workload in
+    its ClusterQueue, and so among the candidates for preemption, while it has an active
+    quota reservation: QuotaReserved true, not Finished, spec.active not false
     (HasActiveQuotaReservation, pkg/workload/workload.go 1270-1272, used by the cache in
     pkg/cache/scheduler/cache.go 793-800); its priority is spec.priority (the priority
     boost annotation counts only under the PriorityBoost gate, alpha and off:
@@ -75,28 +76,44 @@ def holding(wl: dict[str, Any]) -> dict[str, Any]:
         and not conditions.get("Finished", False)
         and spec.get("active", True) is not False
     )
-    queue = (status.get("admission") or {}).get("clusterQueue") if holds else None
+    admission = (status.get("admission") or {}) if holds else {}
+    usage: dict[str, Resources] = {}
+    for assignment in admission.get("podSetAssignments") or []:
+        flavors = assignment.get("flavors") or {}
+        for r, amount in _quantities(assignment.get("resourceUsage") or {}).items():
+            if r in flavors:
+                held = usage.setdefault(flavors[r], {})
+                held[r] = held.get(r, 0) + amount
     return {
         "metadata": {"name": meta.get("name"), "namespace": meta.get("namespace")},
-        "clusterQueue": queue,
+        "clusterQueue": admission.get("clusterQueue"),
         "priority": int(spec.get("priority") or 0),
+        "usage": usage,
     }
 
 
-def lowest_priorities(workloads: Any) -> dict[str, int]:
-    """ClusterQueue -> the lowest priority among the workloads holding quota in it."""
-    lowest: dict[str, int] = {}
+def held_by_queue(workloads: Any) -> dict[str, tuple[Held, ...]]:
+    """ClusterQueue -> the quota its workloads hold, per priority, lowest first (see
+    QueueCapacity.held)."""
+    by_queue: dict[str, dict[int, dict[str, Resources]]] = {}
     for wl in workloads:
         queue = wl["clusterQueue"]
-        if queue is not None and wl["priority"] < lowest.get(queue, NOTHING_ADMITTED):
-            lowest[queue] = wl["priority"]
-    return lowest
+        if queue is None:
+            continue
+        total = by_queue.setdefault(queue, {}).setdefault(wl["priority"], {})
+        for flavor, amounts in wl["usage"].items():
+            held = total.setdefault(flavor, {})
+            for r, a in amounts.items():
+                held[r] = held.get(r, 0) + a
+    return {queue: tuple(sorted(levels.items())) for queue, levels in by_queue.items()}
 
 
-def queue_capacity(cq: dict[str, Any], lowest: dict[str, int] | None = None) -> QueueCapacity:
-    """A worker ClusterQueue's quota and reservations, from its spec and status. `lowest`:
-    the lowest priority holding quota per ClusterQueue on the worker (lowest_priorities),
-    None when the worker's Workloads are not known."""
+def queue_capacity(
+    cq: dict[str, Any], held: dict[str, tuple[Held, ...]] | None = None
+) -> QueueCapacity:
+    """A worker ClusterQueue's quota and reservations, from its spec and status. `held`:
+    the quota held per priority in each ClusterQueue of the worker (held_by_queue), None
+    when the worker's Workloads are not known."""
     status = cq.get("status") or {}
     reserved: dict[str, Resources] = {}
     for flavor in status.get("flavorsReservation") or []:
@@ -126,10 +143,10 @@ def queue_capacity(cq: dict[str, Any], lowest: dict[str, int] | None = None) -> 
     spec = cq.get("spec") or {}
     name = cq["metadata"]["name"]
     within = (spec.get("preemption") or {}).get("withinClusterQueue", "Never")
-    # Known only under LowerPriority, where it decides alone whether anything can be
-    # preempted; LowerOrNewerEqualPriority and Any also take other workloads (equal and
-    # newer, or any), and there the queue may preempt as before.
-    known = lowest is not None and within == "LowerPriority"
+    # Used only under LowerPriority, where priority alone says what can be preempted;
+    # LowerOrNewerEqualPriority and Any also take other workloads (equal and newer, or
+    # any), and there the queue may preempt as before.
+    known = held is not None and within == "LowerPriority"
     return QueueCapacity(
         name,
         tuple(groups),
@@ -137,7 +154,7 @@ def queue_capacity(cq: dict[str, Any], lowest: dict[str, int] | None = None) -> 
         active,
         spec.get("queueingStrategy") == "StrictFIFO",
         within != "Never",
-        lowest.get(name, NOTHING_ADMITTED) if known and lowest is not None else None,
+        held.get(name, ()) if known and held is not None else None,
     )
 
 
@@ -171,7 +188,7 @@ class WorkerConnection:
         self.workloads = Reflector(
             kube, WORKLOADS, self._workload_changed, transform=holding, max_backoff=60.0
         )
-        self._lowest: tuple[int, dict[str, int]] | None = None
+        self._held: tuple[int, dict[str, tuple[Held, ...]]] | None = None
         self._workload_changes = 0
         self.prober = Prober(kube, self._probed, probe_interval, probe_timeout, clock=clock)
         self._watching: list[asyncio.Task] = []
@@ -195,15 +212,14 @@ class WorkerConnection:
     def _workload_changed(self, event: str, obj: Any) -> None:
         self._workload_changes += 1
 
-    def lowest_priorities(self) -> dict[str, int] | None:
-        """ClusterQueue -> the lowest priority holding quota in it; None while the worker's
+    def held(self) -> dict[str, tuple[Held, ...]] | None:
+        """ClusterQueue -> the quota held in it per priority; None while the worker's
         Workloads cannot be read."""
         if not self.workloads.healthy:
             return None
-        if self._lowest is None or self._lowest[0] != self._workload_changes:
-            found = lowest_priorities(self.workloads.store.values())
-            self._lowest = (self._workload_changes, found)
-        return self._lowest[1]
+        if self._held is None or self._held[0] != self._workload_changes:
+            self._held = (self._workload_changes, held_by_queue(self.workloads.store.values()))
+        return self._held[1]
 
     def _probed(self) -> None:
         if not self.prober.ok:
@@ -449,9 +465,9 @@ class FleetState:
                 key: (lq.get("spec") or {}).get("clusterQueue", "")
                 for key, lq in connection.local_queues.store.items()
             }
-            lowest = connection.lowest_priorities()
+            held = connection.held()
             queues = {
-                cq["metadata"]["name"]: queue_capacity(cq, lowest)
+                cq["metadata"]["name"]: queue_capacity(cq, held)
                 for cq in connection.queues.store.values()
             }
             views[name] = WorkerView(name, active, healthy, reason, labels, local_queues, queues)

@@ -55,9 +55,9 @@ class FlavorCapacity:
     reserved: Resources
 
 
-# Above any Workload priority (an int32 in Kueue): no workload can preempt in a queue where
-# nothing holds quota.
-NOTHING_ADMITTED = 2**31
+# The quota that the admitted workloads of one priority hold in a queue:
+# (priority, flavor -> resource -> amount).
+Held = tuple[int, dict[str, Resources]]
 
 
 @dataclass(frozen=True)
@@ -74,15 +74,35 @@ class QueueCapacity:
     # spec.preemption.withinClusterQueue is not Never (Kueue's default is Never): a
     # workload that does not fit may evict lower-priority work admitted in the queue.
     preempts: bool = False
-    # With withinClusterQueue LowerPriority, the lowest priority among the workloads that
-    # hold quota in the queue (Kueue's preemption candidates), NOTHING_ADMITTED when none
-    # does: only a workload of higher priority can preempt anything there. None: not known
-    # (another policy, or the worker's Workloads not read), and the queue may preempt.
-    lowest_priority: int | None = None
+    # With withinClusterQueue LowerPriority, the quota held by the workloads admitted in the
+    # queue (Kueue's preemption candidates), per priority, lowest first; () when nothing
+    # holds any. None: not known (another policy, or the worker's Workloads not read), and
+    # the queue may preempt for anything.
+    held: tuple[Held, ...] | None = None
 
     @cached_property
     def covered(self) -> frozenset[str]:
         return frozenset(r for group in self.groups for f in group for r in f.nominal)
+
+    @cached_property
+    def _below(self) -> dict[int, dict[str, Resources]]:
+        return {}
+
+    def held_below(self, priority: int) -> dict[str, Resources]:
+        """flavor -> resource -> the quota held by workloads of lower priority than
+        `priority` (only what `held` knows)."""
+        found = self._below.get(priority)
+        if found is None:
+            found = {}
+            for level, usage in self.held or ():
+                if level >= priority:
+                    break
+                for flavor, amounts in usage.items():
+                    total = found.setdefault(flavor, {})
+                    for r, a in amounts.items():
+                        total[r] = total.get(r, 0) + a
+            self._below[priority] = found
+        return found
 
 
 @dataclass(frozen=True)

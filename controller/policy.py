@@ -23,10 +23,17 @@ cannot, whatever the deficits. "Can": with withinClusterQueue LowerPriority, Kue
 v0.19.2 takes as candidates only the workloads holding quota in the queue whose priority
 is below the preemptor's (SatisfiesPreemptionPolicy in
 pkg/scheduler/preemption/common/preemption_policy.go, over the ClusterQueue's workloads in
-findCandidates, pkg/scheduler/preemption/preemption.go); a queue whose lowest admitted
-priority is not below the workload's has nothing to preempt for it and ranks as one that
-never preempts. Which flavors the candidates use is not known, so "can" stays an
-estimate on the hopeful side.
+findCandidates, pkg/scheduler/preemption/preemption.go) and that use a flavor and resource
+it is short of (WorkloadUsesResources there); it preempts only if evicting them makes the
+workload fit (classicalPreemptions). So a queue can preempt for a workload where, in the
+flavor it lands on, what is free plus what lower-priority work holds covers every
+resource it asks for. Such queues come first; then queues that preempt but cannot for it
+now (they still rank above queues that never preempt: lower-priority work admitted there
+later becomes preemptible, and measured in the simulation, bench/dispatch_quality.py,
+ranking them with the queues that never preempt made P95 worse: BENCHMARKS.md section
+4); a queue that preempts with nothing admitted has nothing to preempt and ranks with
+those that never do. Where the worker's admitted work is not known, a queue that
+preempts counts as one that can, as before.
 """
 
 from __future__ import annotations
@@ -40,7 +47,6 @@ from typing import Any, NamedTuple, Protocol
 from controller.model import (
     MAX_NOMINATIONS,
     MILLI,
-    NOTHING_ADMITTED,
     Decision,
     FlavorCapacity,
     InFlight,
@@ -56,6 +62,7 @@ from controller.model import (
 
 _ZERO = 0
 _EMPTY: Resources = {}
+Missing = dict[tuple[str, str], int]  # (flavor, resource) -> amount short
 _NO_USAGE: dict[str, Resources] = {}
 CHANGES_KEPT = 100_000  # in-flight changes remembered for memos to catch up from
 
@@ -192,6 +199,9 @@ class _Fit:
         # none.
         self.device_quota: int | None = None
         self.deficit = 0.0  # largest share of a flavor missing to fit now
+        # Where it does not fit now: (flavor, resource) -> the amount beyond what is free, in
+        # the flavor each resource would land on.
+        self.missing: Missing = {}
         self.blocker: str | Callable[[], str] = ""
         for group in queue.groups:
             wanted = {r: a for r, a in requests.items() if r in group[0].nominal and a > 0}
@@ -252,7 +262,12 @@ class _Fit:
         short, flavor, r = best
         self.deficit = max(self.deficit, short)
         reserved = _less(flavor.reserved, own) if own else flavor.reserved
-        free = max(_free(flavor.nominal, reserved, in_flight.get(flavor.name) or _EMPTY, r), 0)
+        used = in_flight.get(flavor.name) or _EMPTY
+        for res, amount in wanted.items():
+            beyond = amount - _free(flavor.nominal, reserved, used, res)
+            if beyond > 0:
+                self.missing[(flavor.name, res)] = beyond
+        free = max(_free(flavor.nominal, reserved, used, r), 0)
         # The numbers now, the words only if someone reads them.
         self.blocker = partial(_full_now, r, wanted[r], free, flavor.name)
         for res in wanted:
@@ -336,8 +351,9 @@ _FITS, _WAITS, _OUT = 0, 1, 2
 
 
 # How promising a cluster where the workload waits is, best first (the first part of its
-# rank): its queue may preempt for it, it may not, its StrictFIFO queue is stuck.
-_MAY_PREEMPT, _NO_PREEMPTION, _STUCK = 0, 1, 2
+# rank): its queue can preempt for it now, it preempts but cannot now, it never preempts
+# (or has nothing admitted), its StrictFIFO queue is stuck.
+_CAN_PREEMPT, _MAY_PREEMPT, _NO_PREEMPTION, _STUCK = 0, 1, 2, 3
 
 Key = tuple[int, float, float]  # rank among the clusters of the same standing (lower first)
 _NO_KEY: Key = (0, 0.0, 0.0)
@@ -403,19 +419,33 @@ def _wait_key(policy: Policy, first: int, deficit: float, load: Callable[[], flo
     return (first, deficit if policy.when_nothing_fits == "WaitOnBest" else load(), 0.0)
 
 
-def _first(queue: QueueCapacity, ahead: int, priority: int) -> int:
+def _first(queue: QueueCapacity, ahead: int, priority: int, missing: Missing) -> int:
     if ahead:
         return _STUCK
-    return _MAY_PREEMPT if _can_preempt(queue, priority) else _NO_PREEMPTION
+    if not _may_preempt(queue):
+        return _NO_PREEMPTION
+    return _CAN_PREEMPT if _can_preempt(queue, priority, missing) else _MAY_PREEMPT
 
 
-def _can_preempt(queue: QueueCapacity, priority: int) -> bool:
-    """Whether the queue has admitted work a workload of `priority` may preempt (see the
-    module docstring); where the lowest priority is not known, whether it preempts."""
-    if not queue.preempts:
+def _may_preempt(queue: QueueCapacity) -> bool:
+    """Whether the queue may preempt for some workload: it preempts, and has admitted work
+    or its admitted work is not known."""
+    return queue.preempts and queue.held != ()
+
+
+def _can_preempt(queue: QueueCapacity, priority: int, missing: Missing) -> bool:
+    """Whether evicting the queue's work of lower priority than `priority` would free
+    what a workload is `missing` (flavor, resource -> amount beyond what is free; see the
+    module docstring). Where the admitted work is not known, whether it may preempt."""
+    if not _may_preempt(queue):
         return False
-    lowest = queue.lowest_priority
-    return lowest is None or lowest < priority
+    if queue.held is None:
+        return True
+    below = queue.held_below(priority)
+    return bool(below) and all(
+        (below.get(flavor) or _EMPTY).get(r, _ZERO) >= amount
+        for (flavor, r), amount in missing.items()
+    )
 
 
 def _judge(
@@ -442,7 +472,7 @@ def _judge(
     if standing == _FITS:
         key = _fit_key(policy.strategy, fit.headroom, fit.device_quota)
     elif standing == _WAITS:
-        first = _first(queue, ahead, workload.priority)
+        first = _first(queue, ahead, workload.priority, fit.missing)
         key = _wait_key(policy, first, fit.deficit, lambda: _load(queue, used))
     else:
         key = _NO_KEY
@@ -604,10 +634,12 @@ class _Board:
         self.orders = [c[1] for c in kept]
         self.cluster = [names[c[1]] for c in kept]
         self.queues = [c[2] for c in kept]
-        # Where the workload waits, how promising each column is, but for the priority:
-        # _MAY_PREEMPT columns are checked against the workload's priority when ranked.
-        self.first = [_STUCK if c[0] else _first(c[2], 0, NOTHING_ADMITTED) for c in kept]
-        self.lowest = [c[2].lowest_priority for c in kept]
+        # Where the workload waits, how promising each column is before the workload's
+        # priority and shortfall are known: _MAY_PREEMPT columns are checked when ranked,
+        # and those that can preempt for it become _CAN_PREEMPT.
+        self.first = [
+            _STUCK if c[0] else _MAY_PREEMPT if _may_preempt(c[2]) else _NO_PREEMPTION for c in kept
+        ]
         self.flavor = [[c[3][j].name for c in kept] for j in range(len(wanted))]
         self.nominal = [[c[3][j].nominal[r] for c in kept] for j, r in enumerate(wanted)]
         self.reserved = [[c[3][j].reserved.get(r, 0) for c in kept] for j, r in enumerate(wanted)]
@@ -713,7 +745,8 @@ class _BoardJudged:
     def __init__(self, board: _Board, workload: WorkloadView) -> None:
         self.board, self.workload, self.free = board, workload, board.free
         self.position = board.position
-        short = board.shortfall([workload.requests[r] for r in board.wanted])
+        self.amounts = [workload.requests[r] for r in board.wanted]
+        short = board.shortfall(self.amounts)
         # Judged by themselves: the clusters always so, those with a group of several
         # flavors the workload does not fit in at the first, and those where its own share
         # counts.
@@ -797,11 +830,11 @@ class _BoardJudged:
         ranked by the first two parts of their key (`_wait_key`), and those judged by
         themselves."""
         board = self.board
-        priority = self.workload.priority
-        first = [
-            _NO_PREEMPTION if f == _MAY_PREEMPT and low is not None and low >= priority else f
-            for f, low in zip(board.first, board.lowest, strict=True)
-        ]
+        # A queue that preempts, where the workload is short of quota: can it, for this one?
+        first = list(board.first)
+        for k, (f, s) in enumerate(zip(board.first, self.short, strict=True)):
+            if f == _MAY_PREEMPT and 0.0 < s < _INF and self._can_preempt(k):
+                first[k] = _CAN_PREEMPT
         columns = zip(self.short, first, strict=True)
         if board.policy.when_nothing_fits == "WaitOnBest":
             rank = [
@@ -825,6 +858,19 @@ class _BoardJudged:
             if j.standing == _WAITS
         ]
         return _smallest(count, ranked)
+
+    def _can_preempt(self, k: int) -> bool:
+        """_can_preempt for column `k`, where the workload waits short of quota: what it is
+        missing, resource by resource, in the flavor it lands on (what _Fit finds)."""
+        board, free, queue = self.board, self.free, self.board.queues[k]
+        if queue.held is None:
+            return True
+        missing = {
+            (board.flavor[j][k], r): a - free[j][k]
+            for j, (r, a) in enumerate(zip(board.wanted, self.amounts, strict=True))
+            if a > free[j][k]
+        }
+        return _can_preempt(queue, self.workload.priority, missing)
 
     def standing(self, name: str) -> int:
         order = self.position[name]

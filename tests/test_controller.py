@@ -25,7 +25,7 @@ from controller.dispatcher import Dispatcher, Pace
 from controller.kube import WORKLOADS as KUEUE_WORKLOADS
 from controller.kube import Kube, Reflector
 from controller.metrics import Metrics
-from controller.model import NOTHING_ADMITTED, Policy, WorkerView
+from controller.model import Policy, WorkerView
 from controller.policy_api import policy_object
 from controller.settings import DeclaredProfile
 from controller.workloads import trim
@@ -622,12 +622,12 @@ def test_our_own_nomination_coming_back_is_not_decided_again() -> None:
     asyncio.run(asyncio.wait_for(main(), 60))
 
 
-def test_a_queue_that_preempts_counts_only_where_lower_priority_work_holds_quota() -> None:
-    """On w2 the ClusterQueue preempts (withinClusterQueue LowerPriority) and is full; w1
-    never preempts and is fuller by less. A workload of priority 100 waits on w2 only
-    while something of lower priority holds quota there, read from w2's Workloads through
-    the reader identity: with nothing there, or only priority 200, there is nothing it can
-    preempt, and w1's smaller deficit wins."""
+def test_a_queue_that_can_preempt_comes_first_as_read_from_the_workers_workloads() -> None:
+    """w1 and w2 are full and their ClusterQueues preempt (withinClusterQueue
+    LowerPriority); w1 comes first in the config. A workload of priority 100 asking for 3
+    cores goes to the one whose work of lower priority holds enough to free them, read
+    from the workers' Workloads through the reader identity (what holds quota, at what
+    priority, in which flavor)."""
 
     def local(name: str, priority: int, cluster_queue_: str = "cluster-queue") -> dict[str, Any]:
         wl = workload(name, cpu="4")
@@ -639,30 +639,34 @@ def test_a_queue_that_preempts_counts_only_where_lower_priority_work_holds_quota
         key = f"{NS}/job"
         job = workload("job", cpu="3")
         job["spec"]["priority"] = 100
-        workers = {"w1": {"cpu": "8", "reserved": "7"}, "w2": {"cpu": "8", "reserved": "8"}}
+        workers = {"w1": {"cpu": "8", "reserved": "8"}, "w2": {"cpu": "8", "reserved": "8"}}
         async with dispatcher_on(workers, [job]) as (fleet, dispatcher):
-            w2 = fleet.workers["w2"]
             preempting = cluster_queue("8", "32Gi", "8")
             preempting["spec"]["preemption"] = {"withinClusterQueue": "LowerPriority"}
-            w2.put(f"{K}/clusterqueues", preempting)
+            for emulator in fleet.workers.values():
+                emulator.put(f"{K}/clusterqueues", preempting)
 
-            def lowest() -> int | None:
-                queue = dispatcher.state.worker_views()["w2"].queues["cluster-queue"]
-                return queue.preempts and queue.lowest_priority
+            def levels() -> tuple[tuple[int, ...] | None, ...]:
+                views = dispatcher.state.worker_views()
+                held = [views[w].queues["cluster-queue"].held for w in ("w1", "w2")]
+                return tuple(None if h is None else tuple(p for p, _ in h) for h in held)
 
-            async def nominated_when(lowest_now: int) -> tuple[str, ...]:
-                await until(lambda: lowest() == lowest_now, what=f"lowest {lowest_now}")
+            async def nominated_when(*now: tuple[int, ...]) -> tuple[str, ...]:
+                await until(lambda: levels() == now, what=f"priorities {now} held")
                 _, decision, _ = dispatcher.evaluate(key)
                 assert decision is not None
                 return decision.nominate
 
-            assert await nominated_when(NOTHING_ADMITTED) == ("w1",)
-            w2.put(f"{K}/workloads", local("high", 200))
+            # w1 holds priority 200 only: it preempts, but not for this workload; w2 holds
+            # nothing and has nothing to preempt.
+            fleet.workers["w1"].put(f"{K}/workloads", local("high", 200))
+            assert await nominated_when((200,), ()) == ("w1",)
             # Another queue's priority-0 work is no candidate for this queue's preemptor.
-            w2.put(f"{K}/workloads", local("elsewhere", 0, "other-queue"))
-            assert await nominated_when(200) == ("w1",)
-            w2.put(f"{K}/workloads", local("low", 0))
-            assert await nominated_when(0) == ("w2",)
+            fleet.workers["w2"].put(f"{K}/workloads", local("elsewhere", 0, "other-queue"))
+            fleet.workers["w2"].put(f"{K}/workloads", local("low", 0))
+            assert await nominated_when((200,), (0,)) == ("w2",)
+            held = dispatcher.state.worker_views()["w2"].queues["cluster-queue"].held
+            assert held == ((0, {"default-flavor": {"cpu": 4000, "memory": 1024**3 * 1000}}),)
             # Finished, it holds nothing (Kueue's HasActiveQuotaReservation).
             done = local("low", 0)
             done["status"]["conditions"].append(
@@ -674,8 +678,8 @@ def test_a_queue_that_preempts_counts_only_where_lower_priority_work_holds_quota
                     "lastTransitionTime": done["status"]["conditions"][0]["lastTransitionTime"],
                 }
             )
-            w2.put(f"{K}/workloads", done)
-            assert await nominated_when(200) == ("w1",)
+            fleet.workers["w2"].put(f"{K}/workloads", done)
+            assert await nominated_when((200,), ()) == ("w1",)
 
     asyncio.run(asyncio.wait_for(main(), 60))
 

@@ -11,9 +11,9 @@ import pytest
 
 from controller.model import (
     MILLI,
-    NOTHING_ADMITTED,
     Decision,
     FlavorCapacity,
+    Held,
     InFlight,
     Policy,
     QueueCapacity,
@@ -442,35 +442,40 @@ def test_when_nothing_fits_wait_where_the_queue_may_preempt(when_nothing_fits: s
 
 
 @pytest.mark.parametrize("memo", [False, True])
-def test_may_preempt_means_can_preempt(memo: bool) -> None:
-    """A queue that preempts (withinClusterQueue LowerPriority) is a better wait only where
-    something admitted there has a lower priority than the workload: Kueue v0.19.2 takes
-    as candidates only the workloads whose priority is below the preemptor's
-    (SatisfiesPreemptionPolicy, pkg/scheduler/preemption/common/preemption_policy.go).
-    w2 preempts but its lowest admitted priority is 200, w3 holds nothing: for a workload
-    of priority 100 both are as good as a queue that never preempts, and the smaller
-    deficit (w1) wins; w4, whose lowest is 0, is the one to wait on. Not known (None):
-    it may preempt, as before."""
+def test_a_queue_that_can_preempt_for_the_workload_comes_first(memo: bool) -> None:
+    """Among full queues, one whose work of lower priority than the workload holds what it
+    is short of comes first: Kueue v0.19.2 takes as candidates only workloads of lower
+    priority (SatisfiesPreemptionPolicy, pkg/scheduler/preemption/common/
+    preemption_policy.go) that use a resource it needs, and preempts only if that makes it
+    fit. Then queues that preempt but cannot for it now, then those that never preempt or
+    have nothing admitted. The workload asks for 3 cores; w1 never preempts and is 2 short,
+    the others 3 short."""
     full = queue(8, reserved=8)
-    workers = fleet(
-        w1=queue(8, reserved=7),
-        w2=replace(full, preempts=True, lowest_priority=200),
-        w3=replace(full, preempts=True, lowest_priority=NOTHING_ADMITTED),
-    )
+
+    def preempting(*held: Held) -> QueueCapacity:
+        return replace(full, preempts=True, held=held)
+
+    low, high = (0, {"default": {"cpu": units(1)}}), (200, {"default": {"cpu": units(6)}})
+    enough = (0, {"default": {"cpu": units(3)}})
+    elsewhere = (0, {"other": {"cpu": units(8)}})  # another flavor: frees nothing it needs
     index, fit_memo = InFlightIndex(), FitMemo() if memo else None
 
-    def nominate(fleet_: dict[str, WorkerView], priority: int) -> tuple[str, ...]:
+    def nominate(priority: int, **queues: QueueCapacity) -> tuple[str, ...]:
+        workers = fleet(w1=queue(8, reserved=7), **queues)
         wl = demand(3, priority=priority)
-        return decide(wl, list(fleet_), fleet_, Policy(), index, NOW, fit_memo).nominate
+        return decide(wl, list(workers), workers, Policy(), index, NOW, fit_memo).nominate
 
-    assert nominate(workers, 100) == ("w1",)
-    assert nominate(workers, 300) == ("w2",)  # above 200: w2 can preempt for it
-    can = {**workers, "w4": worker("w4", replace(full, preempts=True, lowest_priority=0))}
-    assert nominate(can, 100) == ("w4",)
-    unknown = {**workers, "w4": worker("w4", replace(full, preempts=True))}
-    assert nominate(unknown, 100) == ("w4",)
-    # A workload of priority 0 cannot preempt priority-0 work.
-    assert nominate(can, 0) == ("w1",)
+    # Priority 100: w3's priority-0 work covers the 3 cores, w2's (1 core) does not.
+    assert nominate(100, w2=preempting(low, high), w3=preempting(enough)) == ("w3",)
+    assert nominate(100, w2=preempting(elsewhere), w3=preempting(enough)) == ("w3",)
+    # Priority 300 can evict all of w2's: both can, and the config's order decides.
+    assert nominate(300, w2=preempting(low, high), w3=preempting(enough)) == ("w2",)
+    # Priority 0 cannot preempt priority 0: neither can now, but both preempt: before w1.
+    assert nominate(0, w2=preempting(low, high), w3=preempting(enough)) == ("w2",)
+    # Nothing admitted: nothing to preempt; w1's smaller deficit wins.
+    assert nominate(100, w2=preempting()) == ("w1",)
+    # Not known: counted as able to, as before.
+    assert nominate(100, w2=preempting(low, high), w3=replace(full, preempts=True)) == ("w3",)
 
 
 def test_a_stuck_strict_fifo_queue_ranks_last_among_those_that_wait() -> None:
@@ -789,8 +794,28 @@ def _random_queue(rng: random.Random, priorities: bool = False) -> QueueCapacity
         active=rng.random() > 0.05,
         strict_fifo=rng.random() < 0.3,
         preempts=rng.random() < 0.4,
-        lowest_priority=rng.choice([None, 0, 100, 200, NOTHING_ADMITTED]) if priorities else None,
+        held=_random_held(rng, groups) if priorities else None,
     )
+
+
+def _random_held(
+    rng: random.Random, groups: list[tuple[FlavorCapacity, ...]]
+) -> tuple[Held, ...] | None:
+    """What admitted workloads hold in a queue, per priority: not known, nothing, or up to
+    three priorities each holding part of some flavors' reservations."""
+    if rng.random() < 0.2:
+        return None
+    levels = sorted(rng.sample([0, 100, 200], rng.randint(0, 3)))
+    flavors = [f for group in groups for f in group]
+    held = []
+    for level in levels:
+        usage = {
+            f.name: {r: rng.randint(0, max(a, 1)) for r, a in f.reserved.items()}
+            for f in flavors
+            if rng.random() < 0.7
+        }
+        held.append((level, usage))
+    return tuple(held)
 
 
 def _random_fleet(
