@@ -522,6 +522,59 @@ def test_the_snapshot_reads_queueing_strategy_pending_and_preemption() -> None:
     assert not never.preempts
 
 
+def test_what_a_workers_workloads_hold_is_read_as_kueues_cache_counts_it() -> None:
+    """A worker Workload holds quota in its ClusterQueue while QuotaReserved is true, it is
+    not Finished and spec.active is not false (HasActiveQuotaReservation, Kueue v0.19.2
+    pkg/workload/workload.go 1270-1272), at spec.priority, in the flavors its
+    podSetAssignments name. The held quota is used only under withinClusterQueue
+    LowerPriority: other policies preempt by more than priority, and there it stays
+    unknown."""
+    from controller.fleet_state import held_by_queue, holding, queue_capacity
+
+    def wl(priority: int, **changes: object) -> dict[str, object]:
+        obj = workload("w", cpu="2", memory="1Gi")
+        obj["spec"]["priority"] = priority
+        obj["spec"].update(changes.get("spec", {}))  # type: ignore[call-overload]
+        obj["status"]["conditions"] += changes.get("conditions", [])  # type: ignore[operator]
+        return obj
+
+    finished = [{"type": "Finished", "status": "True"}]
+    held = held_by_queue(
+        [
+            holding(wl(5)),
+            holding(wl(5)),
+            holding(wl(0)),
+            holding(wl(1, conditions=finished)),
+            holding(wl(1, spec={"active": False})),
+            holding(workload("not-reserved", reserved=False)),
+        ]
+    )
+    flavor = {"default-flavor": {"cpu": units(4), "memory": 2 * GI}}
+    assert held == {
+        "cluster-queue": (
+            (0, {"default-flavor": {"cpu": units(2), "memory": GI}}),
+            (5, flavor),
+        )
+    }
+    cq = {"metadata": {"name": "cluster-queue"}, "spec": {}}
+
+    def under(policy: str) -> tuple[object, ...] | None:
+        spec = {"preemption": {"withinClusterQueue": policy}}
+        return queue_capacity({**cq, "spec": spec}, held).held
+
+    assert under("LowerPriority") == held["cluster-queue"]
+    assert under("Any") is None
+    assert under("LowerOrNewerEqualPriority") is None
+    assert queue_capacity({**cq, "metadata": {"name": "other"}}, held).held is None  # Never
+    lower = {
+        **cq,
+        "metadata": {"name": "idle"},
+        "spec": {"preemption": {"withinClusterQueue": "LowerPriority"}},
+    }
+    assert queue_capacity(lower, held).held == ()  # nothing admitted there
+    assert queue_capacity(lower, None).held is None  # the Workloads not read
+
+
 # --- the workload contract --------------------------------------------------------------
 
 
