@@ -9,26 +9,30 @@ watch, conflict and status-subresource rules but not the CRD schemas, whose CEL 
 KUBEBUILDER_ASSETS (`--server real`, with Kueue's real CRDs from the pinned release or its
 Go module), or a throwaway API server you already run (`--kubeconfig`, e.g. a fresh kind
 cluster without Kueue: the benchmark installs the CRDs and leaves its objects behind).
-Workers are always emulated, in a process of their own; the controller runs in this one,
-so its memory is measured alone. Phases:
+Workers are always emulated, in a process of their own; the controller runs in a process
+of its own too, so its memory and CPU are measured alone: the benchmark's own work (polling
+for arrivals, the bursts, the raw patches) stays in this one. Phases:
 1. backlog: M eligible Workloads exist before the controller starts; measured from the
    controller's start to the last nomination written (nominations/s, and the time to the
-   first one, which includes listing everything);
+   first one, which includes listing everything), and from the first nomination to the
+   last ("drain/s": the rate once everything is listed);
 2. steady state: with the backlog done, --burst new Workloads become eligible at 100/s;
    measured from each one becoming eligible to its nomination arriving at the server
    (P50/P99);
 3. the same server's rate of plain status merge patches from one client: one after the
    other ("patches/s 1"), and with as many in flight as the controller keeps
    (Settings.concurrent_writes, "patches/s N"): the ratio, nominations/s over the latter,
-   says how much of the server's speed at the same concurrency the controller uses.
+   says how much of the server's speed at the same concurrency the controller uses ("drain
+   ratio": drain/s over it).
 When a nomination arrived: the emulator logs each write with its arrival time; a real
 server is watched from a separate process, which stamps each Workload the first time it
 shows a nomination (a watch event is a few milliseconds after the write).
-Prints a table row; peak memory is this process's maximum resident set; CPU time per
-nomination in the backlog phase, of the controller and, with the emulator as the manager,
-of the server: its CPU time per nomination (the patch, the Event, the watch
+Prints a table row; peak memory is the controller process's maximum resident set; CPU time
+per nomination in the backlog phase, of the controller and, with the emulator as the
+manager, of the server: its CPU time per nomination (the patch, the Event, the watch
 notification to the controller) and per raw patch: what bounds the ratio when the server
-is the bottleneck.
+is the bottleneck. `--profile FILE` writes the controller's cProfile statistics over the
+whole run (profiling slows it: that run's numbers are not comparable).
 """
 
 from __future__ import annotations
@@ -39,7 +43,6 @@ import contextlib
 import json
 import multiprocessing
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -54,9 +57,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from controller.app import run  # noqa: E402
 from controller.kube import SECRETS, WORKLOADS, Kind, Kube  # noqa: E402
-from controller.metrics import Metrics  # noqa: E402
 from controller.settings import Settings  # noqa: E402
 from tests.apiserver import install, missing, running_apiserver, wait_ready  # noqa: E402
 from tests.apiserver import stop as stop_process  # noqa: E402
@@ -228,11 +229,11 @@ def manager_server(mode: str, given: str | None, urls: dict[str, str]) -> Iterat
         yield kubeconfig("manager", urls["manager"])
 
 
-async def until_count(arrivals: Arrivals, wanted: int, prefix: str, task: asyncio.Task) -> None:
+async def until_count(arrivals: Arrivals, wanted: int, prefix: str, controller: Any) -> None:
     while sum(1 for n in await arrivals.get() if n.startswith(prefix)) < wanted:
         await asyncio.sleep(0.5)
-        if task.done():
-            task.result()  # the controller stopped: say why
+        if controller.poll() is not None:
+            raise SystemExit(f"the controller stopped (exit code {controller.returncode})")
 
 
 def cpu_seconds(pid: int) -> float:
@@ -262,7 +263,12 @@ async def patch_rate(manager: Kube, count: int, in_flight: int, tag: str) -> flo
 
 
 async def measure(
-    n_workers: int, pending: int, burst: int, mode: str, given: str | None
+    n_workers: int,
+    pending: int,
+    burst: int,
+    mode: str,
+    given: str | None,
+    profile: str | None = None,
 ) -> dict[str, Any]:
     workers = [f"worker-{i:03}" for i in range(n_workers)]
     spawn = multiprocessing.get_context("spawn")
@@ -273,7 +279,7 @@ async def measure(
             [sys.executable, "-m", "tests.kube_emulator", "--no-schemas", str(out), *emulated],
             cwd=ROOT,
         )
-        watcher = None
+        watcher = controller = None
         try:
             while not out.exists() or not out.read_text():
                 await asyncio.sleep(0.1)
@@ -298,15 +304,33 @@ async def measure(
                     watcher.start()
                 arrivals = Arrivals(manager, watched)
                 settings = Settings(identity="bench", metrics_port=0)
-                stop = asyncio.Event()
+                config_file = Path(tmp) / "manager.yaml"
+                config_file.write_text(yaml.safe_dump(manager_config))
+                controller = subprocess.Popen(
+                    [
+                        sys.executable,
+                        str(ROOT / "bench" / "controller_alone.py"),
+                        str(config_file),
+                        *(["--profile", profile] if profile else []),
+                    ],
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    text=True,
+                    cwd=ROOT,
+                )
+                assert controller.stdin is not None and controller.stdout is not None
+                loop = asyncio.get_running_loop()
+                ready = await loop.run_in_executor(None, controller.stdout.readline)
+                assert ready == "ready\n", f"the controller did not start: {ready!r}"
                 started = time.time()
                 server_cpu = cpu_seconds(server.pid)
-                own_cpu = cpu_seconds(os.getpid())
-                controller = asyncio.create_task(run(manager, settings, stop, Metrics(), port=0))
+                controller_cpu = cpu_seconds(controller.pid)
+                controller.stdin.write("go\n")
+                controller.stdin.flush()
                 await until_count(arrivals, pending, "backlog-", controller)
                 # The emulator's CPU per nomination (with its Event and watch notification).
                 server_cpu = cpu_seconds(server.pid) - server_cpu
-                own_cpu = cpu_seconds(os.getpid()) - own_cpu  # the controller (and the polling)
+                controller_cpu = cpu_seconds(controller.pid) - controller_cpu
                 backlog = sorted((await arrivals.get()).values())
                 eligible: dict[str, float] = {}
                 for i in range(burst):
@@ -321,8 +345,10 @@ async def measure(
                 await until_count(arrivals, burst, "burst-", controller)
                 seen = await arrivals.get()
                 latencies = sorted(seen[n] - at for n, at in eligible.items())
-                stop.set()
-                await controller
+                controller.stdin.write("stop\n")
+                controller.stdin.flush()
+                peak_mb = float(await loop.run_in_executor(None, controller.stdout.readline))
+                await loop.run_in_executor(None, controller.wait)
                 raw_cpu = cpu_seconds(server.pid)
                 raw_count = min(pending, 2000)
                 raw = await patch_rate(manager, raw_count, 1, "one")
@@ -333,6 +359,8 @@ async def measure(
         finally:
             if watcher is not None:
                 watcher.terminate()
+            if controller is not None and controller.poll() is None:
+                stop_process(controller)
             stop_process(server)
     return {
         "server": "given" if given else mode,
@@ -343,10 +371,11 @@ async def measure(
         "in_flight": settings.concurrent_writes,
         "same": same,
         "first_s": backlog[0] - started,
+        "drain": (pending - 1) / (backlog[pending - 1] - backlog[0]),
         "p50_ms": statistics.median(latencies) * 1000,
         "p99_ms": latencies[max(0, int(len(latencies) * 0.99) - 1)] * 1000,
-        "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-        "ctl_ms": own_cpu / pending * 1000,
+        "rss_mb": peak_mb,
+        "ctl_ms": controller_cpu / pending * 1000,
         # Only when the manager is the emulator: its CPU per nomination and per raw patch.
         "srv_ms": server_cpu / pending * 1000 if "manager" in urls else float("nan"),
         "raw_ms": raw_cpu / raw_count * 1000 if "manager" in urls else float("nan"),
@@ -368,12 +397,15 @@ def main() -> None:
     parser.add_argument(
         "--runs", type=int, default=1, help="repeat, and add the median of each column"
     )
+    parser.add_argument(
+        "--profile", help="write the controller's cProfile statistics here (one run)"
+    )
     args = parser.parse_args()
     print(
         f"{'server':>8} {'workers':>7} {'pending':>8} {'nominations/s':>14} "
         f"{'patches/s 1':>12} {'patches/s N':>12} {'N':>3} {'ratio':>6} {'1st (s)':>8} "
-        f"{'P50 ms':>7} {'P99 ms':>7} {'peak MB':>8} {'ctl ms/nom':>10} {'srv ms/nom':>10} "
-        f"{'srv ms/raw':>10}"
+        f"{'drain/s':>8} {'drain ratio':>11} {'P50 ms':>7} {'P99 ms':>7} {'peak MB':>8} "
+        f"{'ctl ms/nom':>10} {'srv ms/nom':>10} {'srv ms/raw':>10}"
     )
     rows = []
     for _ in range(args.runs):
@@ -382,7 +414,15 @@ def main() -> None:
         results = spawn.SimpleQueue()
         one = spawn.Process(
             target=run_once,
-            args=(results, args.workers, args.pending, args.burst, args.server, args.kubeconfig),
+            args=(
+                results,
+                args.workers,
+                args.pending,
+                args.burst,
+                args.server,
+                args.kubeconfig,
+                args.profile,
+            ),
         )
         one.start()
         one.join()
@@ -399,10 +439,17 @@ def main() -> None:
 
 
 def run_once(
-    results: Any, workers: int, pending: int, burst: int, server: str, given: str | None
+    results: Any,
+    workers: int,
+    pending: int,
+    burst: int,
+    server: str,
+    given: str | None,
+    profile: str | None,
 ) -> None:
-    row = asyncio.run(measure(workers, pending, burst, server, given))
+    row = asyncio.run(measure(workers, pending, burst, server, given, profile))
     row["ratio"] = row["rate"] / row["same"]
+    row["drain_ratio"] = row["drain"] / row["same"]
     results.put(row)
 
 
@@ -410,7 +457,7 @@ def print_row(r: dict[str, Any]) -> None:
     print(
         f"{r['server']:>8} {r['workers']:>7.0f} {r['pending']:>8.0f} {r['rate']:>14,.0f} "
         f"{r['raw']:>12,.0f} {r['same']:>12,.0f} {r['in_flight']:>3.0f} {r['ratio']:>6.2f} "
-        f"{r['first_s']:>8.1f} "
+        f"{r['first_s']:>8.1f} {r['drain']:>8,.0f} {r['drain_ratio']:>11.2f} "
         f"{r['p50_ms']:>7.1f} {r['p99_ms']:>7.1f} {r['rss_mb']:>8.0f} "
         f"{r['ctl_ms']:>10.2f} {r['srv_ms']:>10.2f} {r['raw_ms']:>10.2f}",
         flush=True,

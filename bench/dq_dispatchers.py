@@ -86,11 +86,7 @@ def policy_nominate(
         return ()  # the controller writes nothing (a NoFeasibleCluster Event)
     in_flight.replace(
         view.key,
-        [
-            InFlight(view.key, v.cluster, CQ, v.flavors, view.requests)
-            for v in decision.verdicts
-            if v.cluster in decision.nominate
-        ],
+        [InFlight(view.key, v.cluster, CQ, v.flavors, view.requests) for v in decision.chosen],
     )
     return decision.nominate
 

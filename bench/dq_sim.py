@@ -202,12 +202,24 @@ class Worker:
         groups = tuple(
             tuple(FlavorCapacity(f, dict(n), dict(self.used[f])) for f, n in g) for g in self.groups
         )
+        # What the dispatcher reads from the worker's Workloads (controller/fleet_state.py):
+        # the quota held per priority in the queue, the candidates a LowerPriority
+        # preemptor chooses from (being evicted included: Kueue still counts them).
+        by_priority: dict[int, dict[str, dict[str, int]]] = {}
+        for c in self.running:
+            if c.state in (ADMITTED, EVICTING):
+                usage = by_priority.setdefault(c.priority, {})
+                for r, a in c.requests.items():
+                    flavor = c.flavors.get(r)
+                    if flavor is not None:
+                        usage.setdefault(flavor, {})[r] = usage.get(flavor, {}).get(r, 0) + a
         queue = QueueCapacity(
             CQ,
             groups,
             pending=len(self.pending),
             strict_fifo=self.spec.queueing == "StrictFIFO",
             preempts=self.spec.preemption != "Never",
+            held=tuple(sorted(by_priority.items())),
         )
         return WorkerView(self.spec.name, True, True, "", {}, {LOCAL_QUEUE: CQ}, {CQ: queue})
 

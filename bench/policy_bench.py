@@ -115,9 +115,8 @@ def run(n_workers: int, n_pending: int, seed: int = 7, distinct: bool = False) -
     for wl in pending:
         t0, c0 = time.perf_counter(), time.thread_time()
         decision = decide(wl, clusters, workers, policy, index, NOW, memo)
-        for v in decision.verdicts:
-            if v.cluster in decision.nominate:
-                index.add(InFlight(wl.key, v.cluster, "cq", v.flavors, wl.requests))
+        for v in decision.chosen:
+            index.add(InFlight(wl.key, v.cluster, "cq", v.flavors, wl.requests))
         latencies.append(time.perf_counter() - t0)
         cpu_times.append(time.thread_time() - c0)
         nominated += bool(decision.nominate)

@@ -69,11 +69,7 @@ class Pace:
 def signature(decision: Decision) -> tuple[Any, ...]:
     """What makes two decisions the same for the people reading Events: the clusters chosen,
     the outcome, and each cluster's standing and category, but not the numbers."""
-    return (
-        decision.outcome,
-        decision.nominate,
-        tuple((v.cluster, v.status, v.category) for v in decision.verdicts),
-    )
+    return (decision.outcome, decision.nominate, decision.standings)
 
 
 def _now() -> datetime:
@@ -85,6 +81,18 @@ def quota_reserved_at(workload: dict[str, Any]) -> datetime | None:
         if cond.get("type") == "QuotaReserved" and cond.get("status") == "True":
             return parse_time(cond.get("lastTransitionTime"))
     return None
+
+
+def _nominated(wl: dict[str, Any], clusters: list[str], version: str) -> dict[str, Any]:
+    """The workload (as cached) that our nomination of `clusters` made at `version`: the
+    patch carried the version it was decided on, so nothing else changed (Kueue v0.19.2's
+    Workload mutating webhook is on CREATE only, and the fields the cache keeps that a
+    status write changes are the nominations and the version)."""
+    return {
+        **wl,
+        "metadata": {**(wl.get("metadata") or {}), "resourceVersion": version},
+        "status": {**(wl.get("status") or {}), "nominatedClusterNames": clusters},
+    }
 
 
 def _same_but_nominations(old: dict[str, Any], new: dict[str, Any]) -> bool:
@@ -311,6 +319,9 @@ class Dispatcher:
     async def _work(self) -> None:
         await self.state.wait_synced()
         await self.state.wait_workers(timeout=10)
+        # What the lists brought is looked at now, not at the resync's next tick (up to a
+        # second later: a tenth of a 10,000-workload backlog's time).
+        self.enqueue_pending()
         while True:
             self.heartbeat = time.monotonic()
             key = self._next()
@@ -355,10 +366,17 @@ class Dispatcher:
         wl = self.state.workloads.store.get(key)
         if wl is None:
             return Eligibility(False, "no such workload on the manager"), None, ""
+        found, decision, policy, _ = self._evaluate(wl)
+        return found, decision, policy
+
+    def _evaluate(
+        self, wl: dict[str, Any]
+    ) -> tuple[Eligibility, Decision | None, str, WorkloadView | None]:
+        """`evaluate`, and the workload as the policy read it (its requests parsed once)."""
         checks = self.state.multikueue_checks()
         found = eligibility(wl, set(checks))
         if not found.eligible:
-            return found, None, ""
+            return found, None, "", None
         view = self.view(wl)
         if view.nominated:
             # Widening counts from when the workload began to wait for a cluster: Kueue's
@@ -383,13 +401,14 @@ class Dispatcher:
                 ),
                 None,
                 "",
+                view,
             )
         started = time.perf_counter()
         decision = decide(
             view, clusters, self.state.worker_views(), policy, self.in_flight, _now(), self.memo
         )
         self.metrics.decision_seconds.observe(time.perf_counter() - started)
-        return found, decision, policy.name
+        return found, decision, policy.name, view
 
     async def reconcile(self, key: str) -> None:
         wl = self.state.workloads.store.get(key)
@@ -405,7 +424,7 @@ class Dispatcher:
             return
         fleet = self._fleet_key()  # what this decision is made on (nothing awaits before it)
         try:
-            found, decision, _ = self.evaluate(key)
+            found, decision, _, view = self._evaluate(wl)
         except MalformedWorkload as exc:
             await self.event(
                 wl, "Warning", "InvalidWorkload", f"The dispatcher cannot read this workload: {exc}"
@@ -427,9 +446,10 @@ class Dispatcher:
             self.metrics.no_feasible.labels(decision.blocker()).inc()
             await self.event(wl, "Warning", "NoFeasibleCluster", decision.summary, decision)
             return
+        assert view is not None  # read whenever there is a decision
         if list(decision.nominate) == current:
             # Already in place (a restart, or our own write coming back): keep counting it.
-            self._record_in_flight(key, decision, self.view(wl).requests)
+            self._record_in_flight(key, decision, view)
             if decision.outcome == "nominated":
                 self._settle(key, wl, fleet)
             return
@@ -438,7 +458,7 @@ class Dispatcher:
         # Decisions stay one at a time (the in-flight demand is what keeps two of them
         # from taking the same last slot), so it is recorded now; the writes run
         # concurrently, a bounded number at once, at most one per workload.
-        self._record_in_flight(key, decision, self.view(wl).requests)
+        self._record_in_flight(key, decision, view)
         self._writing.add(key)
         await self._write_slots.acquire()
         settles = fleet if decision.outcome == "nominated" else None
@@ -456,39 +476,43 @@ class Dispatcher:
     ) -> None:
         """The write, then its Event. `fleet`: the fleet key of a decision that nominated
         where the workload fits, so its echo settles it."""
+        clusters = list(decision.nominate)
+        # The write's echo through the watch is recognised by the version it answers with,
+        # so the watch holds back an event of this workload until the answer is in.
+        answered = self.state.workloads.writing(wl)
+        written = None
         try:
-            written = await self._nominate(wl, key, list(decision.nominate))
+            written = await self._nominate(wl, key, clusters)
         finally:
             self._write_slots.release()
             self._writing.discard(key)
-        if not written:
+            if written is not None:
+                # Before the answer is given: the echo, once recognised, is looked up here.
+                self._echo[key] = (wl, tuple(decision.nominate), fleet)
+            answered(_nominated(wl, clusters, written) if written else None)
+        if written is None:
             self.in_flight.remove(key)
             return
-        self._echo[key] = (wl, tuple(decision.nominate), fleet)
         for cluster in decision.nominate:
             if cluster not in current:
                 self.metrics.nominations.labels(cluster).inc()
         verb = "Nominated" if decision.outcome == "nominated" else "WaitingForCapacity"
-        filtered = [
-            f"{v.cluster} ({v.reason})"
-            for v in decision.verdicts
-            if v.cluster not in decision.nominate
-        ]
+        others = [c for c, _, _ in decision.standings if c not in decision.nominate]
         message = decision.summary
-        if filtered:
-            # Events hold 1 KiB: the first few, and where to see them all.
-            shown = filtered[:EVENT_CLUSTERS_SHOWN]
-            more = len(filtered) - len(shown)
+        if others:
+            # Events hold 1 KiB: the first few, and where to see them all. Only those shown
+            # have their verdict made and their reason written out.
+            shown = [f"{c} ({decision.verdict(c).reason})" for c in others[:EVENT_CLUSTERS_SHOWN]]
+            more = len(others) - len(shown)
             message += "; not chosen: " + "; ".join(shown)
             if more:
                 message += f"; and {more} more (python -m controller explain {key})"
         await self.event(wl, "Normal", verb, message, decision)
 
-    def _record_in_flight(self, key: str, decision: Decision, requests: Any) -> None:
+    def _record_in_flight(self, key: str, decision: Decision, view: WorkloadView) -> None:
         """Count the demand against each nominated worker's ClusterQueue until admission."""
         views = self.state.worker_views()
-        wl = self.state.workloads.store.get(key) or {}
-        local_queue = f"{key.partition('/')[0]}/{(wl.get('spec') or {}).get('queueName', '')}"
+        local_queue = f"{view.namespace}/{view.queue_name}"
         self.in_flight.replace(
             key,
             [
@@ -497,31 +521,33 @@ class Dispatcher:
                     v.cluster,
                     views[v.cluster].local_queues.get(local_queue, ""),
                     v.flavors,
-                    requests,
+                    view.requests,
                 )
-                for v in decision.verdicts
-                if v.cluster in decision.nominate and v.cluster in views
+                for v in decision.chosen
+                if v.cluster in views
             ],
         )
 
     # --- writing (leader only) ----------------------------------------------------------------
 
-    async def _nominate(self, wl: dict[str, Any], key: str, clusters: list[str]) -> bool:
+    async def _nominate(self, wl: dict[str, Any], key: str, clusters: list[str]) -> str | None:
         """The write, on the condition that the workload is still the one decided on: the
         patch carries its resourceVersion, which the API server checks (409 Conflict when
         it moved on). An eviction clears clusterName and the nominations, and on the external
         dispatcher path Kueue v0.19.2 uses the list as soon as the check is Pending again
         (nominateAndSynchronizeWorkers in
         pkg/controller/admissionchecks/multikueue/workload.go): a list decided before it
-        must never land after it."""
+        must never land after it. Returns the workload's new resourceVersion when the write
+        was made on a known one ("" when not), None when it was not made."""
         namespace, name = key.split("/", 1)
         version = (wl.get("metadata") or {}).get("resourceVersion")
         patch: dict[str, Any] = {"status": {"nominatedClusterNames": clusters}}
         if version:
             patch["metadata"] = {"resourceVersion": version}
         try:
-            await self.manager.merge_patch(WORKLOADS, name, patch, namespace, status=True)
-            return True
+            answer = await self.manager.merge_patch(
+                WORKLOADS, name, patch, namespace, status=True, answer="version"
+            )
         except ApiError as exc:
             if exc.status in (404, 409, 422):
                 # Gone, or changed under us (evicted, admitted meanwhile): look again, on
@@ -535,7 +561,8 @@ class Dispatcher:
                 self.metrics.write_errors.labels("workload").inc()
                 log.warning("nominating %s failed after retries: %s", key, exc)
                 self.enqueue(key)
-            return False
+            return None
+        return (answer.get("metadata") or {}).get("resourceVersion", "") if version else ""
 
     async def event(
         self,
@@ -622,7 +649,9 @@ class Dispatcher:
                 await asyncio.sleep(0.05)
             body = self._event_body(about, kind, reason, message, made)
             try:
-                await self.manager.create(EVENTS, body, body["metadata"]["namespace"])
+                await self.manager.create(
+                    EVENTS, body, body["metadata"]["namespace"], answer="none"
+                )
             except ApiError as exc:
                 self.metrics.write_errors.labels("event").inc()
                 log.warning("event on %s/%s: %s", about[3], about[2], exc)

@@ -21,7 +21,8 @@ CONTROLLER_DOCS: dict[str, str] = {
     "passes without admission, counted from the workload's QuotaReserved on the manager.",
     "PolicySpec.whenNothingFits": f"One of {', '.join(WHEN_NOTHING_FITS)}: wait where the "
     "shortfall is smallest, or on the least loaded worker. Either way a worker whose queue "
-    "may preempt comes first and a stuck StrictFIFO queue last.",
+    "can preempt for it (its work of lower priority holds what the workload is short of) "
+    "comes first, then one whose queue preempts, and a stuck StrictFIFO queue last.",
     "PolicySpec.inventory": "Inventory automation: ClusterProfiles that match join a "
     "MultiKueueConfig of the dispatcher's own (needs `dispatcher.inventory` in the stack).",
     "LabelSelector.matchLabels": "Labels that must all match.",

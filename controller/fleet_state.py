@@ -1,6 +1,7 @@
 """The in-memory fleet snapshot, kept current by watches: the manager's Workloads,
 AdmissionChecks, MultiKueueConfigs and Clusters and DispatchPolicies; on every worker,
-through its read-only identity, ClusterQueues and LocalQueues.
+through its read-only identity, ClusterQueues and LocalQueues, and of its Workloads only
+which ClusterQueue each holds quota in, how much and at what priority (see `holding`).
 
 Decisions read this snapshot and never call an API server. A worker that cannot be
 reached is marked unhealthy and never holds the others up.
@@ -31,7 +32,14 @@ from controller.kube import (
     Prober,
     Reflector,
 )
-from controller.model import FlavorCapacity, QueueCapacity, Resources, WorkerView, milli
+from controller.model import (
+    FlavorCapacity,
+    Held,
+    QueueCapacity,
+    Resources,
+    WorkerView,
+    milli,
+)
 from controller.settings import Settings
 from controller.workloads import MULTIKUEUE_CONTROLLER, trim
 
@@ -50,8 +58,62 @@ def _quantities(raw: dict[str, Any]) -> Resources:
     return out
 
 
-def queue_capacity(cq: dict[str, Any]) -> QueueCapacity:
-    """A worker ClusterQueue's quota and reservations, from its spec and status."""
+def holding(wl: dict[str, Any]) -> dict[str, Any]:
+    """A worker's Workload as the snapshot keeps it: its name, and the ClusterQueue it holds
+    quota in, its priority and the quota it holds (flavor -> resource -> amount, from
+    status.admission's podSetAssignments), or no queue. Kueue v0.19.2 counts a workload in
+    its ClusterQueue, and so among the candidates for preemption, while it has an active
+    quota reservation: QuotaReserved true, not Finished, spec.active not false
+    (HasActiveQuotaReservation, pkg/workload/workload.go 1270-1272, used by the cache in
+    pkg/cache/scheduler/cache.go 793-800); its priority is spec.priority (the priority
+    boost annotation counts only under the PriorityBoost gate, alpha and off:
+    pkg/util/priority/priority.go, pkg/features/kube_features.go)."""
+    meta = wl.get("metadata") or {}
+    spec, status = wl.get("spec") or {}, wl.get("status") or {}
+    conditions = {c.get("type"): c.get("status") == "True" for c in status.get("conditions") or []}
+    holds = (
+        conditions.get("QuotaReserved", False)
+        and not conditions.get("Finished", False)
+        and spec.get("active", True) is not False
+    )
+    admission = (status.get("admission") or {}) if holds else {}
+    usage: dict[str, Resources] = {}
+    for assignment in admission.get("podSetAssignments") or []:
+        flavors = assignment.get("flavors") or {}
+        for r, amount in _quantities(assignment.get("resourceUsage") or {}).items():
+            if r in flavors:
+                held = usage.setdefault(flavors[r], {})
+                held[r] = held.get(r, 0) + amount
+    return {
+        "metadata": {"name": meta.get("name"), "namespace": meta.get("namespace")},
+        "clusterQueue": admission.get("clusterQueue"),
+        "priority": int(spec.get("priority") or 0),
+        "usage": usage,
+    }
+
+
+def held_by_queue(workloads: Any) -> dict[str, tuple[Held, ...]]:
+    """ClusterQueue -> the quota its workloads hold, per priority, lowest first (see
+    QueueCapacity.held)."""
+    by_queue: dict[str, dict[int, dict[str, Resources]]] = {}
+    for wl in workloads:
+        queue = wl["clusterQueue"]
+        if queue is None:
+            continue
+        total = by_queue.setdefault(queue, {}).setdefault(wl["priority"], {})
+        for flavor, amounts in wl["usage"].items():
+            held = total.setdefault(flavor, {})
+            for r, a in amounts.items():
+                held[r] = held.get(r, 0) + a
+    return {queue: tuple(sorted(levels.items())) for queue, levels in by_queue.items()}
+
+
+def queue_capacity(
+    cq: dict[str, Any], held: dict[str, tuple[Held, ...]] | None = None
+) -> QueueCapacity:
+    """A worker ClusterQueue's quota and reservations, from its spec and status. `held`:
+    the quota held per priority in each ClusterQueue of the worker (held_by_queue), None
+    when the worker's Workloads are not known."""
     status = cq.get("status") or {}
     reserved: dict[str, Resources] = {}
     for flavor in status.get("flavorsReservation") or []:
@@ -79,13 +141,20 @@ def queue_capacity(cq: dict[str, Any]) -> QueueCapacity:
         True,
     )
     spec = cq.get("spec") or {}
+    name = cq["metadata"]["name"]
+    within = (spec.get("preemption") or {}).get("withinClusterQueue", "Never")
+    # Used only under LowerPriority, where priority alone says what can be preempted;
+    # LowerOrNewerEqualPriority and Any also take other workloads (equal and newer, or
+    # any), and there the queue may preempt as before.
+    known = held is not None and within == "LowerPriority"
     return QueueCapacity(
-        cq["metadata"]["name"],
+        name,
         tuple(groups),
         int(status.get("pendingWorkloads") or 0),
         active,
         spec.get("queueingStrategy") == "StrictFIFO",
-        (spec.get("preemption") or {}).get("withinClusterQueue", "Never") != "Never",
+        within != "Never",
+        held.get(name, ()) if known and held is not None else None,
     )
 
 
@@ -111,6 +180,16 @@ class WorkerConnection:
         self.on_change = on_change
         self.queues = Reflector(kube, CLUSTER_QUEUES, on_change, max_backoff=probe_interval)
         self.local_queues = Reflector(kube, LOCAL_QUEUES, on_change, max_backoff=probe_interval)
+        # Which priorities hold quota in each queue: its changes do not call on_change (an
+        # admission or a finish changes the ClusterQueue's status too, which does), they
+        # only make the next view read them again. Not part of the worker's health: a
+        # reader identity from before it could read Workloads leaves them unknown (and is
+        # asked again once a minute, not every few seconds).
+        self.workloads = Reflector(
+            kube, WORKLOADS, self._workload_changed, transform=holding, max_backoff=60.0
+        )
+        self._held: tuple[int, dict[str, tuple[Held, ...]]] | None = None
+        self._workload_changes = 0
         self.prober = Prober(kube, self._probed, probe_interval, probe_timeout, clock=clock)
         self._watching: list[asyncio.Task] = []
         self._probing: asyncio.Task | None = None
@@ -127,8 +206,20 @@ class WorkerConnection:
     def _watch(self) -> None:
         self._watching = [
             asyncio.create_task(r.run(), name=f"{self.name}-{r.kind.plural}")
-            for r in (self.queues, self.local_queues)
+            for r in (self.queues, self.local_queues, self.workloads)
         ]
+
+    def _workload_changed(self, event: str, obj: Any) -> None:
+        self._workload_changes += 1
+
+    def held(self) -> dict[str, tuple[Held, ...]] | None:
+        """ClusterQueue -> the quota held in it per priority; None while the worker's
+        Workloads cannot be read."""
+        if not self.workloads.healthy:
+            return None
+        if self._held is None or self._held[0] != self._workload_changes:
+            self._held = (self._workload_changes, held_by_queue(self.workloads.store.values()))
+        return self._held[1]
 
     def _probed(self) -> None:
         if not self.prober.ok:
@@ -375,8 +466,9 @@ class FleetState:
                 key: (lq.get("spec") or {}).get("clusterQueue", "")
                 for key, lq in connection.local_queues.store.items()
             }
+            held = connection.held()
             queues = {
-                cq["metadata"]["name"]: queue_capacity(cq)
+                cq["metadata"]["name"]: queue_capacity(cq, held)
                 for cq in connection.queues.store.values()
             }
             views[name] = WorkerView(

@@ -13,14 +13,16 @@ import json
 import logging
 import os
 import random
+import re
 import time
 import urllib.request
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import aiohttp
 from kubernetes_asyncio import client, config
+from kubernetes_asyncio.client.rest import RESTResponse
 
 log = logging.getLogger("controller.kube")
 
@@ -58,6 +60,22 @@ CLUSTER_PROFILES = Kind("multicluster.x-k8s.io", "v1alpha1", "clusterprofiles", 
 SECRETS = Kind("", "v1", "secrets", True)
 EVENTS = Kind("", "v1", "events", True)
 LEASES = Kind("coordination.k8s.io", "v1", "leases", True)
+
+
+# The first "resourceVersion" key of an object's JSON is its metadata's: metadata comes before
+# spec and status whether a server writes a type's fields in order or an object's keys
+# sorted, no key before it in metadata has that name (managedFields' keys start with "f:"),
+# and inside a string value the quotes would be escaped.
+_RESOURCE_VERSION = re.compile(rb'"resourceVersion"\s*:\s*"([^"\\]*)"')
+
+# What of an answer to read: all of it, decoded; only the object's resourceVersion; nothing.
+Answer = Literal["object", "version", "none"]
+
+
+def version_in(body: bytes) -> str:
+    """The resourceVersion of the object in `body` (JSON), without decoding the rest."""
+    found = _RESOURCE_VERSION.search(body)
+    return found.group(1).decode() if found else ""
 
 
 class ApiError(Exception):
@@ -151,6 +169,27 @@ class Kube:
             _request_timeout=timeout,
         )
 
+    async def _undecoded(
+        self,
+        method: str,
+        path: str,
+        query: list[tuple[str, Any]] | None,
+        body: Any,
+        content_type: str | None,
+        timeout: float,
+    ) -> bytes:
+        """The answer's body as it came, failing as `_call` does on an error status."""
+        response = await self._call(method, path, query, body, content_type, True, timeout)
+        try:
+            data = await response.read()
+        finally:
+            response.release()
+        if not 200 <= response.status <= 299:
+            error = client.ApiException(http_resp=RESTResponse(response, data))
+            error.body = data.decode("utf-8", "replace")
+            raise error
+        return data
+
     async def request(
         self,
         method: str,
@@ -160,12 +199,20 @@ class Kube:
         body: Any = None,
         content_type: str | None = None,
         timeout: float = 30,
+        answer: Answer = "object",
     ) -> dict[str, Any]:
         """One call, retried with jittered backoff on throttling, server errors and lost
-        connections; other errors are raised as ApiError at once."""
+        connections; other errors are raised as ApiError at once. Returns the answer decoded,
+        or with `answer="version"` only the object's resourceVersion read from it
+        ({"metadata": {"resourceVersion": ...}}), or with "none" nothing ({}): a Workload's
+        JSON costs more to decode than the rest of a write to send."""
         delay = self.base_delay
         for attempt in range(1, self.attempts + 1):
             try:
+                if answer != "object":
+                    data = await self._undecoded(method, path, query, body, content_type, timeout)
+                    version = version_in(data) if answer == "version" else ""
+                    return {"metadata": {"resourceVersion": version}} if version else {}
                 result = await self._call(method, path, query, body, content_type, False, timeout)
                 return result if isinstance(result, dict) else {}
             except client.ApiException as exc:
@@ -186,9 +233,13 @@ class Kube:
         return await self.request("GET", kind.path(namespace, name))
 
     async def create(
-        self, kind: Kind, obj: Mapping[str, Any], namespace: str | None = None
+        self,
+        kind: Kind,
+        obj: Mapping[str, Any],
+        namespace: str | None = None,
+        answer: Answer = "object",
     ) -> dict[str, Any]:
-        return await self.request("POST", kind.path(namespace), body=dict(obj))
+        return await self.request("POST", kind.path(namespace), body=dict(obj), answer=answer)
 
     async def replace(self, kind: Kind, obj: Mapping[str, Any]) -> dict[str, Any]:
         meta = obj["metadata"]
@@ -203,12 +254,14 @@ class Kube:
         patch: Mapping[str, Any],
         namespace: str | None = None,
         status: bool = False,
+        answer: Answer = "object",
     ) -> dict[str, Any]:
         return await self.request(
             "PATCH",
             kind.path(namespace, name, "status" if status else None),
             body=dict(patch),
             content_type="application/merge-patch+json",
+            answer=answer,
         )
 
     async def list(
@@ -240,8 +293,10 @@ class Kube:
         resource_version: str,
         namespace: str | None = None,
         timeout_seconds: int = 300,
+        known: Callable[[bytes], Awaitable[dict[str, Any] | None]] | None = None,
     ) -> AsyncIterator[dict[str, Any]]:
-        """The raw event stream from `resource_version`, bookmarks included."""
+        """The raw event stream from `resource_version`, bookmarks included. `known(line)`
+        may answer for an event before it is decoded (an event it already knows)."""
         query = [
             ("watch", "true"),
             ("resourceVersion", resource_version),
@@ -266,7 +321,8 @@ class Kube:
                 if not line:
                     return
                 if line.strip():
-                    yield json.loads(line)
+                    event = await known(line) if known is not None else None
+                    yield event if event is not None else json.loads(line)
         finally:
             response.release()
 
@@ -355,6 +411,13 @@ class Prober:
         return self.clock() - self.answered_at if self.answered_at else float("inf")
 
 
+_TRANSFORMED = object()  # in a watch event made from an expected object (Reflector.expect)
+# How long a watch event waits for the answer to a write of ours to the same object: the
+# server sends both at once, so a few milliseconds; longer (the write is being retried),
+# and the event is decoded as any other.
+WRITE_ANSWER_WAIT = 1.0
+
+
 class Reflector:
     """Keeps `store` equal to the server's objects of one kind: list, then watch from the
     list's resourceVersion; relist on 410 Gone; reconnect with backoff on any other
@@ -381,6 +444,13 @@ class Reflector:
         # tens of thousands of objects stays small.
         self.transform = transform or (lambda obj: obj)
         self.store: dict[str, dict[str, Any]] = {}
+        # Objects that writes of ours made, by the resourceVersion the server gave them, and
+        # each one's key: see expect().
+        self._expected: dict[str, tuple[str, dict[str, Any]]] = {}
+        self._expected_version: dict[str, str] = {}  # key -> its expected resourceVersion
+        # Writes of ours under way: key -> (its name, quoted, as JSON has it; answered).
+        self._writes: dict[str, tuple[bytes, asyncio.Future[None]]] = {}
+        self.recognised = 0  # events taken from what was expected, not decoded
         self.synced = asyncio.Event()
         self.healthy = False
         self.last_error = "not listed yet"
@@ -421,8 +491,71 @@ class Reflector:
                 await asyncio.sleep(backoff * (0.5 + random.random()))
                 backoff = min(backoff * 2, self.max_backoff)
 
+    def expect(self, obj: dict[str, Any]) -> None:
+        """`obj` (transformed already) is what the watch will bring at its resourceVersion:
+        a write of ours made that version from one we knew, with nothing else changed (the
+        write carried the resourceVersion it was made on). That event is then stored as
+        `obj`, neither decoded nor transformed: a Workload is kilobytes of JSON, and during
+        a backlog nearly every event is the echo of a nomination."""
+        key = self.key(obj)
+        version = obj["metadata"]["resourceVersion"]
+        self._forget_expected(key)
+        self._expected[version] = (key, obj)
+        self._expected_version[key] = version
+
+    def _forget_expected(self, key: str) -> None:
+        version = self._expected_version.pop(key, None)
+        if version is not None:
+            self._expected.pop(version, None)
+
+    def writing(self, obj: Mapping[str, Any]) -> Callable[[dict[str, Any] | None], None]:
+        """A write of ours to `obj` is under way. The server sends its event to the watch as
+        it answers the write, and the watch may be read first: until the answer is in, an
+        event that names the object waits for it (at most WRITE_ANSWER_WAIT seconds), so
+        that the answer can say what to expect. Returns the call that gives the answer: the
+        object the write made (as for expect()), or None (none, or not known)."""
+        key = self.key(obj)
+        name = json.dumps((obj.get("metadata") or {}).get("name", "")).encode()
+        answered: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._writes[key] = (name, answered)
+
+        def answer(made: dict[str, Any] | None) -> None:
+            if self._writes.get(key, (b"", None))[1] is answered:
+                del self._writes[key]
+            if made is not None:
+                self.expect(made)
+            if not answered.done():
+                answered.set_result(None)
+
+        return answer
+
+    async def _known(self, line: bytes) -> dict[str, Any] | None:
+        """The event in `line` if it brings an expected object (checked by its
+        resourceVersion and name, before any decoding), else None."""
+        waiting = [answered for name, answered in self._writes.values() if name in line]
+        if waiting:
+            # Its name is in it (its own event, or one that mentions it): the write's answer
+            # first.
+            await asyncio.wait(waiting, timeout=WRITE_ANSWER_WAIT)
+        if not self._expected:
+            return None
+        found = self._expected.get(version_in(line))
+        if found is None:
+            return None
+        key, obj = found
+        name = obj["metadata"].get("name", "")
+        if f'"{name}"'.encode() not in line:
+            return None
+        self._expected_version.pop(key, None)
+        del self._expected[obj["metadata"]["resourceVersion"]]
+        self.recognised += 1
+        return {"type": "MODIFIED", "object": obj, _TRANSFORMED: True}
+
     async def _list(self) -> str:
         items, resource_version = await self.kube.list(self.kind, self.namespace, self.transform)
+        # What was expected came before this list, or will never come.
+        self._expected.clear()
+        self._expected_version.clear()
         self.store = {self.key(o): o for o in items}
         self.relists += 1
         self._seen()
@@ -437,7 +570,7 @@ class Reflector:
 
     async def _watch(self, resource_version: str) -> str:
         async for event in self.kube.watch(
-            self.kind, resource_version, self.namespace, self.watch_timeout
+            self.kind, resource_version, self.namespace, self.watch_timeout, self._known
         ):
             kind, obj = event.get("type"), event.get("object") or {}
             if kind == "ERROR":
@@ -449,9 +582,17 @@ class Reflector:
             if kind == "BOOKMARK":
                 continue
             if kind == "DELETED":
-                self.store.pop(self.key(obj), None)
+                key = self.key(obj)
+                self.store.pop(key, None)
+                self._forget_expected(key)
+            elif _TRANSFORMED in event:
+                self.store[self.key(obj)] = obj
             else:
                 obj = self.transform(obj)
-                self.store[self.key(obj)] = obj
+                key = self.key(obj)
+                self.store[key] = obj
+                # A version of it came decoded: whatever was expected of it is past (or came
+                # before expect() was called and went this way).
+                self._forget_expected(key)
             self.on_change(kind, obj)
         return resource_version

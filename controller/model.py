@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 
 def _official_parse_quantity() -> Callable[[object], Any]:
@@ -55,6 +55,11 @@ class FlavorCapacity:
     reserved: Resources
 
 
+# The quota that the admitted workloads of one priority hold in a queue:
+# (priority, flavor -> resource -> amount).
+Held = tuple[int, dict[str, Resources]]
+
+
 @dataclass(frozen=True)
 class QueueCapacity:
     """One ClusterQueue on a worker: resource groups, each an ordered list of flavors."""
@@ -69,10 +74,35 @@ class QueueCapacity:
     # spec.preemption.withinClusterQueue is not Never (Kueue's default is Never): a
     # workload that does not fit may evict lower-priority work admitted in the queue.
     preempts: bool = False
+    # With withinClusterQueue LowerPriority, the quota held by the workloads admitted in the
+    # queue (Kueue's preemption candidates), per priority, lowest first; () when nothing
+    # holds any. None: not known (another policy, or the worker's Workloads not read), and
+    # the queue may preempt for anything.
+    held: tuple[Held, ...] | None = None
 
     @cached_property
     def covered(self) -> frozenset[str]:
         return frozenset(r for group in self.groups for f in group for r in f.nominal)
+
+    @cached_property
+    def _below(self) -> dict[int, dict[str, Resources]]:
+        return {}
+
+    def held_below(self, priority: int) -> dict[str, Resources]:
+        """flavor -> resource -> the quota held by workloads of lower priority than
+        `priority` (only what `held` knows)."""
+        found = self._below.get(priority)
+        if found is None:
+            found = {}
+            for level, usage in self.held or ():
+                if level >= priority:
+                    break
+                for flavor, amounts in usage.items():
+                    total = found.setdefault(flavor, {})
+                    for r, a in amounts.items():
+                        total[r] = total.get(r, 0) + a
+            self._below[priority] = found
+        return found
 
 
 @dataclass(frozen=True)
@@ -138,7 +168,7 @@ class Verdict(NamedTuple):
     # Event names a few clusters), and formatting every one was a tenth of decision time.
     why: str | Callable[[], str]
     score: float | None = None
-    flavors: dict[str, str] = {}  # noqa: RUF012 (never mutated: a fresh dict per fit)
+    flavors: dict[str, str] = {}  # noqa: RUF012 (never mutated: shared between verdicts)
     category: str = ""  # why a filtered cluster is out, as a metric label ("selector", ...)
 
     @property
@@ -146,17 +176,47 @@ class Verdict(NamedTuple):
         return self.why if isinstance(self.why, str) else self.why()
 
 
+# A cluster's standing as a verdict states it, without the reason or the numbers:
+# (cluster, status, category).
+Standing = tuple[str, str, str]
+
+
+class Judged(Protocol):
+    """Every cluster's verdict on one workload, made when asked for: a decision itself needs
+    only the chosen clusters' verdicts, at 100 clusters making the others was most of a
+    decision's time, and the controller reads them only when it writes an Event (and then
+    mostly their standings)."""
+
+    def verdicts(self) -> tuple[Verdict, ...]: ...  # in config order
+
+    def verdict(self, cluster: str) -> Verdict: ...
+
+    def standings(self) -> tuple[Standing, ...]: ...  # in config order
+
+
 @dataclass(frozen=True)
 class Decision:
     nominate: tuple[str, ...]
-    verdicts: tuple[Verdict, ...]
     outcome: str  # "nominated", "waiting" (nominated where it does not fit yet) or "none"
     summary: str
+    judged: Judged = field(repr=False, compare=False)
+    chosen: tuple[Verdict, ...] = ()  # the verdicts of `nominate`, in its order
+
+    @cached_property
+    def verdicts(self) -> tuple[Verdict, ...]:
+        return self.judged.verdicts()
+
+    @cached_property
+    def standings(self) -> tuple[Standing, ...]:
+        return self.judged.standings()
+
+    def verdict(self, cluster: str) -> Verdict:
+        return self.judged.verdict(cluster)
 
     def blocker(self) -> str:
         """The most common reason clusters were filtered out (for metrics)."""
         counts: dict[str, int] = {}
-        for v in self.verdicts:
-            if v.category:
-                counts[v.category] = counts.get(v.category, 0) + 1
+        for _, _, category in self.standings:
+            if category:
+                counts[category] = counts.get(category, 0) + 1
         return max(sorted(counts), key=lambda c: counts[c]) if counts else "no-clusters"

@@ -6,7 +6,7 @@ bearer `token`. A token is paired with the API server and CA that the worker's
 ClusterProfile publishes in `status.accessProviders`: that is how a cluster that joined
 through the inventory is reached without anyone writing a kubeconfig for it. The
 dispatcher never borrows Kueue's credentials (they may create Jobs on the worker); its
-token only needs to read ClusterQueues and LocalQueues there.
+token only needs to read ClusterQueues, LocalQueues and Workloads there.
 """
 
 from __future__ import annotations

@@ -276,10 +276,20 @@ class Fleet:
         )
 
     async def run_controller(
-        self, identity: str = "test-dispatcher", profiles: tuple[DeclaredProfile, ...] = ()
+        self,
+        identity: str = "test-dispatcher",
+        profiles: tuple[DeclaredProfile, ...] = (),
+        **settings_: Any,
     ) -> tuple[asyncio.Event, Metrics]:
+        """A controller replica in this loop; `settings_` replace fields of the fleet's
+        Settings. Set the returned event to stop it (stop_controller waits for it)."""
         settings = Settings(
-            **{**self.settings.__dict__, "identity": identity, "cluster_profiles": profiles}
+            **{
+                **self.settings.__dict__,
+                "identity": identity,
+                "cluster_profiles": profiles,
+                **settings_,
+            }
         )
         kube = await Kube.from_kubeconfig(self.manager.kubeconfig(), "manager")
         stop, metrics = asyncio.Event(), Metrics()
@@ -292,6 +302,13 @@ class Fleet:
 
         self._runs.append((stop, asyncio.create_task(main())))
         return stop, metrics
+
+    async def stop_controller(self, stop: asyncio.Event) -> None:
+        """Stops the replica `stop` belongs to, and waits until it has stopped."""
+        stop.set()
+        for event, task in self._runs:
+            if event is stop:
+                await asyncio.wait_for(task, 10)
 
     async def stop(self) -> None:
         for stop, task in self._runs:

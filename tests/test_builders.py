@@ -244,7 +244,7 @@ def test_dispatcher_reader_is_read_only() -> None:
     assert role["rules"] == [
         {
             "apiGroups": ["kueue.x-k8s.io"],
-            "resources": ["clusterqueues", "localqueues"],
+            "resources": ["clusterqueues", "localqueues", "workloads"],
             "verbs": ["get", "list", "watch"],
         }
     ]

@@ -4,11 +4,13 @@ workloads driven through their states, with the writes, Events and metrics asser
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 import tempfile
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -16,14 +18,17 @@ from unittest import mock
 import aiohttp
 import pytest
 import yaml
+from aiohttp import web
 
 from controller.app import explain
 from controller.dispatcher import Dispatcher, Pace
-from controller.kube import Kube
+from controller.kube import WORKLOADS as KUEUE_WORKLOADS
+from controller.kube import Kube, Reflector
 from controller.metrics import Metrics
 from controller.model import Policy, WorkerView
 from controller.policy_api import policy_object
 from controller.settings import DeclaredProfile
+from controller.workloads import trim
 from tests.fleet_harness import (
     NS,
     Fleet,
@@ -443,23 +448,41 @@ async def test_watch_history_expiry_relists_and_keeps_working(fleet: Fleet) -> N
 
 @fleet_test(TWO)
 async def test_two_replicas_only_the_leader_writes(fleet: Fleet) -> None:
-    stop_a, metrics_a = await fleet.run_controller(identity="replica-a")
+    """No step waits a fixed time. It used to sleep 0.8 s and then count the Events: with
+    an Event answered in 1 s (a loaded machine) it failed every time. It waits for what it
+    counts instead, and for replica-b's own decision (a follower decides, then stops before
+    writing), so b has had its chance to write. The lease is long (a minute): with the
+    fleet's 2-second lease, a renewal of replica-a's late by 1.7 s lets b take it while a
+    still runs. The takeover comes from the test expiring the lease once replica-a has
+    stopped, not from waiting for the clock."""
+    leases = "coordination.k8s.io/leases"
+    lease_of = partial(
+        fleet.manager.get, leases, "multikueue-fleet-dispatcher", fleet.settings.namespace
+    )
+    stop_a, metrics_a = await fleet.run_controller(identity="replica-a", lease_duration_seconds=60)
     await until(lambda: metrics_a.registry.get_sample_value("mkf_leader") == 1)
-    _, metrics_b = await fleet.run_controller(identity="replica-b")
-    await asyncio.sleep(0.5)
+    _, metrics_b = await fleet.run_controller(identity="replica-b", lease_duration_seconds=60)
     fleet.manager.put(WORKLOADS, workload("one"))
     assert await until(lambda: fleet.nominations("one"))
-    await asyncio.sleep(0.8)
+    assert await until(lambda: fleet.events("one"))
+    # replica-b decided on it too (it keeps its cache warm), and a follower's decision
+    # stops before any write: nothing of b's can still be on its way.
+    decisions = "mkf_dispatch_decision_seconds_count"
+    await until(lambda: (metrics_b.registry.get_sample_value(decisions) or 0) >= 1)
     assert len(fleet.manager.writes("/workloads/one/status")) == 1
     assert len(fleet.events("one")) == 1
     assert metrics_b.registry.get_sample_value("mkf_leader") in (None, 0)
-    stop_a.set()  # the leader goes away; b takes over once the lease expires
-    await until(lambda: metrics_b.registry.get_sample_value("mkf_leader") == 1, timeout=10)
+    await fleet.stop_controller(stop_a)  # the leader goes away, its lease left as it was
+    lease = lease_of()
+    assert lease["spec"]["holderIdentity"] == "replica-a"
+    # ... until it expires: as if its 60 seconds had passed without a renewal.
+    renewed = datetime.now(UTC) - timedelta(seconds=61)
+    lease["spec"]["renewTime"] = renewed.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    fleet.manager.put(leases, lease)
+    await until(lambda: metrics_b.registry.get_sample_value("mkf_leader") == 1)
     fleet.manager.put(WORKLOADS, workload("two"))
     assert await until(lambda: fleet.nominations("two"))
-    lease = fleet.manager.get(
-        "coordination.k8s.io/leases", "multikueue-fleet-dispatcher", fleet.settings.namespace
-    )
+    lease = lease_of()
     assert lease["spec"]["holderIdentity"] == "replica-b"
     assert lease["spec"]["leaseTransitions"] == 1
 
@@ -629,6 +652,208 @@ def test_our_own_nomination_coming_back_is_not_decided_again() -> None:
             # Kueue admits it on w2: that is news, and it is looked at.
             fleet.manager.put(WORKLOADS, workload("job", cpu="1", cluster="w2", state="Ready"))
             await until(lambda: key in dispatcher.urgent, what="the admission to be queued")
+
+    asyncio.run(asyncio.wait_for(main(), 60))
+
+
+def test_a_queue_that_can_preempt_comes_first_as_read_from_the_workers_workloads() -> None:
+    """w1 and w2 are full and their ClusterQueues preempt (withinClusterQueue
+    LowerPriority); w1 comes first in the config. A workload of priority 100 asking for 3
+    cores goes to the one whose work of lower priority holds enough to free them, read
+    from the workers' Workloads through the reader identity (what holds quota, at what
+    priority, in which flavor)."""
+
+    def local(name: str, priority: int, cluster_queue_: str = "cluster-queue") -> dict[str, Any]:
+        wl = workload(name, cpu="4")
+        wl["spec"]["priority"] = priority
+        wl["status"]["admission"]["clusterQueue"] = cluster_queue_
+        return wl
+
+    async def main() -> None:
+        key = f"{NS}/job"
+        job = workload("job", cpu="3")
+        job["spec"]["priority"] = 100
+        workers = {"w1": {"cpu": "8", "reserved": "8"}, "w2": {"cpu": "8", "reserved": "8"}}
+        async with dispatcher_on(workers, [job]) as (fleet, dispatcher):
+            preempting = cluster_queue("8", "32Gi", "8")
+            preempting["spec"]["preemption"] = {"withinClusterQueue": "LowerPriority"}
+            for emulator in fleet.workers.values():
+                emulator.put(f"{K}/clusterqueues", preempting)
+
+            def levels() -> tuple[tuple[int, ...] | None, ...]:
+                views = dispatcher.state.worker_views()
+                held = [views[w].queues["cluster-queue"].held for w in ("w1", "w2")]
+                return tuple(None if h is None else tuple(p for p, _ in h) for h in held)
+
+            async def nominated_when(*now: tuple[int, ...]) -> tuple[str, ...]:
+                await until(lambda: levels() == now, what=f"priorities {now} held")
+                _, decision, _ = dispatcher.evaluate(key)
+                assert decision is not None
+                return decision.nominate
+
+            # w1 holds priority 200 only: it preempts, but not for this workload; w2 holds
+            # nothing and has nothing to preempt.
+            fleet.workers["w1"].put(f"{K}/workloads", local("high", 200))
+            assert await nominated_when((200,), ()) == ("w1",)
+            # Another queue's priority-0 work is no candidate for this queue's preemptor.
+            fleet.workers["w2"].put(f"{K}/workloads", local("elsewhere", 0, "other-queue"))
+            fleet.workers["w2"].put(f"{K}/workloads", local("low", 0))
+            assert await nominated_when((200,), (0,)) == ("w2",)
+            held = dispatcher.state.worker_views()["w2"].queues["cluster-queue"].held
+            assert held == ((0, {"default-flavor": {"cpu": 4000, "memory": 1024**3 * 1000}}),)
+            # Finished, it holds nothing (Kueue's HasActiveQuotaReservation).
+            done = local("low", 0)
+            done["status"]["conditions"].append(
+                {
+                    "type": "Finished",
+                    "status": "True",
+                    "reason": "Succeeded",
+                    "message": "",
+                    "lastTransitionTime": done["status"]["conditions"][0]["lastTransitionTime"],
+                }
+            )
+            fleet.workers["w2"].put(f"{K}/workloads", done)
+            assert await nominated_when((200,), ()) == ("w1",)
+
+    asyncio.run(asyncio.wait_for(main(), 60))
+
+
+def test_our_nomination_comes_back_recognised_and_is_cached_as_decoding_would() -> None:
+    """The write answers with the workload's new resourceVersion; the watch event at that
+    version is our nomination coming back, taken without decoding it. What is cached is
+    what decoding and trimming the server's object gives, and it is not decided again. A
+    change of anyone else's is decoded as before."""
+
+    async def main() -> None:
+        key = f"{NS}/job"
+        async with dispatcher_on(TWO, [workload("job", cpu="1")]) as (fleet, dispatcher):
+            workloads = dispatcher.state.workloads
+            await dispatcher.reconcile(key)
+            await asyncio.gather(*dispatcher._tasks_in_flight)
+            await until(lambda: key in dispatcher._settled, what="the echo to settle it")
+            assert workloads.recognised == 1
+            assert workloads.store[key] == trim(fleet.manager.get(WORKLOADS, "job", NS))
+            assert key not in dispatcher.urgent
+            fleet.manager.put(WORKLOADS, workload("job", cpu="1", cluster="w2", state="Ready"))
+            await until(lambda: key in dispatcher.urgent, what="the admission to be queued")
+            assert workloads.recognised == 1
+            assert workloads.store[key] == trim(fleet.manager.get(WORKLOADS, "job", NS))
+
+    asyncio.run(asyncio.wait_for(main(), 60))
+
+
+def test_an_expected_watch_event_is_not_decoded_and_a_late_expectation_goes() -> None:
+    """Against a server whose watch sends, at the expected version, a line that is not even
+    JSON after the resourceVersion and name: the expected object is stored as it is. An
+    expectation for a version that went by decoded is dropped by the object's next event.
+    An event read while a write to its object waits for its answer waits for the answer."""
+
+    def obj(version: str, nominated: list[str]) -> dict[str, Any]:
+        return {
+            "metadata": {"name": "job", "namespace": NS, "resourceVersion": version},
+            "status": {"nominatedClusterNames": nominated},
+        }
+
+    async def main() -> None:
+        lines: asyncio.Queue[bytes] = asyncio.Queue()
+
+        async def listing(request: web.Request) -> web.StreamResponse:
+            if request.query.get("watch") != "true":
+                return web.json_response(
+                    {"items": [obj("1", [])], "metadata": {"resourceVersion": "1"}}
+                )
+            response = web.StreamResponse()
+            await response.prepare(request)
+            while line := await lines.get():  # b"": the test is over
+                await response.write(line)
+            return response
+
+        server = web.Application()
+        server.router.add_get(f"/apis/{K}/v1beta2/workloads", listing)
+        runner = web.AppRunner(server)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "current-context": "c",
+            "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
+            "users": [{"name": "c", "user": {"token": "t"}}],
+            "contexts": [{"name": "c", "context": {"cluster": "c", "user": "c"}}],
+        }
+        kube = await Kube.from_kubeconfig(config, "manager")
+        seen: list[tuple[str, Any]] = []
+        reflector = Reflector(kube, KUEUE_WORKLOADS, lambda e, o: seen.append((e, o)))
+        task = asyncio.create_task(reflector.run())
+        try:
+            await until(lambda: reflector.synced.is_set())
+            echo = obj("2", ["w1"])
+            reflector.expect(echo)
+            lines.put_nowait(
+                b'{"type":"MODIFIED","object":{"metadata":{"name":"job","namespace":"'
+                + NS.encode()
+                + b'","resourceVersion":"2"}, not JSON from here on\n'
+            )
+            await until(lambda: len(seen) == 2, what="the expected event")
+            assert seen[1] == ("MODIFIED", echo) and seen[1][1] is echo
+            assert reflector.store[f"{NS}/job"] is echo and reflector.recognised == 1
+
+            reflector.expect(obj("3", ["w2"]))  # its event came decoded, before this
+            lines.put_nowait(
+                json.dumps({"type": "MODIFIED", "object": obj("4", [])}).encode() + b"\n"
+            )
+            await until(lambda: len(seen) == 3, what="a decoded event")
+            assert reflector.store[f"{NS}/job"] == obj("4", [])
+            assert reflector._expected == {} and reflector._expected_version == {}
+
+            # The event of a write under way, read before the write's answer: it waits.
+            answer = reflector.writing(obj("4", []))
+            lines.put_nowait(
+                b'{"type":"MODIFIED","object":{"metadata":{"name":"job","namespace":"'
+                + NS.encode()
+                + b'","resourceVersion":"5"}, not JSON either\n'
+            )
+            await asyncio.sleep(0.2)
+            assert len(seen) == 3  # held back
+            made = obj("5", ["w2"])
+            answer(made)
+            await until(lambda: len(seen) == 4, what="the held event")
+            assert reflector.store[f"{NS}/job"] is made and reflector.recognised == 2
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            lines.put_nowait(b"")
+            await kube.close()
+            await runner.cleanup()
+
+    asyncio.run(asyncio.wait_for(main(), 30))
+
+
+def test_the_workloads_found_at_start_are_decided_without_waiting_for_a_resync() -> None:
+    """The backlog a start lists is queued as soon as the snapshot is synced: with the
+    resync loop idle, it is nominated all the same."""
+
+    async def main() -> None:
+        fleet = Fleet(TWO)
+        await fleet.start()
+        kube = await Kube.from_kubeconfig(fleet.manager.kubeconfig(), "manager")
+        dispatcher = Dispatcher(kube, fleet.settings, Metrics(), Kube.from_kubeconfig)
+
+        async def idle() -> None:
+            await asyncio.Event().wait()
+
+        try:
+            for name in ("a", "b"):
+                fleet.manager.put(WORKLOADS, workload(name, cpu="1"))
+            with mock.patch.object(dispatcher, "_resync", idle):
+                await dispatcher.start()
+                await until(lambda: fleet.nominations("a") and fleet.nominations("b"))
+        finally:
+            await dispatcher.stop()
+            await kube.close()
+            await fleet.stop()
 
     asyncio.run(asyncio.wait_for(main(), 60))
 

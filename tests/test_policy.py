@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -10,15 +11,19 @@ import pytest
 
 from controller.model import (
     MILLI,
+    Decision,
     FlavorCapacity,
+    Held,
     InFlight,
     Policy,
     QueueCapacity,
+    Verdict,
     WorkerView,
     WorkloadView,
 )
-from controller.policy import InFlightIndex, decide
+from controller.policy import FitMemo, InFlightIndex, decide
 from controller.workloads import MalformedWorkload, eligibility, requests_of, view_of
+from tests import policy_reference as reference
 from tests.fleet_harness import workload
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
@@ -436,6 +441,43 @@ def test_when_nothing_fits_wait_where_the_queue_may_preempt(when_nothing_fits: s
     assert run(demand(3), fits).nominate == ("w1",)
 
 
+@pytest.mark.parametrize("memo", [False, True])
+def test_a_queue_that_can_preempt_for_the_workload_comes_first(memo: bool) -> None:
+    """Among full queues, one whose work of lower priority than the workload holds what it
+    is short of comes first: Kueue v0.19.2 takes as candidates only workloads of lower
+    priority (SatisfiesPreemptionPolicy, pkg/scheduler/preemption/common/
+    preemption_policy.go) that use a resource it needs, and preempts only if that makes it
+    fit. Then queues that preempt but cannot for it now, then those that never preempt or
+    have nothing admitted. The workload asks for 3 cores; w1 never preempts and is 2 short,
+    the others 3 short."""
+    full = queue(8, reserved=8)
+
+    def preempting(*held: Held) -> QueueCapacity:
+        return replace(full, preempts=True, held=held)
+
+    low, high = (0, {"default": {"cpu": units(1)}}), (200, {"default": {"cpu": units(6)}})
+    enough = (0, {"default": {"cpu": units(3)}})
+    elsewhere = (0, {"other": {"cpu": units(8)}})  # another flavor: frees nothing it needs
+    index, fit_memo = InFlightIndex(), FitMemo() if memo else None
+
+    def nominate(priority: int, **queues: QueueCapacity) -> tuple[str, ...]:
+        workers = fleet(w1=queue(8, reserved=7), **queues)
+        wl = demand(3, priority=priority)
+        return decide(wl, list(workers), workers, Policy(), index, NOW, fit_memo).nominate
+
+    # Priority 100: w3's priority-0 work covers the 3 cores, w2's (1 core) does not.
+    assert nominate(100, w2=preempting(low, high), w3=preempting(enough)) == ("w3",)
+    assert nominate(100, w2=preempting(elsewhere), w3=preempting(enough)) == ("w3",)
+    # Priority 300 can evict all of w2's: both can, and the config's order decides.
+    assert nominate(300, w2=preempting(low, high), w3=preempting(enough)) == ("w2",)
+    # Priority 0 cannot preempt priority 0: neither can now, but both preempt: before w1.
+    assert nominate(0, w2=preempting(low, high), w3=preempting(enough)) == ("w2",)
+    # Nothing admitted: nothing to preempt; w1's smaller deficit wins.
+    assert nominate(100, w2=preempting()) == ("w1",)
+    # Not known: counted as able to, as before.
+    assert nominate(100, w2=preempting(low, high), w3=replace(full, preempts=True)) == ("w3",)
+
+
 def test_a_stuck_strict_fifo_queue_ranks_last_among_those_that_wait() -> None:
     # A stuck StrictFIFO queue admits nothing behind its head even by preemption (the head
     # would have preempted already): a queue that is merely full is the better wait.
@@ -478,6 +520,59 @@ def test_the_snapshot_reads_queueing_strategy_pending_and_preemption() -> None:
         {"metadata": {"name": "cq"}, "spec": {"preemption": {"withinClusterQueue": "Never"}}}
     )
     assert not never.preempts
+
+
+def test_what_a_workers_workloads_hold_is_read_as_kueues_cache_counts_it() -> None:
+    """A worker Workload holds quota in its ClusterQueue while QuotaReserved is true, it is
+    not Finished and spec.active is not false (HasActiveQuotaReservation, Kueue v0.19.2
+    pkg/workload/workload.go 1270-1272), at spec.priority, in the flavors its
+    podSetAssignments name. The held quota is used only under withinClusterQueue
+    LowerPriority: other policies preempt by more than priority, and there it stays
+    unknown."""
+    from controller.fleet_state import held_by_queue, holding, queue_capacity
+
+    def wl(priority: int, **changes: object) -> dict[str, object]:
+        obj = workload("w", cpu="2", memory="1Gi")
+        obj["spec"]["priority"] = priority
+        obj["spec"].update(changes.get("spec", {}))  # type: ignore[call-overload]
+        obj["status"]["conditions"] += changes.get("conditions", [])  # type: ignore[operator]
+        return obj
+
+    finished = [{"type": "Finished", "status": "True"}]
+    held = held_by_queue(
+        [
+            holding(wl(5)),
+            holding(wl(5)),
+            holding(wl(0)),
+            holding(wl(1, conditions=finished)),
+            holding(wl(1, spec={"active": False})),
+            holding(workload("not-reserved", reserved=False)),
+        ]
+    )
+    flavor = {"default-flavor": {"cpu": units(4), "memory": 2 * GI}}
+    assert held == {
+        "cluster-queue": (
+            (0, {"default-flavor": {"cpu": units(2), "memory": GI}}),
+            (5, flavor),
+        )
+    }
+    cq = {"metadata": {"name": "cluster-queue"}, "spec": {}}
+
+    def under(policy: str) -> tuple[object, ...] | None:
+        spec = {"preemption": {"withinClusterQueue": policy}}
+        return queue_capacity({**cq, "spec": spec}, held).held
+
+    assert under("LowerPriority") == held["cluster-queue"]
+    assert under("Any") is None
+    assert under("LowerOrNewerEqualPriority") is None
+    assert queue_capacity({**cq, "metadata": {"name": "other"}}, held).held is None  # Never
+    lower = {
+        **cq,
+        "metadata": {"name": "idle"},
+        "spec": {"preemption": {"withinClusterQueue": "LowerPriority"}},
+    }
+    assert queue_capacity(lower, held).held == ()  # nothing admitted there
+    assert queue_capacity(lower, None).held is None  # the Workloads not read
 
 
 # --- the workload contract --------------------------------------------------------------
@@ -736,3 +831,170 @@ def test_a_nominated_cluster_unreachable_for_less_than_worker_lost_timeout_stays
     # Disconnected by Kueue (its MultiKueueCluster not Active): no grace.
     workers["w1"] = replace(lost, connected=False)
     assert run(demand(2, nominated=("w1",), nominated_at=NOW), workers).nominate == ("w2",)
+
+
+def _random_queue(rng: random.Random, priorities: bool = False) -> QueueCapacity:
+    """A ClusterQueue as Kueue allows them (and a few it does not): resource groups of one to
+    three flavors, quotas and reservations at random, some resources not covered."""
+    resources = ["cpu", "memory", "nvidia.com/gpu", "ephemeral-storage"]
+    rng.shuffle(resources)
+    groups = []
+    while resources:
+        cut = rng.randint(1, len(resources))
+        covered, resources = resources[:cut], resources[cut:]
+        if rng.random() < 0.15:
+            continue  # not covered by this queue
+        flavors = []
+        for i in range(rng.choice([1, 1, 1, 2, 3])):
+            nominal = {
+                r: rng.choice([0, 1, 2, 4, 8, 16, 64])
+                * (GI if "memory" in r or "storage" in r else MILLI)
+                for r in covered
+            }
+            reserved = {
+                r: rng.randint(0, max(n, 1)) for r, n in nominal.items() if rng.random() < 0.6
+            }
+            flavors.append(FlavorCapacity(f"f{len(groups)}{i}", nominal, reserved))
+        groups.append(tuple(flavors))
+    if groups and rng.random() < 0.05:  # a resource in a second group too: no valid queue
+        groups.append((FlavorCapacity("again", {"cpu": units(4)}, {}),))
+    return QueueCapacity(
+        "cq",
+        tuple(groups),
+        pending=rng.choice([0, 0, 1, 3]),
+        active=rng.random() > 0.05,
+        strict_fifo=rng.random() < 0.3,
+        preempts=rng.random() < 0.4,
+        held=_random_held(rng, groups) if priorities else None,
+    )
+
+
+def _random_held(
+    rng: random.Random, groups: list[tuple[FlavorCapacity, ...]]
+) -> tuple[Held, ...] | None:
+    """What admitted workloads hold in a queue, per priority: not known, nothing, or up to
+    three priorities each holding part of some flavors' reservations."""
+    if rng.random() < 0.2:
+        return None
+    levels = sorted(rng.sample([0, 100, 200], rng.randint(0, 3)))
+    flavors = [f for group in groups for f in group]
+    held = []
+    for level in levels:
+        usage = {
+            f.name: {r: rng.randint(0, max(a, 1)) for r, a in f.reserved.items()}
+            for f in flavors
+            if rng.random() < 0.7
+        }
+        held.append((level, usage))
+    return tuple(held)
+
+
+def _random_fleet(
+    rng: random.Random, names: list[str], priorities: bool = False
+) -> dict[str, WorkerView]:
+    return {
+        n: WorkerView(
+            n,
+            rng.random() > 0.05,
+            rng.random() > 0.05,
+            "watch failed",
+            {"zone": rng.choice("ab")},
+            {"team-a/user-queue": "cq"} if rng.random() > 0.05 else {},
+            {"cq": _random_queue(rng, priorities)} if rng.random() > 0.03 else {},
+        )
+        for n in names
+        if rng.random() > 0.05  # no MultiKueueCluster
+    }
+
+
+def _random_requests(rng: random.Random, odd: bool) -> dict[str, int]:
+    requests = {}
+    for r in ("cpu", "memory", "nvidia.com/gpu", "ephemeral-storage"):
+        if rng.random() < 0.6:
+            unit = GI if r in ("memory", "ephemeral-storage") else MILLI
+            amount = rng.choice([0, 1, 1, 2, 3, 5, 9, 20]) * unit // rng.choice([1, 2, 4])
+            requests[r] = amount + (rng.randint(0, 999) if odd and amount else 0)
+    return requests
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_board_decides_as_judging_each_cluster_alone(seed: int) -> None:
+    """`decide` with a memo reads a board of columns; without one it judges every cluster by
+    itself, as the policy always did. Over random fleets (groups of several flavors, devices,
+    uncovered resources, stuck and preempting queues, unreachable workers), every strategy,
+    new shapes and repeated ones, nominations and in-flight demand coming and going, views,
+    policies and configs changing (a cluster listed twice included), the two agree on every
+    decision and every verdict, read only after the in-flight demand has moved on; and both
+    agree with the policy as it was before the board (tests/policy_reference.py)."""
+    rng = random.Random(seed)
+    names = [f"w{i}" for i in range(rng.choice([3, 8, 30]))]
+    # Half the seeds know each queue's lowest admitted priority; the policy as it was
+    # before the board knew none, and is compared on the other half.
+    priorities = seed % 4 >= 2
+    workers, clusters = _random_fleet(rng, names, priorities), list(names)
+    policies = [
+        Policy(strategy=s, when_nothing_fits=w, clusters_to_nominate=c, widen_after_seconds=60)
+        for s in ("MostFreeQuota", "BestFit", "OrderedSpillover")
+        for w in ("WaitOnBest", "LeastLoaded")
+        for c in (1, 3)
+    ] + [Policy(name="zone-a", cluster_selector={"zone": "a"})]
+    policy = rng.choice(policies)
+    shapes = [_random_requests(rng, odd=False) for _ in range(4)]
+    distinct = seed % 2 == 0
+    memo, with_memo, without = FitMemo(), InFlightIndex(), InFlightIndex()
+    before = reference.InFlightIndex()
+    earlier: tuple[Decision, Decision] | None = None
+    for step in range(150):
+        change = rng.random()
+        if change < 0.03:
+            workers = _random_fleet(rng, names, priorities)
+        elif change < 0.05:
+            policy = rng.choice(policies)
+        elif change < 0.06:
+            clusters = rng.sample(names, len(names) - 1)
+        elif change < 0.065:
+            clusters = [*names, names[0]]
+        elif change < 0.08:
+            clusters = list(names)
+        key = f"team-a/wl-{rng.randint(0, 40)}"
+        nominated = tuple(rng.sample(names, rng.randint(0, 2))) if rng.random() < 0.3 else ()
+        wl = WorkloadView(
+            key,
+            "user-queue",
+            _random_requests(rng, odd=True) if distinct else dict(rng.choice(shapes)),
+            nominated=nominated,
+            nominated_at=NOW - timedelta(seconds=rng.randint(0, 300)) if nominated else None,
+            priority=rng.choice([0, 100, 200]),
+        )
+        a = decide(wl, clusters, workers, policy, with_memo, NOW, memo)
+        b = decide(wl, tuple(clusters), workers, policy, without, NOW)
+        # The policy as it was before the board, deciding from its own index.
+        r = reference.decide(wl, tuple(clusters), workers, policy, before, NOW)
+        assert (a.nominate, a.outcome, a.summary) == (b.nominate, b.outcome, b.summary), step
+        if not priorities:
+            assert (a.nominate, a.outcome, a.summary) == (r.nominate, r.outcome, r.summary), step
+            assert [_said(v) for v in b.verdicts] == [_said(v) for v in r.verdicts], step
+        assert [(v.cluster, v.status, v.flavors) for v in a.chosen] == [
+            (v.cluster, v.status, v.flavors) for v in b.chosen
+        ], step
+        if earlier is not None:  # the last decision's verdicts, read now
+            assert [_said(v) for v in earlier[0].verdicts] == [
+                _said(v) for v in earlier[1].verdicts
+            ], step
+            assert earlier[0].standings == earlier[1].standings, step
+            assert earlier[0].standings == tuple(
+                (v.cluster, v.status, v.category) for v in earlier[0].verdicts
+            ), step
+        earlier = a, b
+        dropped = rng.random() < 0.2  # the same change to both indexes
+        for index in (with_memo, without, before):
+            if dropped:
+                index.remove(key)
+            else:
+                index.replace(
+                    key, [InFlight(key, v.cluster, "cq", v.flavors, wl.requests) for v in a.chosen]
+                )
+
+
+def _said(v: Verdict) -> tuple[object, ...]:
+    return (v.cluster, v.status, v.reason, v.score, v.flavors, v.category)

@@ -190,7 +190,7 @@ def test_reader_access_prints_the_read_only_identity_for_a_new_worker() -> None:
     assert role["rules"] == [
         {
             "apiGroups": ["kueue.x-k8s.io"],
-            "resources": ["clusterqueues", "localqueues"],
+            "resources": ["clusterqueues", "localqueues", "workloads"],
             "verbs": ["get", "list", "watch"],
         }
     ]

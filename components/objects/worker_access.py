@@ -139,11 +139,13 @@ def _service_account_with_token(
 
 
 def reader_access_objects() -> list[dict[str, Any]]:
-    """The dispatcher's read-only identity on a worker: it reads queues, nothing else."""
+    """The dispatcher's read-only identity on a worker: it reads queues, and Workloads for
+    the priorities that hold quota in each queue (whether a workload can preempt there),
+    nothing else."""
     reader_rules = [
         {
             "apiGroups": ["kueue.x-k8s.io"],
-            "resources": ["clusterqueues", "localqueues"],
+            "resources": ["clusterqueues", "localqueues", "workloads"],
             "verbs": list(READ_VERBS),
         }
     ]
