@@ -1,6 +1,7 @@
 """The dispatch policy as it was before the board of columns (controller/policy.py at
 commit 6c49a55, every cluster judged by itself, with its per-shape memo), kept verbatim but
-for this docstring and its own `Decision`: tests/test_policy.py decides the same random
+for this docstring, its own `Decision`, and the helpers that have not changed since, which
+it imports from the controller: tests/test_policy.py decides the same random
 snapshots with it and with the controller's policy, which must agree on every decision and
 verdict. The original docstring follows.
 
@@ -39,7 +40,6 @@ from typing import NamedTuple
 
 from controller.model import (
     MAX_NOMINATIONS,
-    MILLI,
     FlavorCapacity,
     InFlight,
     Policy,
@@ -48,6 +48,20 @@ from controller.model import (
     Verdict,
     WorkerView,
     WorkloadView,
+)
+
+# Unchanged since 6c49a55: the controller's own, not a second copy.
+from controller.policy import (
+    _ZERO,
+    CHANGES_KEPT,
+    _fits,
+    _free,
+    _full_now,
+    _less,
+    _load,
+    _stuck,
+    show,
+    widened_count,
 )
 
 
@@ -61,18 +75,7 @@ class Decision:
     summary: str
 
 
-_ZERO = 0
 _EMPTY: Resources = {}
-CHANGES_KEPT = 100_000  # in-flight changes remembered for memos to catch up from
-
-
-def show(resource: str, amount: int) -> str:
-    """Milli-unit amounts as people read them: cores, GiB, plain counts."""
-    if resource == "memory" or resource.endswith("storage"):
-        gib = amount / (MILLI * 1024**3)
-        if gib >= 1 or amount == 0:
-            return f"{gib:.6g}Gi"
-    return f"{amount / MILLI:.6g}"
 
 
 class InFlightIndex:
@@ -157,19 +160,6 @@ class InFlightIndex:
                 if flavor is not None:
                     adjusted[flavor][resource] -= amount
         return adjusted
-
-
-def _free(nominal: Resources, reserved: Resources, in_flight: Resources, resource: str) -> int:
-    return (
-        nominal.get(resource, _ZERO)
-        - reserved.get(resource, _ZERO)
-        - in_flight.get(resource, _ZERO)
-    )
-
-
-def _less(reserved: Resources, own: Resources) -> Resources:
-    """A reservation without what may be the workload's own share of it."""
-    return {r: max(a - own.get(r, _ZERO), 0) for r, a in reserved.items()}
 
 
 class _Fit:
@@ -261,30 +251,6 @@ class _Fit:
             self.flavors[res] = flavor.name
 
 
-def _full_now(resource: str, wanted: int, free: int, flavor: str) -> str:
-    return (
-        f"full now: needs {resource} {show(resource, wanted)}, {show(resource, free)} free "
-        f"in {flavor}"
-    )
-
-
-def _fits(flavors: dict[str, str], headroom: float) -> str:
-    where = ", ".join(sorted(set(flavors.values()))) or "no quota needed"
-    return f"fits in {where}; {headroom:.0%} of the tightest flavor left free after it"
-
-
-def _load(queue: QueueCapacity, in_flight: dict[str, Resources]) -> float:
-    """Share of the queue's quota in use or in flight, over all flavors and resources."""
-    shares = [
-        (f.reserved.get(r, _ZERO) + in_flight.get(f.name, {}).get(r, _ZERO)) / nominal
-        for group in queue.groups
-        for f in group
-        for r, nominal in f.nominal.items()
-        if nominal > 0
-    ]
-    return max(shares, default=0.0)
-
-
 def _filter(
     worker: WorkerView | None, local_queue: str, workload: WorkloadView, policy: Policy
 ) -> tuple[str, str, QueueCapacity | None]:
@@ -319,16 +285,6 @@ def _filter(
     return "", "", queue
 
 
-def widened_count(policy: Policy, workload: WorkloadView, now: datetime) -> int:
-    """How many clusters to nominate: the policy's count, grown by that much again for
-    every `widenAfter` the workload has waited on its nominations without admission."""
-    count = policy.clusters_to_nominate
-    if workload.nominated and workload.nominated_at is not None and policy.widen_after_seconds > 0:
-        waited = (now - workload.nominated_at).total_seconds()
-        count *= 1 + int(waited // policy.widen_after_seconds)
-    return min(count, MAX_NOMINATIONS)
-
-
 _FITS, _WAITS, _OUT = 0, 1, 2
 
 
@@ -343,20 +299,6 @@ class _Judged(NamedTuple):
     verdict: Verdict
     standing: int  # _FITS, _WAITS or _OUT
     key: tuple[int, float, float]  # rank among the clusters of the same standing (lower first)
-
-
-def _stuck(queue: QueueCapacity, cluster: str, workload: WorkloadView) -> int:
-    """How many workloads wait ahead of this one in a StrictFIFO ClusterQueue (0 for
-    BestEffortFIFO). Kueue v0.19.2 puts a StrictFIFO head that cannot be admitted straight
-    back at the head (RequeueIfNotPresent in pkg/cache/queue/cluster_queue.go requeues it
-    "immediately"; QueueingStrategy in apis/kueue/v1beta2/clusterqueue_types.go: older
-    workloads that cannot be admitted block newer ones even if they fit), so a queue with
-    workloads pending admits nothing new, whatever quota it has free. Its own copy, if it is
-    nominated there, is one of those pending; the others' priorities are not in the
-    ClusterQueue's status, so all of them count as ahead."""
-    if not queue.strict_fifo:
-        return 0
-    return max(queue.pending - (cluster in workload.nominated), 0)
 
 
 def _judge(

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import os
 import shutil
 import sys
 import time
@@ -61,6 +62,34 @@ def manifest() -> str:
     if text is None:
         pytest.skip(why_missing())
     return text
+
+
+def pulumi_env(tmp: Path, passphrase: str) -> dict[str, str]:
+    """An environment for the built Pulumi engine that reaches no network: the engine first
+    on PATH, then this interpreter's environment (which has the pinned SDKs; the language
+    host runs the first python3 on PATH), a fresh PULUMI_HOME, a file backend in `tmp`; no
+    cloud token, no ambient plugins, no test's synthetic release cache, no KUBECONFIG."""
+    (tmp / "state").mkdir(exist_ok=True)
+    env = {
+        **os.environ,
+        "PATH": os.pathsep.join([str(toolchain.BIN_DIR), str(Path(sys.executable).parent)])
+        + os.pathsep
+        + os.environ.get("PATH", ""),
+        "PULUMI_HOME": str(tmp / "pulumi-home"),
+        "PULUMI_BACKEND_URL": f"file://{tmp / 'state'}",
+        "PULUMI_CONFIG_PASSPHRASE": passphrase,
+        "PULUMI_SKIP_UPDATE_CHECK": "1",
+        "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
+    }
+    for name in (
+        "PULUMI_IGNORE_AMBIENT_PLUGINS",
+        "PULUMI_ACCESS_TOKEN",
+        "VIRTUAL_ENV",
+        "MKF_UPSTREAM_CACHE",
+        "KUBECONFIG",
+    ):
+        env.pop(name, None)
+    return env
 
 
 def real_fetch(url: str) -> str:

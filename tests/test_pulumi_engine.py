@@ -7,17 +7,16 @@ local file backend, every plugin found on PATH and none downloaded. Skips withou
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from components.upstream import toolchain
+from tests.real_fleet import pulumi_env
 
 needs_go = pytest.mark.skipif(
     shutil.which("go") is None, reason="go is not on PATH: the Pulumi CLI is built from Go modules"
@@ -93,20 +92,7 @@ def project(tmp_path: Path, engine: dict[str, Path]) -> Iterator[tuple[Path, dic
     (folder / "Pulumi.yaml").write_text("name: engine-check\nruntime: python\n")
     (folder / "__main__.py").write_text(PROGRAM)
     (folder / "kubeconfig").write_text(json.dumps(KUBECONFIG))
-    env = {
-        **os.environ,
-        "PATH": os.pathsep.join([str(toolchain.BIN_DIR), str(Path(sys.executable).parent)])
-        + os.pathsep
-        + os.environ.get("PATH", ""),
-        "PULUMI_HOME": str(tmp_path / "home"),
-        "PULUMI_BACKEND_URL": f"file://{tmp_path / 'state'}",
-        "PULUMI_CONFIG_PASSPHRASE": "engine-check",
-        "PULUMI_SKIP_UPDATE_CHECK": "1",
-        "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
-    }
-    for name in ("PULUMI_IGNORE_AMBIENT_PLUGINS", "PULUMI_ACCESS_TOKEN", "VIRTUAL_ENV"):
-        env.pop(name, None)
-    (tmp_path / "state").mkdir()
+    env = pulumi_env(tmp_path, "engine-check")
     yield folder, env
 
 

@@ -21,7 +21,6 @@ launcher's kubeconfig paths), so the checkout's own stacks/ and Pulumi state sta
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -49,6 +48,7 @@ from tests.real_fleet import (
     MultiKueueFleet,
     active_condition,
     binaries,
+    pulumi_env,
     real_fetch,
 )
 
@@ -165,21 +165,7 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Project]:
     )
     try:
         _project_folder(tmp / "project", fleet)
-        env = {
-            **os.environ,
-            "PATH": os.pathsep.join([str(toolchain.BIN_DIR), str(Path(sys.executable).parent)])
-            + os.pathsep
-            + os.environ.get("PATH", ""),
-            "PULUMI_HOME": str(tmp / "pulumi-home"),
-            "PULUMI_BACKEND_URL": f"file://{tmp / 'state'}",
-            "PULUMI_CONFIG_PASSPHRASE": "loopback",
-            "PULUMI_SKIP_UPDATE_CHECK": "1",
-            "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
-        }
-        # The real pinned releases, never a test's synthetic cache; no cloud credentials.
-        for name in ("MKF_UPSTREAM_CACHE", "PULUMI_ACCESS_TOKEN", "VIRTUAL_ENV", "KUBECONFIG"):
-            env.pop(name, None)
-        (tmp / "state").mkdir()
+        env = pulumi_env(tmp, "loopback")
         project = Project(tmp / "project", env, fleet)
         project.ok("stack", "init")  # --stack loopback
         yield project
