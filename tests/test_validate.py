@@ -972,3 +972,67 @@ def test_a_gpu_pools_node_labels_are_held_to_the_kubelets_rule_too() -> None:
         problems_of(config), "workers[0].gke.gpuPool.nodeLabels.node-role.kubernetes.io/gpu"
     )
     assert "kubelet refuses to start" in problem.message
+
+
+def _eks_gpu_config(flavor_labels: dict[str, str]) -> dict[str, Any]:
+    config = base()
+    config["manager"] = {"provider": "eks", "eks": {"region": "eu-west-1"}}
+    for w in config["workers"]:
+        w["provider"] = "eks"
+        w["eks"] = {"region": "eu-west-1"}
+    config["queues"]["flavors"].append({"name": "gpu", "nodeLabels": flavor_labels})
+    config["queues"]["clusterQueues"][0]["resourceGroups"].append(
+        {
+            "coveredResources": ["nvidia.com/gpu"],
+            "flavors": [{"name": "gpu", "resources": {"nvidia.com/gpu": 4}}],
+        }
+    )
+    config["workers"][0]["eks"]["gpuPool"] = {
+        "instanceType": "g4dn.12xlarge",
+        "nodeLabels": {"example.com/gpu": "t4"},
+    }
+    config["workers"][1]["quotas"] = {"cq": {"gpu": {"nvidia.com/gpu": 0}}}
+    return config
+
+
+def test_an_eks_gpu_flavor_selects_only_labels_its_nodes_carry() -> None:
+    """EKS sets no accelerator label: a flavor copied from a GKE stack
+    (cloud.google.com/gke-accelerator) selects nodes that never exist. What EKS nodes do
+    carry: node.kubernetes.io/instance-type (set by the cloud provider) and the node
+    group's labels (CreateNodegroup `labels`). 9825baf checked the flavor's labels on GKE
+    only."""
+    gke_label = {"cloud.google.com/gke-accelerator": "nvidia-tesla-t4"}
+    problem = only(problems_of(_eks_gpu_config(gke_label)), "workers[0].eks.gpuPool")
+    assert problem.severity == "warning"
+    assert "cloud.google.com/gke-accelerator=nvidia-tesla-t4" in problem.message
+    assert "EKS sets no accelerator label" in problem.message
+    mismatched = {"node.kubernetes.io/instance-type": "p3.2xlarge"}
+    problem = only(problems_of(_eks_gpu_config(mismatched)), "workers[0].eks.gpuPool")
+    assert "carry node.kubernetes.io/instance-type=g4dn.12xlarge" in problem.message
+    unknown = {"example.com/accelerator": "t4"}
+    problem = only(problems_of(_eks_gpu_config(unknown)), "workers[0].eks.gpuPool")
+    assert "do not carry" in problem.message
+    for fine in (
+        {"node.kubernetes.io/instance-type": "g4dn.12xlarge"},
+        {"example.com/gpu": "t4"},
+        {"topology.kubernetes.io/zone": "eu-west-1a"},  # set by the cloud provider
+    ):
+        assert not [p for p in problems_of(_eks_gpu_config(fine)) if "gpuPool" in p.path], fine
+
+
+def test_every_gpu_flavor_of_a_worker_is_held_to_its_pools_labels() -> None:
+    """Not only the first GPU flavor a worker offers: a second one selecting another
+    accelerator is said too."""
+    config = _gke_gpu_config()
+    config["workers"][0]["gke"]["gpuPool"] = {"accelerator": "nvidia-tesla-t4"}
+    config["queues"]["flavors"].append(
+        {"name": "l4", "nodeLabels": {"cloud.google.com/gke-accelerator": "nvidia-l4"}}
+    )
+    config["queues"]["clusterQueues"][0]["resourceGroups"][-1]["flavors"].append(
+        {"name": "l4", "resources": {"nvidia.com/gpu": 4}}
+    )
+    config["workers"][1]["quotas"] = {
+        "cq": {"t4": {"nvidia.com/gpu": 0}, "l4": {"nvidia.com/gpu": 0}}
+    }
+    problem = only(problems_of(config), "workers[0].gke.gpuPool.accelerator")
+    assert "flavor 'l4' selects cloud.google.com/gke-accelerator=nvidia-l4" in problem.message

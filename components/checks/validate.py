@@ -188,13 +188,52 @@ def node_labels_kubelet_accepts(spec: FleetSpec) -> Iterator[Problem]:
 
 
 GKE_ACCELERATOR_LABEL = "cloud.google.com/gke-accelerator"
+INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+# Label domains set on nodes by a cloud provider (or by add-ons such as NVIDIA's feature
+# discovery) whose keys the stack cannot list: a flavor selecting one is not second-guessed,
+# except the other cloud's (a GKE label never appears on an EKS node, nor the reverse).
+_PROVIDER_LABEL_DOMAINS = {
+    "gke": ("cloud.google.com", "gke.io"),
+    "eks": ("amazonaws.com",),
+}
+_OTHER_SET_LABEL_DOMAINS = ("kubernetes.io", "k8s.io", "nvidia.com", "x-k8s.io")
+
+
+def gpu_node_labels(cluster: ClusterSpec) -> dict[str, str]:
+    """The labels, with their values, that the nodes of a cluster's GPU pool carry as far as
+    the stack knows them: the cluster's and the pool's nodeLabels, and what the provider sets
+    itself. GKE labels GPU nodes cloud.google.com/gke-accelerator=<accelerator>
+    (https://cloud.google.com/kubernetes-engine/docs/how-to/gpus, "Run GPUs in GKE Standard
+    node pools"); the cloud provider sets node.kubernetes.io/instance-type=<machine or
+    instance type> on both (a kubelet well-known label, https://kubernetes.io/docs/reference/
+    labels-annotations-taints/#nodekubernetesioinstance-type). EKS sets no accelerator label:
+    there a flavor selects the instance type or a nodeLabel of the pool."""
+    settings = cluster.gke if cluster.provider == "gke" else cluster.eks
+    assert settings is not None and settings.gpu_pool is not None
+    pool = settings.gpu_pool
+    labels = {**cluster.node_labels, **pool.node_labels}
+    if cluster.provider == "gke":
+        labels[GKE_ACCELERATOR_LABEL] = pool.accelerator
+        labels[INSTANCE_TYPE_LABEL] = pool.machine_type
+    else:
+        labels[INSTANCE_TYPE_LABEL] = pool.instance_type
+    return labels
+
+
+def _label_set_elsewhere(provider: str, key: str) -> bool:
+    """A key someone other than the stack may set on the node (not second-guessed)."""
+    prefix = key.split("/", 1)[0] if "/" in key else ""
+    domains = _PROVIDER_LABEL_DOMAINS[provider] + _OTHER_SET_LABEL_DOMAINS
+    return any(_in_namespace(prefix, d) for d in domains)
 
 
 def gpu_quota_has_gpu_nodes(spec: FleetSpec) -> Iterator[Problem]:
     """A GKE or EKS worker the stack creates that offers NVIDIA GPUs in its quota needs a
-    GPU node pool (gke.gpuPool, eks.gpuPool), and on GKE the accelerator a flavor selects
-    (cloud.google.com/gke-accelerator) is the one its pool has: otherwise the workloads
-    sent there wait for nodes that never come. Said once per worker."""
+    GPU node pool (gke.gpuPool, eks.gpuPool), and every node label a GPU flavor selects
+    (Kueue puts a flavor's nodeLabels in the pods' nodeSelector) must be on that pool's
+    nodes with that value: on GKE the accelerator (cloud.google.com/gke-accelerator), on
+    both the instance type, or a nodeLabel the stack gives them. Otherwise the workloads
+    sent there wait for nodes that never come. Said once per worker and flavor."""
     from components.objects.queues import worker_quotas
 
     flavors = {f.name: f for f in spec.queues.flavors}
@@ -203,18 +242,17 @@ def gpu_quota_has_gpu_nodes(spec: FleetSpec) -> Iterator[Problem]:
         if settings is None:
             continue
         pool = settings.gpu_pool
-        offered = [
-            (cq.name, flavor, res)
-            for cq in spec.queues.cluster_queues
-            for flavor, resources in worker_quotas(cq, w).items()
-            for res, q in resources.items()
-            if res.startswith("nvidia.com/") and quantity.parse(q.nominal) > 0
-        ]
+        offered: dict[str, tuple[str, str]] = {}  # flavor -> (ClusterQueue, resource)
+        for cq in spec.queues.cluster_queues:
+            for flavor, resources in worker_quotas(cq, w).items():
+                for res, q in resources.items():
+                    if res.startswith("nvidia.com/") and quantity.parse(q.nominal) > 0:
+                        offered.setdefault(flavor, (cq.name, res))
         if not offered:
             continue
-        cq_name, flavor, res = offered[0]
         where = key_path(key_path(w.path, w.provider), "gpuPool")
         if pool is None:
+            flavor, (cq_name, res) = next(iter(offered.items()))
             yield _warn(
                 where,
                 f"worker '{w.name}' offers {res} (flavor '{flavor}' of ClusterQueue "
@@ -222,16 +260,35 @@ def gpu_quota_has_gpu_nodes(spec: FleetSpec) -> Iterator[Problem]:
                 f"add {w.provider}.gpuPool, or set that quota to 0 in {key_path(w.path, 'quotas')}",
             )
             continue
-        wanted = (flavors[flavor].node_labels if flavor in flavors else {}).get(
-            GKE_ACCELERATOR_LABEL
-        )
-        if w.provider == "gke" and wanted and wanted != pool.accelerator:
-            yield _warn(
-                key_path(where, "accelerator"),
-                f"flavor '{flavor}' selects {GKE_ACCELERATOR_LABEL}={wanted} but the GPU pool "
-                f"of worker '{w.name}' has {pool.accelerator}",
-                "make the flavor's node label and the pool's accelerator the same",
-            )
+        on_nodes = gpu_node_labels(w)
+        for flavor in offered:
+            selected = flavors[flavor].node_labels if flavor in flavors else {}
+            for key, wanted in selected.items():
+                has = on_nodes.get(key)
+                if key == GKE_ACCELERATOR_LABEL and w.provider == "gke" and has != wanted:
+                    yield _warn(
+                        key_path(where, "accelerator"),
+                        f"flavor '{flavor}' selects {GKE_ACCELERATOR_LABEL}={wanted} but the "
+                        f"GPU pool of worker '{w.name}' has {pool.accelerator}",
+                        "make the flavor's node label and the pool's accelerator the same",
+                    )
+                elif has is not None and has != wanted:
+                    yield _warn(
+                        where,
+                        f"flavor '{flavor}' selects {key}={wanted} but the GPU nodes of worker "
+                        f"'{w.name}' carry {key}={has}",
+                        "make the flavor's node label and the GPU pool's the same",
+                    )
+                elif has is None and not _label_set_elsewhere(w.provider, key):
+                    yield _warn(
+                        where,
+                        f"flavor '{flavor}' selects node label {key}={wanted}, which the GPU "
+                        f"nodes of worker '{w.name}' do not carry"
+                        + (" (EKS sets no accelerator label)" if w.provider == "eks" else ""),
+                        f"select {INSTANCE_TYPE_LABEL}"
+                        + (f" or {GKE_ACCELERATOR_LABEL}" if w.provider == "gke" else "")
+                        + f", or add the label to {w.provider}.gpuPool.nodeLabels",
+                    )
 
 
 # --- frameworks and integrations -----------------------------------------------------------
