@@ -1036,3 +1036,20 @@ def test_every_gpu_flavor_of_a_worker_is_held_to_its_pools_labels() -> None:
     }
     problem = only(problems_of(config), "workers[0].gke.gpuPool.accelerator")
     assert "flavor 'l4' selects cloud.google.com/gke-accelerator=nvidia-l4" in problem.message
+
+
+def test_a_gpu_flavor_declaring_the_gpu_taint_must_tolerate_it() -> None:
+    """Kueue admits on a flavor only workloads whose pod template tolerates its nodeTaints
+    or that the flavor tolerates itself (kueue v0.19.2 flavorassigner.go:1239); the
+    ExtendedResourceToleration plugin tolerates the GPU taint on the pods, after admission."""
+    config = _eks_gpu_config({"example.com/gpu": "t4"})
+    flavor = config["queues"]["flavors"][-1]
+    flavor["nodeTaints"] = [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]
+    path = f"queues.flavors[{len(config['queues']['flavors']) - 1}].nodeTaints"
+    problem = only(problems_of(config), path)
+    assert problem.severity == "warning"
+    assert "does not tolerate it" in problem.message
+    flavor["tolerations"] = [{"key": "nvidia.com/gpu", "operator": "Exists"}]
+    assert not [p for p in problems_of(config) if p.path == path]
+    flavor["tolerations"] = [{"key": "nvidia.com/gpu", "value": "other", "effect": "NoSchedule"}]
+    assert only(problems_of(config), path)

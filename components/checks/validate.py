@@ -30,7 +30,7 @@ from components.model.frameworks import (
     known_integrations,
 )
 from components.model.problems import Problem, did_you_mean, key_path
-from components.model.spec import ClusterSpec, FleetSpec
+from components.model.spec import GPU_TAINT, ClusterSpec, FleetSpec, Taint, Toleration
 from components.model.versions import IMAGE_VOLUME_MIN_KUBERNETES
 from components.objects.kubeconfig import (
     KUBECONFIG_FIX,
@@ -220,6 +220,19 @@ def gpu_node_labels(cluster: ClusterSpec) -> dict[str, str]:
     return labels
 
 
+def _tolerates(toleration: Toleration, taint: Taint) -> bool:
+    """Kubernetes' Toleration.ToleratesTaint (k8s.io/api core/v1 toleration.go)."""
+    if toleration.effect is not None and toleration.effect != taint.effect:
+        return False
+    if toleration.key is None:
+        return toleration.operator == "Exists"
+    if toleration.key != taint.key:
+        return False
+    if toleration.operator == "Exists":
+        return True
+    return (toleration.value or "") == (taint.value or "")
+
+
 def _label_set_elsewhere(provider: str, key: str) -> bool:
     """A key someone other than the stack may set on the node (not second-guessed)."""
     prefix = key.split("/", 1)[0] if "/" in key else ""
@@ -262,7 +275,31 @@ def gpu_quota_has_gpu_nodes(spec: FleetSpec) -> Iterator[Problem]:
             continue
         on_nodes = gpu_node_labels(w)
         for flavor in offered:
-            selected = flavors[flavor].node_labels if flavor in flavors else {}
+            spec_flavor = flavors.get(flavor)
+            untolerated = [
+                t
+                for t in (spec_flavor.node_taints if spec_flavor else ())
+                if t.key == GPU_TAINT[0]
+                and t.effect != "PreferNoSchedule"
+                and not any(_tolerates(tol, t) for tol in spec_flavor.tolerations)
+            ]
+            if untolerated and spec_flavor is not None:
+                # Kueue admits on a flavor only a workload whose pod template tolerates its
+                # nodeTaints, the flavor's own tolerations included (kueue v0.19.2
+                # pkg/scheduler/flavorassigner/flavorassigner.go:1239,
+                # FindMatchingUntoleratedTaint(flavor.Spec.NodeTaints, podSpec.Tolerations +
+                # flavor.Spec.Tolerations)); the ExtendedResourceToleration admission plugin
+                # tolerates the GPU taint on the pods only, after admission.
+                yield _warn(
+                    key_path(spec_flavor.path, "nodeTaints"),
+                    f"flavor '{flavor}' declares the GPU nodes' taint {GPU_TAINT[0]} but does "
+                    "not tolerate it: Kueue admits there only workloads whose pod templates "
+                    "tolerate it themselves",
+                    f"add a toleration of {GPU_TAINT[0]} to the flavor's tolerations (Kueue "
+                    "adds it to the pods it admits there), or remove the taint from nodeTaints "
+                    "(pods asking for GPUs are given the toleration by the API server)",
+                )
+            selected = spec_flavor.node_labels if spec_flavor else {}
             for key, wanted in selected.items():
                 has = on_nodes.get(key)
                 if key == GKE_ACCELERATOR_LABEL and w.provider == "gke" and has != wanted:
