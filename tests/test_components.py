@@ -716,6 +716,9 @@ def test_kueue_objects_wait_for_the_immutable_fields_check(
         inputs = monitor.registered[guard].inputs
         if cluster == spec.manager.name:
             assert any(k.startswith("AdmissionCheck ") for k in inputs["objects"])
+        # What is deployed is read from the cluster itself (the state may be ahead of it
+        # after an `up` that failed past the guard): it gets the cluster's kubeconfig.
+        assert inputs.get("kubeconfig"), (cluster, sorted(inputs))
         for key, reg in objects.items():
             if key.split(" ")[0] in guarded:
                 assert guard in before(monitor, reg.urn), (cluster, key)

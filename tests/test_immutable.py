@@ -232,3 +232,125 @@ def test_the_stack_diff_workflow_fails_on_a_refused_change() -> None:
     names = [s.get("name") or s.get("uses") for s in steps]
     assert names[-1] == "Fail when a change cannot be applied"
     assert names.index("actions/github-script@v7") < len(names) - 1
+
+
+# --- what is deployed is read from the cluster when it answers -----------------------------
+
+
+class _FakeKueueApi:
+    """CustomObjectsApi.get_cluster_custom_object over a dict of live objects."""
+
+    def __init__(self, objects: list[dict[str, Any]], fail: Exception | None = None) -> None:
+        self.objects = {(o["kind"], o["metadata"]["name"]): o for o in objects}
+        self.fail = fail
+        self.plurals = {"topologies": "Topology", "resourceflavors": "ResourceFlavor"}
+        self.plurals["admissionchecks"] = "AdmissionCheck"
+
+    def get_cluster_custom_object(
+        self, group: str, version: str, plural: str, name: str, **_: Any
+    ) -> dict[str, Any]:
+        from kubernetes.client.exceptions import ApiException
+
+        assert (group, version) == ("kueue.x-k8s.io", "v1beta2")
+        if self.fail is not None:
+            raise self.fail
+        found = self.objects.get((self.plurals[plural], name))
+        if found is None:
+            raise ApiException(status=404, reason="Not Found")
+        return {k: v for k, v in found.items() if k != "kind"}  # as the API returns it
+
+
+def _live(config: dict[str, Any], cluster: str = "worker1") -> list[dict[str, Any]]:
+    """The objects the fleet writes on that cluster, as the API server holds them."""
+    from components.objects.fleet import cluster_objects
+
+    spec, _ = load(config)
+    target = next(c for c in spec.clusters if c.name == cluster)
+    return copy.deepcopy(cluster_objects(spec, target).objects)
+
+
+def _with_cluster(monkeypatch: pytest.MonkeyPatch, api: _FakeKueueApi | None) -> dict[str, Any]:
+    import components.resources.immutable as immutable
+
+    monkeypatch.setattr(immutable, "_cluster_api", lambda news: api)
+    return {"kubeconfig": "apiVersion: v1\nkind: Config\n"}
+
+
+def test_a_revert_to_what_the_cluster_holds_passes_though_the_state_is_ahead(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The guard is recorded before the objects after it are applied: an `up` that failed
+    there (Kueue refused the change: the first `up` of a stack deployed before the guard,
+    which had no inputs to compare with) left the state with the new levels and the cluster
+    with the old. Reverting to the cluster's levels must pass; compared with the state, it
+    was refused, with no way around it. Kueue v0.19.2 apis/kueue/v1beta2/topology_types.go
+    (levels: CEL `self == oldSelf`) compares with the stored object, as this does now."""
+    from components.resources.immutable import ImmutableFieldsProvider
+
+    changed = _tas()
+    changed["queues"]["topologies"][0]["levels"] = ["kubernetes.io/hostname"]
+    state = _guard_inputs(changed)  # what the failed `up` recorded
+    cluster = _FakeKueueApi(_live(_tas()))  # what Kueue kept
+    revert = {**_guard_inputs(_tas()), **_with_cluster(monkeypatch, cluster)}
+    assert ImmutableFieldsProvider().check(state, revert).failures == []
+    # And the change itself is refused against the cluster, whatever the state says.
+    again = {**_guard_inputs(changed), **_with_cluster(monkeypatch, cluster)}
+    (failure,) = ImmutableFieldsProvider().check(state, again).failures
+    assert "queues.topologies[0].levels: Topology default: spec.levels cannot change" in (
+        failure.reason
+    )
+
+
+def test_the_first_up_of_a_stack_deployed_before_the_guard_is_checked_too(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No inputs in the state (the guard is new to the stack): the cluster still says what
+    is deployed, so a refused change is refused before anything is applied."""
+    from components.resources.immutable import ImmutableFieldsProvider
+
+    changed = _tas()
+    changed["queues"]["flavors"][0]["nodeLabels"] = {"pool": "b"}
+    news = {**_guard_inputs(changed), **_with_cluster(monkeypatch, _FakeKueueApi(_live(_tas())))}
+    (failure,) = ImmutableFieldsProvider().check({}, news).failures
+    assert failure.reason.startswith("queues.flavors[0].nodeLabels: ResourceFlavor default-flavor")
+
+
+def test_the_state_is_the_fallback_and_a_moved_local_queue_is_never_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A cluster not answering, or not known yet (a preview of a new cluster): the state's
+    inputs. Objects the cluster does not have: nothing to refuse. A LocalQueue moved to
+    another ClusterQueue is replaced, not refused (its clusterQueue is immutable, kueue
+    v0.19.2 apis/kueue/v1beta2/localqueue_types.go:35, but nothing holds a LocalQueue)."""
+    from kubernetes.client.exceptions import ApiException
+
+    from components.resources.immutable import ImmutableFieldsProvider
+
+    provider = ImmutableFieldsProvider()
+    deployed = _guard_inputs(_tas())
+    changed = _tas()
+    changed["queues"]["topologies"][0]["levels"] = ["kubernetes.io/hostname"]
+    for api in (None, _FakeKueueApi([], fail=ApiException(status=403, reason="Forbidden"))):
+        news = {**_guard_inputs(changed), **_with_cluster(monkeypatch, api)}
+        assert len(provider.check(deployed, news).failures) == 1
+    news = {**_guard_inputs(changed), **_with_cluster(monkeypatch, _FakeKueueApi([]))}
+    assert provider.check(deployed, news).failures == []
+    moved = _tas()
+    moved["queues"]["clusterQueues"].append(
+        {**copy.deepcopy(moved["queues"]["clusterQueues"][0]), "name": "other"}
+    )
+    moved["queues"]["localQueues"][0]["clusterQueue"] = "other"
+    live = _FakeKueueApi(_live(_tas()))
+    news = {**_guard_inputs(moved), **_with_cluster(monkeypatch, live)}
+    assert provider.check(deployed, news).failures == []
+    monkeypatch.undo()
+    assert provider.check(deployed, _guard_inputs(moved)).failures == []
+
+
+def test_an_unknown_kubeconfig_is_no_cluster_to_read() -> None:
+    from pulumi.runtime import rpc
+
+    from components.resources.immutable import _cluster_api
+
+    assert _cluster_api({"kubeconfig": rpc.UNKNOWN}) is None
+    assert _cluster_api({}) is None

@@ -341,7 +341,8 @@ def test_a_local_queue_moved_to_another_cluster_queue_is_replaced(project: Proje
     project.edit(move)
     planned = project.preview()
     ops = Counter(s["op"] for s in planned if (_kind_and_name(s) or ("",))[0] == "LocalQueue")
-    # spec.clusterQueue is immutable (Kueue v0.19.2 pkg/webhooks/localqueue_webhook.go):
+    # spec.clusterQueue is immutable (Kueue v0.19.2 apis/kueue/v1beta2/localqueue_types.go:35,
+    # CEL self == oldSelf; there is no LocalQueue webhook):
     # a replacement, deleted before the new one is made (the name stays).
     assert ops and set(ops) <= {"replace", "create-replacement", "delete-replaced"}, planned
     project.ok("up", "--yes", "--skip-preview")

@@ -302,6 +302,10 @@ class Fleet(pulumi.ComponentResource):
                 cluster.name,
                 guarded_fields(spec, cluster_objects(spec, cluster).objects),
                 pulumi.ResourceOptions(parent=self, deleted_with=created_cluster_of(handle)),
+                # What is deployed is read from the cluster, as its provider reaches it (a
+                # context only on an `existing` cluster; the others' kubeconfigs have one).
+                kubeconfig=handle.kubeconfig,
+                context=handle.context if cluster.provider == "existing" else None,
             )
             on_kueue = self._on(handle, [kueue[cluster.name], self.guards[cluster.name]])
             if cluster.role == "worker":

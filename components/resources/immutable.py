@@ -1,5 +1,5 @@
 """The fields Kueue refuses to change (components/checks/immutable.py, action "refuse"),
-checked by `pulumi preview`, `pulumi up` and the CI driver against what the stack deployed,
+checked by `pulumi preview`, `pulumi up` and the CI driver against what is deployed,
 before anything on the cluster changes: `render --diff` says it too, but only where someone
 runs it and reads its exit code.
 
@@ -11,7 +11,16 @@ beside the new ones (pulumi v3.272.0 sdk/python/lib/pulumi/dynamic/__main__.py C
 check with the config path, why and the way around it; every object on that cluster waits
 for this resource, so nothing is applied first. A check failure without a property is
 printed as one line, `<type> resource '<name>' has a problem: <reason>` (pulumi
-pkg/resource/deploy/step_generator.go issueCheckFailures, diag.GetResourceInvalidError)."""
+pkg/resource/deploy/step_generator.go issueCheckFailures, diag.GetResourceInvalidError).
+
+What is deployed is read from the cluster itself when its kubeconfig is known and it
+answers: the state's inputs are only what the last `up` meant to apply. This resource is
+recorded before the objects after it are applied, so after an `up` that failed there (a
+refused change on the first `up` of a stack deployed before this resource existed, when
+there are no inputs to compare with; an API server that went away half-way) the state is
+ahead of the cluster, and reverting to what the cluster holds would be refused with no
+way around it. The state's inputs are the fallback only: a cluster not created yet (its
+kubeconfig unknown in a preview) or not answering."""
 
 from __future__ import annotations
 
@@ -25,6 +34,29 @@ from components.checks.immutable import IMMUTABLE, Change, config_path, immutabl
 from components.model.spec import FleetSpec
 
 _KINDS = {i.kind for i in IMMUTABLE if i.action == "refuse"}
+# The kinds' resources: all cluster-scoped, in Kueue's group (kueue v0.19.2
+# config/components/crd/bases/kueue.x-k8s.io_{topologies,resourceflavors,admissionchecks}.yaml).
+KUEUE_GROUP, KUEUE_VERSION = "kueue.x-k8s.io", "v1beta2"
+_PLURALS = {
+    "Topology": "topologies",
+    "ResourceFlavor": "resourceflavors",
+    "AdmissionCheck": "admissionchecks",
+}
+# One read per guarded object; a cluster that does not answer within this is read from the
+# state instead.
+READ_TIMEOUT = 10
+
+
+def _cut(obj: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    """An object cut down to its refused fields (and the field that makes them so), keyed
+    as immutable_changes keys it."""
+    kind = obj["kind"]
+    fields = {i.field for i in IMMUTABLE if i.kind == kind and i.action == "refuse"}
+    fields |= {i.only_once for i in IMMUTABLE if i.kind == kind and i.only_once}
+    meta = {k: v for k, v in obj["metadata"].items() if k in ("name", "namespace")}
+    spec_part = {k: v for k, v in (obj.get("spec") or {}).items() if k in fields}
+    where = f"{meta['namespace']}/" if meta.get("namespace") else ""
+    return f"{kind} {where}{meta['name']}", {"kind": kind, "metadata": meta, "spec": spec_part}
 
 
 def guarded_fields(spec: FleetSpec, objects: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
@@ -35,13 +67,7 @@ def guarded_fields(spec: FleetSpec, objects: Iterable[Mapping[str, Any]]) -> dic
     for obj in objects:
         if obj.get("kind") not in _KINDS:
             continue
-        fields = {i.field for i in IMMUTABLE if i.kind == obj["kind"] and i.action == "refuse"}
-        fields |= {i.only_once for i in IMMUTABLE if i.kind == obj["kind"] and i.only_once}
-        meta = {k: v for k, v in obj["metadata"].items() if k in ("name", "namespace")}
-        spec_part = {k: v for k, v in (obj.get("spec") or {}).items() if k in fields}
-        cut = {"kind": obj["kind"], "metadata": meta, "spec": spec_part}
-        where = f"{meta['namespace']}/" if meta.get("namespace") else ""
-        key = f"{obj['kind']} {where}{meta['name']}"
+        key, cut = _cut(obj)
         kept[key] = cut
         for rule in IMMUTABLE:
             if rule.kind == obj["kind"] and rule.action == "refuse":
@@ -66,10 +92,72 @@ def refusals(olds: Mapping[str, Any], news: Mapping[str, Any]) -> list[str]:
     return lines
 
 
+def live_objects(api: Any, news: Mapping[str, Any]) -> dict[str, Any] | None:
+    """What the cluster holds of the objects `news` guards, cut as the inputs are ({"objects":
+    ...}, what `refusals` compares with); one it does not have is left out (nothing deployed
+    to refuse a change of). None when the cluster cannot say (unreachable, refused)."""
+    from kubernetes.client.exceptions import ApiException
+
+    found: dict[str, Any] = {}
+    for obj in (news.get("objects") or {}).values():
+        plural = _PLURALS.get(obj.get("kind"))
+        if plural is None:
+            continue
+        try:
+            live = api.get_cluster_custom_object(
+                KUEUE_GROUP,
+                KUEUE_VERSION,
+                plural,
+                obj["metadata"]["name"],
+                _request_timeout=READ_TIMEOUT,
+            )
+        except ApiException as e:
+            if e.status == 404:  # not there (or Kueue's CRDs not yet): nothing deployed
+                continue
+            return None
+        except Exception:  # noqa: BLE001 - unreachable, timed out, bad credentials
+            return None
+        live_key, cut = _cut({**live, "kind": obj["kind"]})
+        found[live_key] = cut
+    return {"objects": found}
+
+
+def _cluster_api(news: Mapping[str, Any]) -> Any | None:
+    """A client for the cluster the inputs name, or None when its kubeconfig is not known
+    (a cluster being created: unknown in a preview) or not given."""
+    from pulumi.runtime import rpc
+
+    kubeconfig = news.get("kubeconfig")
+    # Unknown in a preview (rpc.UNKNOWN, itself a string), or absent.
+    if not isinstance(kubeconfig, str) or not kubeconfig or kubeconfig == rpc.UNKNOWN:
+        return None
+    try:
+        import yaml
+        from kubernetes import client, config
+
+        context = news.get("context")
+        usable = isinstance(context, str) and context and context != rpc.UNKNOWN
+        return client.CustomObjectsApi(
+            config.new_client_from_config_dict(
+                yaml.safe_load(kubeconfig), context=context if usable else None
+            )
+        )
+    except Exception:  # noqa: BLE001 - a kubeconfig the client cannot use: the state
+        return None
+
+
+def deployed(olds: Mapping[str, Any], news: Mapping[str, Any]) -> Mapping[str, Any]:
+    """What a change is compared with: the cluster's objects when it answers, else the
+    inputs of the last deployment."""
+    api = _cluster_api(news)
+    live = live_objects(api, news) if api is not None else None
+    return live if live is not None else olds
+
+
 class ImmutableFieldsProvider(ResourceProvider):
     def check(self, olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
-        failures = [CheckFailure("", line) for line in refusals(olds or {}, news)]
-        return CheckResult(news, failures)
+        lines = refusals(deployed(olds or {}, news), news)
+        return CheckResult(news, [CheckFailure("", line) for line in lines])
 
     def create(self, props: dict[str, Any]) -> CreateResult:
         return CreateResult(id_=str(props.get("cluster") or "fleet"), outs=props)
@@ -91,6 +179,25 @@ class ImmutableFieldsProvider(ResourceProvider):
 
 class ImmutableFields(pulumi.dynamic.Resource, module="multikueue-fleet", name="ImmutableFields"):
     def __init__(
-        self, name: str, cluster: str, fields: dict[str, Any], opts: pulumi.ResourceOptions
+        self,
+        name: str,
+        cluster: str,
+        fields: dict[str, Any],
+        opts: pulumi.ResourceOptions,
+        kubeconfig: pulumi.Input[str] | None = None,
+        context: pulumi.Input[str] | None = None,
     ) -> None:
-        super().__init__(ImmutableFieldsProvider(), name, {"cluster": cluster, **fields}, opts)
+        # The kubeconfig is how the check reads what is deployed; not compared by `diff`
+        # (new credentials are no change to record).
+        props: dict[str, Any] = {"cluster": cluster, **fields}
+        if kubeconfig is not None:
+            props["kubeconfig"] = kubeconfig
+            props["context"] = context
+        super().__init__(
+            ImmutableFieldsProvider(),
+            name,
+            props,
+            pulumi.ResourceOptions.merge(
+                opts, pulumi.ResourceOptions(additional_secret_outputs=["kubeconfig"])
+            ),
+        )
