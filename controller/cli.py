@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import concurrent.futures
 import json
 import logging
 import os
+import queue
 import signal
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +50,61 @@ class _JsonFormatter(logging.Formatter):
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
         return json.dumps(entry)
+
+
+class DaemonThreads(concurrent.futures.ThreadPoolExecutor):
+    """The event loop's executor for its blocking calls (aiohttp resolves a server's name
+    with getaddrinfo in it): daemon threads, and a shutdown that does not wait for them.
+
+    With the standard executor, `asyncio.run` and then the interpreter's exit wait for
+    every call under way, and a name lookup cannot be cancelled: a worker whose name does
+    not resolve in time (its DNS servers do not answer) held a stopped controller until
+    the resolver gave up (seconds per server, per attempt and per search domain: with a
+    pod's five search domains, longer than its 30 s grace period). Whatever a thread left
+    behind is answering no one by then. A ThreadPoolExecutor only in name
+    (`set_default_executor` takes no other), none of its machinery used."""
+
+    def __init__(self, max_workers: int = 8) -> None:
+        super().__init__(max_workers=max_workers, thread_name_prefix="blocking")
+        self._most = max_workers
+        self._calls: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._idle = threading.Semaphore(0)
+        self._started = 0
+        self._closed = False
+        self._guard = threading.Lock()
+
+    def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> concurrent.futures.Future[Any]:
+        with self._guard:
+            if self._closed:
+                raise RuntimeError("cannot schedule new futures after shutdown")
+            future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+            self._calls.put((future, fn, args, kwargs))
+            if not self._idle.acquire(blocking=False) and self._started < self._most:
+                self._started += 1
+                name = f"blocking-{self._started}"
+                threading.Thread(target=self._serve, name=name, daemon=True).start()
+            return future
+
+    def _serve(self) -> None:
+        while (call := self._calls.get()) is not None:
+            future, fn, args, kwargs = call
+            if future.set_running_or_notify_cancel():
+                try:
+                    result = fn(*args, **kwargs)
+                except BaseException as exc:  # noqa: BLE001 (handed to whoever waits)
+                    future.set_exception(exc)
+                else:
+                    future.set_result(result)
+            del call, future
+            self._idle.release()
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        """Never waits: a thread still in a call is left to the process's exit."""
+        with self._guard:
+            if not self._closed:
+                self._closed = True
+                for _ in range(self._started):
+                    self._calls.put(None)
 
 
 async def _from_kubeconfig(paths: str, source: str) -> Kube:
@@ -150,6 +208,7 @@ async def reach(manager: Kube, found: str, seconds: float = CONNECT_SECONDS) -> 
 
 
 async def _run(args: argparse.Namespace, settings: Settings) -> int:
+    asyncio.get_running_loop().set_default_executor(DaemonThreads())
     manager, found = await connect(args.kubeconfig)
     try:
         await reach(manager, found)
@@ -164,6 +223,7 @@ async def _run(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def _explain(args: argparse.Namespace, settings: Settings) -> int:
+    asyncio.get_running_loop().set_default_executor(DaemonThreads())
     manager, found = await connect(args.kubeconfig)
     try:
         await reach(manager, found, args.connect_timeout)

@@ -333,11 +333,13 @@ class Kube:
         """One GET /version within `timeout` seconds, not retried: the cheapest request a
         server answers (any authenticated identity may, through the built-in
         system:public-info-viewer role), so whether it answers says whether the server is up.
-        Returns the server's version; raises ApiError (status 0 when nothing answered)."""
+        Returns the server's version; raises ApiError (status 0 when nothing answered).
+        asyncio.timeout, not wait_for: on Python 3.11 wait_for loses a cancellation that
+        arrives as the answer does (or as the refusal does), and the prober, so the
+        controller's stop, then never ends."""
         try:
-            result = await asyncio.wait_for(
-                self._call("GET", "/version", None, None, None, False, timeout), timeout
-            )
+            async with asyncio.timeout(timeout):
+                result = await self._call("GET", "/version", None, None, None, False, timeout)
         except client.ApiException as exc:
             raise ApiError(exc.status or 0, _message(exc)) from exc
         except TimeoutError as exc:

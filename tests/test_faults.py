@@ -1,15 +1,26 @@
 """Faults, against emulated API servers that behave as real ones do (tests/kube_emulator.py):
 a controller restart in the middle of a backlog, a worker that goes away and returns, the
-manager's API server restarting with its watch history gone, a storm of conflicts, and a
-malformed Workload among good ones."""
+manager's API server restarting with its watch history gone, a storm of conflicts, a
+malformed Workload among good ones, and a SIGTERM while workers cannot be reached."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
+import signal
+import socket
+import sys
+import tempfile
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
-from tests.fleet_harness import NS, Fleet, K, until, workload
+import yaml
+
+from tests.fleet_harness import NS, Fleet, K, reader_secret, until, workload
+
+ROOT = Path(__file__).resolve().parent.parent
 
 WORKLOADS = f"{K}/workloads"
 ROOMY = {"w1": {"cpu": "100"}, "w2": {"cpu": "100"}}
@@ -148,5 +159,68 @@ def test_a_malformed_workload_among_good_ones_stops_nothing() -> None:
         assert event["reason"] == "InvalidWorkload"
         assert fleet.nominations("bad") is None
         assert fleet.manager.get(WORKLOADS, "bad", NS) is not None
+
+    with_fleet(ROOMY, test)
+
+
+# `python -m controller` with a resolver whose DNS servers never answer for *.unresolvable.test
+# (each lookup blocks its thread for a minute, as glibc's retries over unreachable servers
+# and a pod's search domains can), every other name resolved as usual.
+_UNRESOLVABLE = """
+import socket, sys, time
+resolve = socket.getaddrinfo
+def getaddrinfo(host, *args, **kwargs):
+    if isinstance(host, str) and host.endswith(".unresolvable.test"):
+        sys.stderr.write(f"looking up {host}\\n")
+        time.sleep(60)
+        raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
+    return resolve(host, *args, **kwargs)
+socket.getaddrinfo = getaddrinfo
+from controller.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_sigterm_stops_the_controller_promptly_while_a_worker_cannot_be_reached() -> None:
+    """A pod has 30 s from SIGTERM to SIGKILL. w1's name never resolves and w2 hangs (it
+    takes requests and answers none): the process still exits at once. It used to wait
+    for the lookup under way (asyncio.run and the interpreter's exit join the executor's
+    threads, and getaddrinfo cannot be cancelled)."""
+
+    async def test(fleet: Fleet) -> None:
+        unreachable = fleet.workers["w1"].kubeconfig()
+        unreachable["clusters"][0]["cluster"]["server"] = (
+            f"http://w1.unresolvable.test:{fleet.workers['w1'].port}"
+        )
+        fleet.manager.put("secrets", reader_secret("w1", unreachable, fleet.settings.namespace))
+        fleet.workers["w2"].stalled = True
+        with tempfile.TemporaryDirectory() as tmp:
+            kubeconfig, settings, log = (Path(tmp) / n for n in ("kc", "settings", "log"))
+            kubeconfig.write_text(yaml.safe_dump(fleet.manager.kubeconfig()))
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                port = s.getsockname()[1]
+            settings.write_text(yaml.safe_dump({"metricsPort": port, "resyncSeconds": 0.5}))
+            with log.open("w") as err:
+                process = await asyncio.create_subprocess_exec(
+                    *(sys.executable, "-c", _UNRESOLVABLE, "--kubeconfig", str(kubeconfig)),
+                    *("--config", str(settings), "run"),
+                    cwd=ROOT,
+                    env={**os.environ, "PYTHONPATH": str(ROOT), "POD_NAME": "replica-a"},
+                    stderr=err,
+                )
+            try:
+                await until(lambda: "looking up w1" in log.read_text(), 20, "w1 lookup")
+                await until(lambda: fleet.workers["w2"].requests, 20, "requests to w2")
+                process.send_signal(signal.SIGTERM)
+                started = asyncio.get_running_loop().time()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(process.wait(), 10)
+                took = asyncio.get_running_loop().time() - started
+                assert process.returncode == 0 and took < 5, (process.returncode, took)
+            finally:
+                if process.returncode is None:
+                    process.kill()
+                    await process.wait()
 
     with_fleet(ROOMY, test)

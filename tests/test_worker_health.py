@@ -117,3 +117,42 @@ def test_probes_that_stop_are_noticed() -> None:
         assert silence >= 61
 
     with_worker(test)
+
+
+def test_a_stop_that_comes_as_a_probe_is_refused_ends_the_probes() -> None:
+    """The stop's cancellation lands in the instant a probe of a worker that refuses
+    connections fails (the refusal is in, the prober has not yet run on). On Python 3.11
+    asyncio.wait_for around the probe returned the refusal and dropped the cancellation:
+    the prober went on probing and stop() waited for it for ever."""
+
+    async def main() -> None:
+        worker = Emulator("w1")
+        await worker.start()
+        await worker.stop()  # nothing listens: every connection is refused
+        kube = await Kube.from_kubeconfig(worker.kubeconfig(), "w1")
+        connection = WorkerConnection("w1", kube, lambda *_: None, probe_interval=0.05)
+        stopping: list[asyncio.Task] = []
+        real = kube._call
+
+        async def call(method: str, path: str, *rest: object) -> object:
+            try:
+                return await real(method, path, *rest)  # type: ignore[arg-type]
+            finally:
+                if path == "/version" and connection.prober.probes >= 2 and not stopping:
+                    stopping.append(asyncio.ensure_future(connection.stop()))
+
+        kube._call = call  # type: ignore[method-assign]
+        connection.start()
+        try:
+            await until(lambda: stopping, what="a stop as a probe is refused")
+            started = asyncio.get_running_loop().time()
+            await asyncio.wait_for(asyncio.shield(stopping[0]), 5)
+            assert asyncio.get_running_loop().time() - started < 5
+            assert connection._probing is not None and connection._probing.cancelled()
+        finally:
+            for task in [*connection._watching, connection._probing]:
+                if task is not None:
+                    task.cancel()
+            await kube.close()
+
+    asyncio.run(asyncio.wait_for(main(), 30))
