@@ -13,7 +13,7 @@ import logging
 import math
 import time
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -43,6 +43,11 @@ EVENT_BACKLOG = 10000  # Events waiting to be sent; beyond that they are dropped
 # Events yield to nominations: while nominations are being written, an Event waits for a
 # pause, but never longer than this after it was made.
 EVENT_MAX_DELAY_SECONDS = 30.0
+# The longest an admitted workload's demand stays counted on the worker that admitted it
+# while what is read of that worker does not show the reservation (its Workloads, or a
+# rewrite of its ClusterQueue's status): Kueue v0.19.2 writes that status a batch period
+# (1s) after the reservation, so this only bounds what a lost event would leave behind.
+ADMITTED_UNSEEN_SECONDS = 10.0
 
 
 # The Events all workloads together may cost the API server: a burst of EVENT_BURST, then
@@ -108,6 +113,20 @@ def _same_but_nominations(old: dict[str, Any], new: dict[str, Any]) -> bool:
     return old_status == new_status
 
 
+@dataclass(frozen=True)
+class Admitted:
+    """A workload the manager's MultiKueue controller gave a clusterName, whose demand is
+    still counted in flight on that cluster: the reservation is not in what is read of the
+    worker yet. `queue_version`: the resourceVersion its ClusterQueue had then, when the
+    worker's Workloads cannot be read (a newer status counts it); None when they can (the
+    copy seen holding quota there counts it)."""
+
+    cluster: str
+    cluster_queue: str
+    queue_version: str | None
+    until: float  # monotonic: counted no longer than this
+
+
 class Dispatcher:
     def __init__(
         self,
@@ -134,6 +153,9 @@ class Dispatcher:
             asyncio.Queue(maxsize=EVENT_BACKLOG)
         )
         self.in_flight = InFlightIndex()
+        # Admitted workloads whose demand is still counted on the worker that admitted
+        # them, until what is read of it counts the reservation (see _admitted_to).
+        self._admitted: dict[str, Admitted] = {}
         self.memo = FitMemo()  # work saved across decisions; never changes one
         # Clusters leaving the inventory: no new nominations while they drain.
         self.excluded: set[str] = set()
@@ -162,6 +184,13 @@ class Dispatcher:
     # --- events in --------------------------------------------------------------------------
 
     def _changed(self, source: str, event: str, obj: Any) -> None:
+        if source == "holding":
+            # A worker's Workload holds quota there (`obj`: its key; None: any may, after a
+            # list). Not a fleet change: what it holds moves from in flight to reserved.
+            self._counted_on(event, obj)
+            return
+        if source == "workers" and self._admitted:
+            self._queue_rewritten(event)
         if source == "workloads" and obj is not None:
             key = key_of(obj)
             if event == "DELETED":
@@ -261,7 +290,13 @@ class Dispatcher:
 
     def _forget_gone(self) -> None:
         store = self.state.workloads.store
-        known = {*self.in_flight.workloads(), *self._settled, *self._echo, *self._refused}
+        known = {
+            *self.in_flight.workloads(),
+            *self._admitted,
+            *self._settled,
+            *self._echo,
+            *self._refused,
+        }
         for key in known | set(self.last_event):
             if key not in store:
                 self._forget(key)
@@ -270,8 +305,85 @@ class Dispatcher:
         self._echo.pop(key, None)
         self._refused.pop(key, None)
         self._settled.pop(key, None)
-        self.in_flight.remove(key)
+        self._uncount(key)
         self.last_event.pop(key, None)
+
+    def _uncount(self, key: str) -> None:
+        self.in_flight.remove(key)
+        self._admitted.pop(key, None)
+
+    # --- demand in flight after admission -----------------------------------------------------
+
+    def _admitted_to(self, key: str, cluster: str) -> None:
+        """`key` got `cluster` as its clusterName: MultiKueue sets it once the worker's copy
+        is admitted (pkg/controller/admissionchecks/multikueue/workload.go 1240-1250,
+        v0.19.2), but the worker's ClusterQueue status counts the copy only when Kueue's
+        clusterqueue controller rewrites it, a batch period later (UpdatesBatchPeriod,
+        pkg/controller/core/clusterqueue_controller.go 481-486). So its demand keeps
+        counting there (only there: its other nominations are gone) until the worker's
+        Workloads show the copy holding quota (they are what the reservation read from
+        the worker is never below: fleet_state.queue_capacity), or, where they cannot be
+        read, until the ClusterQueue's status is rewritten; never longer than
+        ADMITTED_UNSEEN_SECONDS."""
+        before = self._admitted.get(key)
+        kept = [i for i in self.in_flight.items(key) if i.cluster == cluster]
+        self._forget(key)  # its nominations, Events and settling are over
+        connection = self.state.workers.get(cluster)
+        if not kept or connection is None:
+            return
+        holds = connection.holds(key)
+        if holds:
+            return  # the copy's reservation is read from the worker already
+        self.in_flight.replace(key, kept)
+        if before is not None and before.cluster == cluster:
+            self._admitted[key] = before  # seen before: its clock and version stand
+            return
+        queue = kept[0].cluster_queue
+        version = None if holds is not None else (connection.queue_version(queue) or "")
+        self._admitted[key] = Admitted(
+            cluster, queue, version, time.monotonic() + ADMITTED_UNSEEN_SECONDS
+        )
+
+    def _counted_on(self, cluster: str, key: str | None) -> None:
+        """The worker `cluster`'s Workload `key` (every one, for None) holds quota there:
+        its demand in flight there is counted in the worker's reservation now, and
+        counting it in flight too would count it twice."""
+        connection = self.state.workers.get(cluster)
+        if connection is None:
+            return
+        keys = [key] if key is not None else self.in_flight.workloads()
+        dropped = False
+        for k in keys:
+            if cluster in self.in_flight.clusters_of(k) and connection.holds(k):
+                self.in_flight.drop(k, cluster)
+                dropped = True
+                admitted = self._admitted.get(k)
+                if admitted is not None and admitted.cluster == cluster:
+                    del self._admitted[k]
+        if dropped:
+            # The views read the worker's Workloads again before the next decision: until
+            # then they would count neither.
+            self.state.read_workers_again()
+
+    def _queue_rewritten(self, cluster: str) -> None:
+        """Something of worker `cluster` changed: the admitted workloads waiting there for
+        a rewrite of their ClusterQueue's status (its Workloads unreadable) stop counting
+        when it came."""
+        connection = self.state.workers.get(cluster)
+        for key, admitted in list(self._admitted.items()):
+            if admitted.cluster != cluster or admitted.queue_version is None:
+                continue
+            if connection is None or (
+                connection.queue_version(admitted.cluster_queue) != admitted.queue_version
+            ):
+                self._uncount(key)
+
+    def _expire_admitted(self) -> None:
+        """What a lost event, or a worker gone from the fleet, would leave counted."""
+        now = time.monotonic()
+        for key, admitted in list(self._admitted.items()):
+            if now >= admitted.until or admitted.cluster not in self.state.workers:
+                self._uncount(key)
 
     # --- running ------------------------------------------------------------------------------
 
@@ -306,6 +418,8 @@ class Dispatcher:
             if self._fleet_changed or due:
                 self._fleet_changed = False
                 self.enqueue_pending()
+            if self._admitted:
+                self._expire_admitted()
             if due:
                 last = time.monotonic()
                 await self.sync_policy_status()
@@ -431,14 +545,18 @@ class Dispatcher:
             )
             return
         if decision is None:
-            if (wl.get("status") or {}).get("clusterName") or found.reason == "finished":
-                self._forget(key)  # admitted or done: the worker's quota counts it now
+            cluster = (wl.get("status") or {}).get("clusterName")
+            if found.reason == "finished":
+                self._forget(key)  # done: nothing of it is counted anywhere
+            elif cluster:
+                # Admitted: counted on its worker until what is read of it counts it.
+                self._admitted_to(key, cluster)
             elif not found.eligible:
                 # Deactivated, evicted (no quota reserved on the manager any more), its
                 # check no longer Pending, or another check not Ready: none of it goes to
                 # a worker now, so none of its demand is counted against one. Decided
                 # again, it is recorded again.
-                self.in_flight.remove(key)
+                self._uncount(key)
                 self._settled.pop(key, None)
             return
         current = list((wl.get("status") or {}).get("nominatedClusterNames") or [])
@@ -491,7 +609,7 @@ class Dispatcher:
                 self._echo[key] = (wl, tuple(decision.nominate), fleet)
             answered(_nominated(wl, clusters, written) if written else None)
         if written is None:
-            self.in_flight.remove(key)
+            self._uncount(key)
             return
         for cluster in decision.nominate:
             if cluster not in current:
@@ -510,9 +628,13 @@ class Dispatcher:
         await self.event(wl, "Normal", verb, message, decision)
 
     def _record_in_flight(self, key: str, decision: Decision, view: WorkloadView) -> None:
-        """Count the demand against each nominated worker's ClusterQueue until admission."""
+        """Count the demand against each nominated worker's ClusterQueue until admission,
+        but not where the worker's Workloads show its copy holding quota already: the
+        reservation read from there counts it."""
         views = self.state.worker_views()
+        workers = self.state.workers
         local_queue = f"{view.namespace}/{view.queue_name}"
+        self._admitted.pop(key, None)
         self.in_flight.replace(
             key,
             [
@@ -525,6 +647,7 @@ class Dispatcher:
                 )
                 for v in decision.chosen
                 if v.cluster in views
+                and not (v.cluster in workers and workers[v.cluster].holds(key))
             ],
         )
 

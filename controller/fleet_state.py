@@ -108,18 +108,51 @@ def held_by_queue(workloads: Any) -> dict[str, tuple[Held, ...]]:
     return {queue: tuple(sorted(levels.items())) for queue, levels in by_queue.items()}
 
 
+def reserved_by_queue(held: dict[str, tuple[Held, ...]]) -> dict[str, dict[str, Resources]]:
+    """ClusterQueue -> flavor -> resource -> the quota all its workloads hold, whatever their
+    priority: what Kueue's cache counts in the queue as soon as it reserves (the
+    ClusterQueue's status.flavorsReservation says the same, but only once the clusterqueue
+    controller has written it, a batch period or more later: see WorkerConnection.holding)."""
+    out: dict[str, dict[str, Resources]] = {}
+    for queue, levels in held.items():
+        total = out.setdefault(queue, {})
+        for _, usage in levels:
+            for flavor, amounts in usage.items():
+                sums = total.setdefault(flavor, {})
+                for r, a in amounts.items():
+                    sums[r] = sums.get(r, 0) + a
+    return out
+
+
+def _at_least(reported: Resources, held: Resources | None) -> Resources:
+    """Per resource, the larger of the reservation the ClusterQueue's status reports and
+    what the worker's Workloads hold: each may be behind the other (a reservation the
+    status does not count yet, a finished workload it still counts), and the larger never
+    misses one; both count the same workload once, so taking it never counts it twice."""
+    if not held:
+        return reported
+    return {r: max(reported.get(r, 0), held.get(r, 0)) for r in {*reported, *held}}
+
+
 def queue_capacity(
-    cq: dict[str, Any], held: dict[str, tuple[Held, ...]] | None = None
+    cq: dict[str, Any],
+    held: dict[str, tuple[Held, ...]] | None = None,
+    holding: dict[str, dict[str, Resources]] | None = None,
 ) -> QueueCapacity:
     """A worker ClusterQueue's quota and reservations, from its spec and status. `held`:
     the quota held per priority in each ClusterQueue of the worker (held_by_queue), None
-    when the worker's Workloads are not known."""
+    when the worker's Workloads are not known; `holding`: the same summed over priorities
+    (reserved_by_queue), which the reservation is never taken to be below."""
     status = cq.get("status") or {}
     reserved: dict[str, Resources] = {}
     for flavor in status.get("flavorsReservation") or []:
         reserved[flavor.get("name")] = _quantities(
             {r.get("name"): r.get("total", 0) for r in flavor.get("resources") or []}
         )
+    in_workloads = (holding or {}).get(cq["metadata"]["name"])
+    if in_workloads:
+        for flavor_name, amounts in in_workloads.items():
+            reserved[flavor_name] = _at_least(reserved.get(flavor_name, {}), amounts)
     groups = []
     for group in (cq.get("spec") or {}).get("resourceGroups") or []:
         flavors = []
@@ -174,10 +207,15 @@ class WorkerConnection:
         probe_interval: float = 3.0,
         probe_timeout: float = 2.0,
         clock: Callable[[], float] = time.monotonic,
+        on_holding: Callable[[str | None], None] | None = None,
     ) -> None:
         self.name = name
         self.kube = kube
         self.on_change = on_change
+        # Told the key of each Workload seen holding quota here, and None after each list
+        # of them (any may hold now): the dispatcher stops counting such a workload's
+        # demand in flight here, as the reservation read from here counts it now.
+        self.on_holding = on_holding
         self.queues = Reflector(kube, CLUSTER_QUEUES, on_change, max_backoff=probe_interval)
         self.local_queues = Reflector(kube, LOCAL_QUEUES, on_change, max_backoff=probe_interval)
         # Which priorities hold quota in each queue: its changes do not call on_change (an
@@ -188,7 +226,9 @@ class WorkerConnection:
         self.workloads = Reflector(
             kube, WORKLOADS, self._workload_changed, transform=holding, max_backoff=60.0
         )
-        self._held: tuple[int, dict[str, tuple[Held, ...]]] | None = None
+        self._held: (
+            tuple[int, dict[str, tuple[Held, ...]], dict[str, dict[str, Resources]]] | None
+        ) = None
         self._workload_changes = 0
         self.prober = Prober(kube, self._probed, probe_interval, probe_timeout, clock=clock)
         self._watching: list[asyncio.Task] = []
@@ -211,15 +251,59 @@ class WorkerConnection:
 
     def _workload_changed(self, event: str, obj: Any) -> None:
         self._workload_changes += 1
+        if self.on_holding is None:
+            return
+        if event == "SYNC":
+            self.on_holding(None)
+        elif obj is not None and event != "DELETED" and obj.get("clusterQueue") is not None:
+            self.on_holding(Reflector.key(obj))
+
+    def _read_held(self) -> None:
+        if self._held is None or self._held[0] != self._workload_changes:
+            held = held_by_queue(self.workloads.store.values())
+            self._held = (self._workload_changes, held, reserved_by_queue(held))
 
     def held(self) -> dict[str, tuple[Held, ...]] | None:
         """ClusterQueue -> the quota held in it per priority; None while the worker's
         Workloads cannot be read."""
         if not self.workloads.healthy:
             return None
-        if self._held is None or self._held[0] != self._workload_changes:
-            self._held = (self._workload_changes, held_by_queue(self.workloads.store.values()))
+        self._read_held()
+        assert self._held is not None
         return self._held[1]
+
+    def holding(self) -> dict[str, dict[str, Resources]] | None:
+        """ClusterQueue -> flavor -> resource -> the quota its Workloads hold (all
+        priorities); None while the worker's Workloads cannot be read.
+
+        Read from the Workloads, not only from the ClusterQueue's status: Kueue v0.19.2
+        writes status.flavorsReservation a batch period after the reservation (the
+        workload controller's NotifyWorkloadUpdate queues the ClusterQueue with
+        AddAfter(UpdatesBatchPeriod = 1s): pkg/controller/core/clusterqueue_controller.go
+        249-268 and 481-486, pkg/constants/constants.go 32-36; updateCqStatusIfChanged,
+        513-561, then copies the cache's usage), while the manager's MultiKueue
+        controller sets the workload's clusterName as soon as this worker's copy is
+        admitted (pkg/controller/admissionchecks/multikueue/workload.go 539-540 and
+        1240-1250)."""
+        if not self.workloads.healthy:
+            return None
+        self._read_held()
+        assert self._held is not None
+        return self._held[2]
+
+    def holds(self, key: str) -> bool | None:
+        """Whether the Workload `key` ("namespace/name": a MultiKueue copy has its
+        original's) holds quota here, as Kueue's cache counts it; None while the worker's
+        Workloads cannot be read."""
+        if not self.workloads.healthy:
+            return None
+        found = self.workloads.store.get(key)
+        return found is not None and found.get("clusterQueue") is not None
+
+    def queue_version(self, name: str) -> str | None:
+        """The resourceVersion of the ClusterQueue `name` as last seen here."""
+        cq = self.queues.store.get(name)
+        return None if cq is None else (cq.get("metadata") or {}).get("resourceVersion")
 
     def _probed(self) -> None:
         if not self.prober.ok:
@@ -406,7 +490,10 @@ class FleetState:
                 log.warning("worker %s: cannot use its kubeconfig: %s", name, exc)
                 continue
             connection = WorkerConnection(
-                name, kube, lambda e, o, n=name: self.on_change("workers", n, o)
+                name,
+                kube,
+                lambda e, o, n=name: self.on_change("workers", n, o),
+                on_holding=lambda key, n=name: self.on_change("holding", n, key),
             )
             connection.start()
             self.workers[name] = connection
@@ -466,15 +553,21 @@ class FleetState:
                 key: (lq.get("spec") or {}).get("clusterQueue", "")
                 for key, lq in connection.local_queues.store.items()
             }
-            held = connection.held()
+            held, holding = connection.held(), connection.holding()
             queues = {
-                cq["metadata"]["name"]: queue_capacity(cq, held)
+                cq["metadata"]["name"]: queue_capacity(cq, held, holding)
                 for cq in connection.queues.store.values()
             }
             views[name] = WorkerView(
                 name, active, healthy, reason, labels, local_queues, queues, briefly_lost=lost
             )
         return views
+
+    def read_workers_again(self) -> None:
+        """The next views read the workers' stores again (not at the next second): a
+        workload's demand in flight on a worker was dropped as its reservation there was
+        seen, and the views must count that reservation from the next decision on."""
+        self._version += 1
 
     def fleet_key(self) -> tuple[Any, ...]:
         """Changes whenever a decision's inputs besides the workload itself and the demand

@@ -139,6 +139,18 @@ class InFlightIndex:
         """The keys of the workloads whose demand is counted."""
         return list(self._by_workload)
 
+    def items(self, workload: str) -> tuple[InFlight, ...]:
+        """What is counted of `workload`, one entry per cluster."""
+        return tuple(self._by_workload.get(workload, ()))
+
+    def drop(self, workload: str, cluster: str) -> bool:
+        """Stop counting `workload`'s demand on `cluster` (only there); whether any was."""
+        items = self._by_workload.get(workload)
+        if not items or not any(i.cluster == cluster for i in items):
+            return False
+        self.replace(workload, [i for i in items if i.cluster != cluster])
+        return True
+
     def clusters_of(self, workload: str) -> set[str]:
         """The clusters where `workload`'s own demand is in flight."""
         return {i.cluster for i in self._by_workload.get(workload, ())}

@@ -331,13 +331,19 @@ class Fleet:
 
 @contextlib.asynccontextmanager
 async def dispatcher_on(
-    workers: dict[str, dict[str, Any]], workloads: list[dict[str, Any]], **settings: Any
+    workers: dict[str, dict[str, Any]],
+    workloads: list[dict[str, Any]],
+    before: Callable[[Fleet], None] | None = None,
+    **settings: Any,
 ) -> AsyncIterator[tuple[Fleet, Dispatcher]]:
     """A started fleet holding `workloads`, and a Dispatcher whose snapshot has synced and
     reached every worker, but whose loop does not run: the test drives it step by step.
+    `before(fleet)` runs before the dispatcher first reads the fleet (faults to inject);
     `settings` replace fields of the fleet's Settings."""
     fleet = Fleet(workers)
     await fleet.start()
+    if before is not None:
+        before(fleet)
     kube = await Kube.from_kubeconfig(fleet.manager.kubeconfig(), "manager")
     dispatcher = Dispatcher(
         kube, replace(fleet.settings, **settings), Metrics(), Kube.from_kubeconfig

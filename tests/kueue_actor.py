@@ -9,12 +9,19 @@ Rules, from kubernetes-sigs/kueue at v0.19.2:
 - the Workload CRD's CEL rules (apis/kueue/v1beta2/workload_types.go): clusterName and
   nominatedClusterNames are never both set, and at most 20 names.
 - pkg/controller/admissionchecks/multikueue/workload.go: the worker's Kueue admits its copy
-  of the workload (its ClusterQueue's reservation grows) before the manager's MultiKueue
-  controller sets clusterName, which clears the nominations.
+  of the workload before the manager's MultiKueue controller sets clusterName (once it sees
+  the copy Admitted, 539-540), which clears the nominations (1240-1250).
+- pkg/controller/core/clusterqueue_controller.go: the worker's ClusterQueue status counts
+  the copy (status.flavorsReservation, reservingWorkloads) only when the clusterqueue
+  controller rewrites it, queued a batch period after the workload changed
+  (NotifyWorkloadUpdate 249-268, AddAfter(constants.UpdatesBatchPeriod) 481-486, 1s in
+  pkg/constants/constants.go 32-36; updateCqStatusIfChanged 513-561): so clusterName can
+  come before the worker's ClusterQueue counts the copy (WorkerKueue, status_lag).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -22,6 +29,7 @@ from typing import Any
 
 from aiohttp import web
 
+from controller.model import milli
 from tests.fleet_harness import NS, K, cluster_queue
 from tests.kube_emulator import Emulator, Request
 
@@ -114,8 +122,94 @@ class _ReadAgain:
 
 
 def worker_reserves(worker: Emulator, cpu: str, total: str, memory: str = "32Gi") -> None:
-    """The worker's Kueue admits a copy: its ClusterQueue's reservation now totals `total`
-    cpu (the copy included) and nothing waits in it, as Kueue reports it."""
+    """The worker's Kueue rewrites its ClusterQueue's status after admitting a copy: its
+    reservation now totals `total` cpu (the copy included) and nothing waits in it. Only
+    the status write, which real Kueue makes a batch period after the admission: for the
+    admission itself, with that lag, see WorkerKueue."""
     cq = cluster_queue(cpu, memory, total)
     cq["status"]["pendingWorkloads"] = 0
     worker.put(f"{K}/clusterqueues", cq)
+
+
+def _amount(milli_units: int) -> str:
+    whole, part = divmod(milli_units, 1000)
+    return f"{milli_units}m" if part else str(whole)
+
+
+@dataclass
+class WorkerKueue:
+    """A worker's Kueue admitting MultiKueue's copies, as v0.19.2 does it: the copy is
+    written with QuotaReserved and Admitted (the manager's MultiKueue controller may set
+    clusterName from then on), and its ClusterQueue's status counts it `status_lag`
+    seconds later (the clusterqueue controller's batch period, 1s; see the module's
+    docstring). 0: in the same step, as the emulator did before, kinder than Kueue; None:
+    only when flush() is called, for tests that must decide inside the lag."""
+
+    worker: Emulator
+    status_lag: float | None = 1.0
+    _due: list[dict[str, Any]] = field(default_factory=list)
+    _timers: list[asyncio.TimerHandle] = field(default_factory=list)
+
+    def admit(self, original: dict[str, Any]) -> dict[str, Any]:
+        """The worker's copy of the manager's `original` (which has quota reserved on the
+        manager), admitted in the same ClusterQueue; returns it."""
+        copy = json.loads(json.dumps(original))
+        meta = copy["metadata"]
+        copy["metadata"] = {
+            "name": meta["name"],
+            "namespace": meta["namespace"],
+            "labels": {"kueue.x-k8s.io/multikueue-origin": "multikueue"},
+        }
+        status = copy["status"]
+        status.pop("nominatedClusterNames", None)
+        status.pop("clusterName", None)
+        status.pop("admissionChecks", None)
+        when = status["conditions"][0]["lastTransitionTime"]
+        status["conditions"] = [
+            {"type": t, "status": "True", "reason": t, "message": "", "lastTransitionTime": when}
+            for t in ("QuotaReserved", "Admitted")
+        ]
+        copy = self.worker.put(WORKLOADS, copy)
+        if self.status_lag == 0:
+            self._count(copy)
+        else:
+            self._due.append(copy)
+            if self.status_lag is not None:
+                loop = asyncio.get_running_loop()
+                self._timers.append(loop.call_later(self.status_lag, self._count_due, copy))
+        return copy
+
+    def _count_due(self, copy: dict[str, Any]) -> None:
+        if any(c is copy for c in self._due):
+            self._due = [c for c in self._due if c is not copy]
+            self._count(copy)
+
+    def flush(self) -> None:
+        """The ClusterQueue status writes that are due, made now."""
+        due, self._due = self._due, []
+        for copy in due:
+            self._count(copy)
+
+    def _count(self, copy: dict[str, Any]) -> None:
+        admission = copy["status"]["admission"]
+        cq = self.worker.get(f"{K}/clusterqueues", admission["clusterQueue"])
+        assert cq is not None, admission["clusterQueue"]
+        cq = json.loads(json.dumps(cq))
+        status = cq.setdefault("status", {})
+        reservations = {f["name"]: f for f in status.setdefault("flavorsReservation", [])}
+        for assignment in admission["podSetAssignments"]:
+            for resource, amount in assignment["resourceUsage"].items():
+                flavor_name = assignment["flavors"][resource]
+                empty = {"name": flavor_name, "resources": []}
+                flavor = reservations.setdefault(flavor_name, empty)
+                if flavor not in status["flavorsReservation"]:
+                    status["flavorsReservation"].append(flavor)
+                entry = next((r for r in flavor["resources"] if r["name"] == resource), None)
+                if entry is None:
+                    entry = {"name": resource, "total": "0", "borrowed": "0"}
+                    flavor["resources"].append(entry)
+                entry["total"] = _amount(milli(entry["total"]) + milli(amount))
+        status["reservingWorkloads"] = int(status.get("reservingWorkloads") or 0) + 1
+        status["admittedWorkloads"] = int(status.get("admittedWorkloads") or 0) + 1
+        status["pendingWorkloads"] = 0
+        self.worker.put(f"{K}/clusterqueues", cq)

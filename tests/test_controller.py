@@ -39,7 +39,7 @@ from tests.fleet_harness import (
     until,
     workload,
 )
-from tests.kueue_actor import KueueManager, worker_reserves
+from tests.kueue_actor import KueueManager, WorkerKueue, worker_reserves
 
 WORKLOADS = f"{K}/workloads"
 
@@ -126,6 +126,140 @@ async def test_the_cluster_admitting_a_workload_is_never_dropped(fleet: Fleet) -
     assert fleet.nominations("job") == ["w2"]
     assert len(fleet.manager.writes("/workloads/job/status")) == 1
     fleet.manager.set_cluster_name("job", "w2")  # refused (AssertionError) had w2 been dropped
+
+
+FOUR_EACH = {"w1": {"cpu": "4"}, "w2": {"cpu": "4"}}
+
+
+@pytest.mark.parametrize("copy_seen", [True, False])
+def test_an_admitted_workload_counts_on_its_worker_before_its_cluster_queue_does(
+    copy_seen: bool,
+) -> None:
+    """The defect a real run found (Kueue v0.19.2, MostFreeQuota, two workers of 4 cpu):
+    two workloads of 1 cpu one after the other; the first went to w1, and the second was
+    decided after the first got clusterName=w1 but before w1's ClusterQueue status counted
+    the copy (Kueue writes it a batch period later: tests/kueue_actor.py). Its demand was
+    forgotten at clusterName, both workers looked 75% free after it, and the second went
+    to w1 too. It must go to w2, whether w1's Workloads already show the copy holding quota
+    (then that is counted, from the worker) or not yet (then its demand stays in flight on
+    w1)."""
+
+    @fleet_test(FOUR_EACH, kueue=True)
+    async def run(fleet: Fleet) -> None:
+        w1 = WorkerKueue(fleet.workers["w1"], status_lag=None)  # the status never in time
+        await fleet.run_controller()
+        first = fleet.manager.put(WORKLOADS, workload("first", cpu="1"))
+        assert await until(lambda: fleet.nominations("first")) == ["w1"]
+        if copy_seen:
+            w1.admit(first)
+        fleet.manager.set_cluster_name("first", "w1")
+        fleet.manager.put(WORKLOADS, workload("second", cpu="1"))
+        assert await until(lambda: fleet.nominations("second")) == ["w2"]
+        (event,) = await until(lambda: fleet.events("second"))
+        assert event["message"].startswith("w2: fits in default-flavor; 75% of the tightest")
+        assert "not chosen: w1 (fits in default-flavor; 50%" in event["message"]
+
+    run()
+
+
+def _reserved_cpu(dispatcher: Dispatcher, worker: str) -> int:
+    queue = dispatcher.state.worker_views()[worker].queues["cluster-queue"]
+    return queue.groups[0][0].reserved.get("cpu", 0)
+
+
+def _in_flight_cpu(dispatcher: Dispatcher, worker: str) -> int:
+    totals = dispatcher.in_flight.totals(worker, "cluster-queue")
+    return totals.get("default-flavor", {}).get("cpu", 0)
+
+
+@pytest.mark.parametrize("workloads_readable", [True, False])
+def test_an_admitted_workloads_demand_moves_from_in_flight_to_reserved_once(
+    workloads_readable: bool,
+) -> None:
+    """Nominated to w1 and w2, admitted on w1: its demand stays in flight on w1 alone, and
+    goes exactly when what is read of w1 counts the reservation, never counted twice nor
+    not at all: when w1's Workloads show the copy holding quota, or, where the reader
+    identity may not read them, when w1's ClusterQueue status is rewritten. Then Kueue's
+    late status write changes nothing (the larger of the two, not their sum)."""
+
+    async def main() -> None:
+        key = f"{NS}/job"
+        job = workload("job", cpu="1")
+
+        def unreadable(fleet: Fleet) -> None:
+            if not workloads_readable:
+                fleet.workers["w1"].fail("GET", "/workloads", 403, times=10**6)
+
+        policy = Policy(clusters_to_nominate=2)
+        async with dispatcher_on(FOUR_EACH, [job], before=unreadable, default_policy=policy) as (
+            fleet,
+            dispatcher,
+        ):
+            await dispatcher.reconcile(key)
+            await asyncio.gather(*dispatcher._tasks_in_flight)
+            assert dispatcher.in_flight.clusters_of(key) == {"w1", "w2"}
+            w1 = WorkerKueue(fleet.workers["w1"], status_lag=None)
+            store = dispatcher.state.workloads.store
+            fleet.manager.put(WORKLOADS, workload("job", cpu="1", cluster="w1"))
+            await until(lambda: (store[key].get("status") or {}).get("clusterName"))
+            await dispatcher.reconcile(key)
+            # Only on w1 now, and w1's ClusterQueue does not count it yet.
+            assert dispatcher.in_flight.clusters_of(key) == {"w1"}
+            assert (_reserved_cpu(dispatcher, "w1"), _in_flight_cpu(dispatcher, "w1")) == (0, 1000)
+            assert _in_flight_cpu(dispatcher, "w2") == 0
+            await dispatcher.reconcile(key)  # decided again: nothing changes
+            assert (_reserved_cpu(dispatcher, "w1"), _in_flight_cpu(dispatcher, "w1")) == (0, 1000)
+            w1.admit(fleet.manager.get(WORKLOADS, "job", NS))
+            if workloads_readable:
+                # The copy holds quota on w1: read from there, no longer in flight.
+                await until(lambda: not dispatcher.in_flight.workloads(), what="the copy seen")
+                assert (_reserved_cpu(dispatcher, "w1"), _in_flight_cpu(dispatcher, "w1")) == (
+                    1000,
+                    0,
+                )
+                assert not dispatcher._admitted
+            else:
+                await asyncio.sleep(0.3)  # the copy is there, but cannot be read
+                assert (_reserved_cpu(dispatcher, "w1"), _in_flight_cpu(dispatcher, "w1")) == (
+                    0,
+                    1000,
+                )
+            w1.flush()  # Kueue's ClusterQueue status write, a batch period late
+            await until(lambda: _reserved_cpu(dispatcher, "w1") == 1000, what="the status")
+            assert _in_flight_cpu(dispatcher, "w1") == 0
+            assert not dispatcher.in_flight.workloads() and not dispatcher._admitted
+
+    asyncio.run(asyncio.wait_for(main(), 60))
+
+
+@pytest.mark.parametrize("end", ["deleted", "expired", "worker removed"])
+def test_an_admitted_workloads_demand_in_flight_never_outlives_it(end: str) -> None:
+    """Kept in flight on its worker after admission, the demand still goes with the
+    workload, after ADMITTED_UNSEEN_SECONDS without the worker showing it (an event lost),
+    and with the worker."""
+
+    async def main() -> None:
+        key = f"{NS}/job"
+        async with dispatcher_on(FOUR_EACH, [workload("job", cpu="1")]) as (fleet, dispatcher):
+            await dispatcher.reconcile(key)
+            await asyncio.gather(*dispatcher._tasks_in_flight)
+            store = dispatcher.state.workloads.store
+            fleet.manager.put(WORKLOADS, workload("job", cpu="1", cluster="w1"))
+            await until(lambda: (store[key].get("status") or {}).get("clusterName"))
+            await dispatcher.reconcile(key)
+            assert set(dispatcher._admitted) == {key} and _in_flight_cpu(dispatcher, "w1") == 1000
+            if end == "deleted":
+                fleet.manager.remove(WORKLOADS, "job", NS)
+                await until(lambda: key not in store, what="the deletion")
+            elif end == "expired":
+                dispatcher._admitted[key] = replace(dispatcher._admitted[key], until=0.0)
+                dispatcher._expire_admitted()
+            else:
+                await dispatcher.state.workers.pop("w1").stop()
+                dispatcher._expire_admitted()
+            assert not dispatcher.in_flight.workloads() and not dispatcher._admitted
+
+    asyncio.run(asyncio.wait_for(main(), 60))
 
 
 @fleet_test(TWO, kueue=True)

@@ -209,3 +209,35 @@ def test_the_workload_crds_cel_rules() -> None:
         assert await status({"clusterName": "w2"}) == 422
 
     on_emulator(test)
+
+
+@pytest.mark.parametrize("lag", [0.0, 0.3])
+def test_a_workers_kueue_counts_an_admission_in_its_cluster_queue_status_late(lag: float) -> None:
+    """Kueue v0.19.2 writes the copy's QuotaReserved at once and its ClusterQueue's
+    status a batch period later (tests/kueue_actor.py): the emulated worker does the same,
+    `status_lag` seconds later (0: in the same step)."""
+    from tests.fleet_harness import cluster_queue
+    from tests.kueue_actor import WorkerKueue
+
+    async def test(emulator: Emulator, kube: Kube) -> None:
+        cqs = f"{K}/clusterqueues"
+        emulator.put(cqs, cluster_queue("4", "32Gi", "1", "1Gi"))
+        worker = WorkerKueue(emulator, status_lag=lag)
+        copy = worker.admit(workload("job", cpu="1500m"))
+        kept = emulator.get(WL, "job", NS)
+        assert kept is not None and copy["metadata"]["name"] == "job"
+        conditions = {c["type"]: c["status"] for c in kept["status"]["conditions"]}
+        assert conditions == {"QuotaReserved": "True", "Admitted": "True"}
+
+        def reserved() -> dict[str, str]:
+            status = emulator.get(cqs, "cluster-queue")["status"]
+            (flavor,) = status["flavorsReservation"]
+            return {r["name"]: r["total"] for r in flavor["resources"]}
+
+        if lag:
+            assert reserved() == {"cpu": "1", "memory": "1Gi"}  # not yet
+            await asyncio.sleep(lag + 0.2)
+        assert reserved() == {"cpu": "2500m", "memory": str(2 * 1024**3)}
+        assert emulator.get(cqs, "cluster-queue")["status"]["reservingWorkloads"] == 1
+
+    on_emulator(test)

@@ -575,6 +575,30 @@ def test_what_a_workers_workloads_hold_is_read_as_kueues_cache_counts_it() -> No
     assert queue_capacity(lower, None).held is None  # the Workloads not read
 
 
+def test_the_reservation_read_is_never_below_what_the_workers_workloads_hold() -> None:
+    """Kueue v0.19.2 writes a ClusterQueue's status.flavorsReservation a batch period after
+    a reservation (pkg/controller/core/clusterqueue_controller.go 481-486): until then the
+    reservation read is what the worker's Workloads hold, resource by resource, and once
+    the status counts the same workloads it is not counted twice (the larger, not the
+    sum); a status ahead of the Workloads (one finished, not yet rewritten) stands."""
+    from controller.fleet_state import held_by_queue, holding, queue_capacity, reserved_by_queue
+    from tests.fleet_harness import cluster_queue
+
+    held = held_by_queue([holding(workload("a", cpu="2", memory="1Gi")), holding(workload("b"))])
+    summed = reserved_by_queue(held)
+    assert summed == {"cluster-queue": {"default-flavor": {"cpu": units(3), "memory": 2 * GI}}}
+
+    def reserved(cpu: str, memory: str, read: bool = True) -> dict[str, int]:
+        cq = cluster_queue("8", "32Gi", cpu, memory)
+        queue = queue_capacity(cq, held, summed if read else None)
+        return queue.groups[0][0].reserved
+
+    assert reserved("0", "0") == {"cpu": units(3), "memory": 2 * GI}  # the status is late
+    assert reserved("3", "2Gi") == {"cpu": units(3), "memory": 2 * GI}  # counted once
+    assert reserved("5", "1Gi") == {"cpu": units(5), "memory": 2 * GI}
+    assert reserved("0", "0", read=False) == {"cpu": 0, "memory": 0}  # Workloads not read
+
+
 # --- the workload contract --------------------------------------------------------------
 
 
