@@ -4,7 +4,7 @@
 
 # One place for the tool pins; components/model/versions.py holds the same numbers for Python.
 KIND_VERSION="v0.33.0"
-PULUMI_VERSION="3.272.0"
+PULUMI_VERSION="3.274.1"
 # The dev stack's passphrase (its salt is committed in stacks/Pulumi.dev.yaml).
 DEV_PASSPHRASE="multikueue-fleet-dev"
 TOOLS="${MKF_TOOLS_DIR:-$ROOT/.tools/bin}"

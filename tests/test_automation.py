@@ -314,7 +314,7 @@ def say(line):
 say(" ".join(args))
 stack = args[args.index("--stack") + 1] if "--stack" in args else None
 if args[:1] == ["version"]:
-    print("v3.272.0")
+    print("v3.274.1")
 elif args[:2] == ["stack", "select"]:
     if not (state / f"stack-{stack}").exists():
         sys.exit(print(f"error: no stack named '{stack}' found", file=sys.stderr) or 255)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from components.model.versions import PULUMI_CLI_VERSION
 from components.upstream import toolchain
 from tests.real_fleet import pulumi_env
 
@@ -115,6 +116,10 @@ def test_the_cli_is_the_pinned_release(project: tuple[Path, dict[str, str]]) -> 
     assert result.returncode == 0, result.stderr
     pinned = toolchain.module_versions(toolchain.PULUMI_MODULE)["github.com/pulumi/pulumi/pkg/v3"]
     assert result.stdout.strip() == pinned
+    # The CLI a user's scripts/up.sh installs is the one tested here.
+    assert pinned == f"v{PULUMI_CLI_VERSION}"
+    env_sh = (toolchain.ROOT / "scripts" / "env.sh").read_text()
+    assert f'PULUMI_VERSION="{PULUMI_CLI_VERSION}"' in env_sh
     # Pulumi.yaml's requiredPulumiVersion (>=3.260.0): the CLI refuses below it.
     assert tuple(map(int, pinned.lstrip("v").split("."))) >= (3, 260, 0)
 

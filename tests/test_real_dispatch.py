@@ -293,14 +293,9 @@ class Dispatching:
         )
         status = self.manager_workload(workload)["status"]
         assert _condition(status, "Admitted"), f"{workload} on the manager: {status}"
-        # What the dispatcher reads free quota from, the worker's ClusterQueue status, counts
-        # the copy (Kueue writes it after admitting): only then is the next decision made
-        # knowing of it, as one made seconds later in a real fleet would be.
-        queue = copy["status"]["admission"]["clusterQueue"]
-        self.wait(
-            f"{cluster}'s ClusterQueue {queue} to count {workload} among its reservations",
-            lambda: _counts_all_reservations(self.worker(cluster), queue),
-        )
+        # No wait here for the worker's ClusterQueue status to count the copy (Kueue writes
+        # it a batch period later): the next decision must know of it already, from the
+        # dispatcher's own demand in flight and the worker's Workloads.
         return str(cluster)
 
     def stop_worker(self, name: str) -> None:
@@ -375,18 +370,6 @@ def _reserved(queue: dict[str, Any]) -> bool:
         for flavor in status.get("flavorsReservation") or []
         for r in flavor.get("resources") or []
     )
-
-
-def _counts_all_reservations(worker: Client, queue: str) -> bool:
-    """Whether the ClusterQueue's status counts every workload reserving quota in it."""
-    reserving = [
-        w
-        for w in worker.list(WORKLOADS, "Workload", NAMESPACE)
-        if ((w.get("status") or {}).get("admission") or {}).get("clusterQueue") == queue
-        and _condition(w["status"], "QuotaReserved")
-    ]
-    found = worker.get(WORKLOADS, "ClusterQueue", queue) or {}
-    return int((found.get("status") or {}).get("reservingWorkloads") or 0) == len(reserving)
 
 
 def _condition(status: dict[str, Any], kind: str) -> bool:

@@ -53,7 +53,7 @@ OUTPUTS = json.dumps(
 # Records each call with the backend and passphrase it saw; answers what up/down read.
 FAKE_PULUMI = r"""echo "pulumi $* | $PULUMI_BACKEND_URL | ${PULUMI_CONFIG_PASSPHRASE:-}" >> LOG
 case "$1 $2" in
-  "version "*) echo v3.272.0 ;;
+  "version "*) echo v3.274.1 ;;
   "stack output")
     if [ "$3" = checks ]; then echo '["kubectl --context kind-dev-manager get clusterqueues"]'
     else echo "$FAKE_OUTPUTS"

@@ -19,7 +19,10 @@ KUEUE_SUPPORTED_MINOR = "v0.19."
 KUEUE_VERSIONS = (KUEUE_VERSION,)
 
 KIND_VERSION = "v0.33.0"
-PULUMI_CLI_VERSION = "3.272.0"
+# The CLI scripts/up.sh installs (scripts/env.sh PULUMI_VERSION): the release the real tier
+# builds from tools/pulumi/go.mod and tests (the Go module proxy does not serve 3.272.0, the
+# SDK's release in requirements.txt; a newer CLI runs an older SDK's program).
+PULUMI_CLI_VERSION = "3.274.1"
 
 # kind supports a node image only with the kind release that built it, and only by
 # digest (kind v0.33.0 release notes, "Images pre-built for this release").
