@@ -382,6 +382,6 @@ def test_destroy_with_a_job_still_admitted_leaves_nothing_behind(
     # The user's Job is theirs: still there, on the manager, with its queue label.
     job = d.manager.get("batch/v1", "Job", "still-running", steps.NAMESPACE)
     assert job is not None, f"destroy deleted the user's Job (it ran on {cluster})"
-    # The team namespace was there before the stack (the launcher's `default`; `team-a`
-    # patched, never owned): still there.
+    # A team namespace on an existing cluster is patched, never owned (the stack cannot
+    # tell what else lives there): still there.
     assert project.client("manager").get("v1", "Namespace", "team-a") is not None
