@@ -17,6 +17,7 @@ import pytest
 import yaml
 from pulumi.dynamic.dynamic import serialize_provider
 
+from components.resources.drain import QueueDrainProvider
 from components.resources.providers import (
     CommandFailed,
     ControllerImageProvider,
@@ -257,7 +258,11 @@ def test_providers_unpickle_in_a_fresh_interpreter_from_the_project_directory() 
         "old = json.loads(sys.argv[1])\n"
         "print(json.dumps(provider.diff('x', old, {**old, 'tag': 'new'}).changes))\n"
     )
-    for provider in (ControllerImageProvider(), ServiceAccountTokenProvider()):
+    for provider in (
+        ControllerImageProvider(),
+        ServiceAccountTokenProvider(),
+        QueueDrainProvider(),
+    ):
         result = subprocess.run(
             [sys.executable, "-c", script, json.dumps({**IMAGE, "secret": "s"})],
             input=serialize_provider(provider),

@@ -69,6 +69,12 @@ LEFTOVER_KINDS = (
     ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"),
     ("v1", "Namespace"),
     ("apiextensions.k8s.io/v1", "CustomResourceDefinition"),
+    # In every namespace, the launcher's kueue-system included.
+    ("v1", "ServiceAccount"),
+    ("v1", "Secret"),
+    ("v1", "ConfigMap"),
+    ("rbac.authorization.k8s.io/v1", "Role"),
+    ("rbac.authorization.k8s.io/v1", "RoleBinding"),
 )
 
 
