@@ -716,7 +716,7 @@ def _existing_fleet(origin: str, manager_context: str, worker: dict[str, Any]) -
         "kubernetesVersion": "1.35",
         "existing": {"context": manager_context},
     }
-    config["workers"] = [{"name": "shared", "provider": "existing", "existing": worker}]
+    config["workers"] = [{"name": "common", "provider": "existing", "existing": worker}]
     config["kueue"] = {"multiKueue": {"origin": origin}}
     return config
 
@@ -725,18 +725,18 @@ def test_two_fleets_never_share_an_existing_cluster(tmp_path: Path) -> None:
     """Every fleet installs the same names on a worker (Kueue, the multikueue identity, the
     queues): the second fleet's up would stop on "already exists", so validation refuses
     the sharing first, whatever the origins, and whatever the contexts are called."""
-    one = _kubeconfig(tmp_path / "one", {"shared": ("https://shared.example:6443", "Q0E=")})
-    two = _kubeconfig(tmp_path / "two", {"also": ("https://shared.example:6443", "Q0E=")})
-    a = _spec(_existing_fleet("one", "mgr-a", {"context": "shared", "kubeconfigPath": one}), "a")
+    one = _kubeconfig(tmp_path / "one", {"common": ("https://common.example:6443", "Q0E=")})
+    two = _kubeconfig(tmp_path / "two", {"also": ("https://common.example:6443", "Q0E=")})
+    a = _spec(_existing_fleet("one", "mgr-a", {"context": "common", "kubeconfigPath": one}), "a")
     b = _spec(_existing_fleet("two", "mgr-b", {"context": "also", "kubeconfigPath": two}), "b")
     (problem,) = validate_together([("a.yaml", a), ("b.yaml", b)])
     assert problem.path == "workers[0]"
-    assert "at https://shared.example:6443 (its API server and CA) is used by a.yaml" in (
+    assert "at https://common.example:6443 (its API server and CA) is used by a.yaml" in (
         problem.message
     )
     assert "its own cluster" in problem.hint
-    other = _kubeconfig(tmp_path / "other", {"shared": ("https://other.example:6443", "Q0E=")})
-    c = _existing_fleet("three", "mgr-c", {"context": "shared", "kubeconfigPath": other})
+    other = _kubeconfig(tmp_path / "other", {"common": ("https://other.example:6443", "Q0E=")})
+    c = _existing_fleet("three", "mgr-c", {"context": "common", "kubeconfigPath": other})
     assert validate_together([("a.yaml", a), ("c.yaml", _spec(c, "c"))]) == []
 
 
@@ -765,8 +765,8 @@ def test_kubeadms_default_context_name_in_two_files_is_two_clusters(tmp_path: Pa
 
 def test_one_stack_cannot_name_one_existing_cluster_twice(tmp_path: Path) -> None:
     """Another `server` (how the manager's pods reach it) does not make another cluster."""
-    path = _kubeconfig(tmp_path / "k", {"shared": ("https://shared.example:6443", "Q0E=")})
-    worker = {"context": "shared", "kubeconfigPath": path}
+    path = _kubeconfig(tmp_path / "k", {"common": ("https://common.example:6443", "Q0E=")})
+    worker = {"context": "common", "kubeconfigPath": path}
     config = _existing_fleet("one", "mgr-a", worker)
     config["workers"].append(
         {
@@ -780,11 +780,11 @@ def test_one_stack_cannot_name_one_existing_cluster_twice(tmp_path: Path) -> Non
 
 
 def test_an_unreadable_kubeconfig_still_tells_one_context_used_twice(tmp_path: Path) -> None:
-    worker = {"context": "shared", "kubeconfigPath": str(tmp_path / "absent")}
+    worker = {"context": "common", "kubeconfigPath": str(tmp_path / "absent")}
     config = _existing_fleet("one", "mgr-a", worker)
     config["workers"].append({"name": "again", "provider": "existing", "existing": worker})
     problem = only(problems_of(config), "workers[1]")
-    assert f"context 'shared' of {tmp_path / 'absent'} is used by" in problem.message
+    assert f"context 'common' of {tmp_path / 'absent'} is used by" in problem.message
 
 
 def test_default_origins_differ_per_fleet() -> None:
