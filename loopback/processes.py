@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -34,11 +35,48 @@ class Started:
         return not running(self.as_dict())
 
 
+# Ports handed out by this process, so that two components of one fleet never get the same.
+_HANDED_OUT: set[int] = set()
+# Listening ports are chosen from here up to the start of the kernel's ephemeral range.
+LOWEST_PORT = 10000
+
+
+def ephemeral_range(path: Path = Path("/proc/sys/net/ipv4/ip_local_port_range")) -> range:
+    """The ports the kernel gives outgoing connections (Linux's default 32768-60999)."""
+    try:
+        low, high = (int(part) for part in path.read_text().split()[:2])
+    except (OSError, ValueError):
+        low, high = 32768, 60999
+    return range(low, high + 1)
+
+
 def free_port() -> int:
-    """A port on 127.0.0.1 that nothing listens on now (the kernel's choice)."""
+    """A port on 127.0.0.1 that nothing is bound to now and that the kernel will not hand an
+    outgoing connection meanwhile. A port the kernel picks for bind(0) comes from its
+    ephemeral range, the very range it also picks source ports of outgoing connections from:
+    in the seconds between choosing it and the component binding it, a client connection of
+    another component (say, Kueue's to its API server) can take it, and the component exits
+    with "bind: address already in use" (a CI run saw this for Kueue's health port). So the
+    port is drawn at random below that range, and checked free by binding it."""
+    ephemeral = ephemeral_range()
+    candidates = range(LOWEST_PORT, ephemeral.start)
+    for _ in range(200) if len(candidates) > 1000 else ():
+        port = random.choice(candidates)
+        if port in _HANDED_OUT:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _HANDED_OUT.add(port)
+        return port
+    # An ephemeral range that leaves no room below it: the kernel's choice, as before.
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+        port = int(s.getsockname()[1])
+    _HANDED_OUT.add(port)
+    return port
 
 
 def start(name: str, argv: list[str], log: Path, env: dict[str, str] | None = None) -> Started:

@@ -18,11 +18,11 @@ from components.model.frameworks import FRAMEWORKS
 from components.model.versions import PINNED_SHA256, kueue_bundle
 from components.objects.kueue_install import kueue_objects
 from components.upstream import toolchain
-from loopback import egress, fleet
+from loopback import egress, fleet, processes
 from loopback.controlplane import ControlPlane
 from loopback.kueue import CONTAINER_PORTS, process_args, process_config, split_install
 from loopback.operators import OPERATORS, OperatorProcess, install_manifest
-from loopback.processes import is_ours, start, stop_all
+from loopback.processes import free_port, is_ours, start, stop_all
 from tests.real_fleet import go_missing, spec_of
 from tests.upstream_data import real_kueue_manifest, why_missing
 
@@ -106,6 +106,37 @@ def test_the_egress_proxy_joins_a_cluster_ip_to_its_local_port(tmp_path: Path) -
 
     status, body = asyncio.run(scenario())
     assert status.startswith(b"HTTP/1.1 200") and body == b"echo:hello"
+
+
+def test_listening_ports_never_come_from_the_range_of_outgoing_connections(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A port the kernel's ephemeral range gave out can be taken by a client connection before
+    the component binds it (a CI run lost Kueue that way); ports are drawn below that range,
+    never the same twice in one launcher, never one something is bound to."""
+    ephemeral = processes.ephemeral_range()
+    ports = [free_port() for _ in range(50)]
+    assert len(set(ports)) == 50
+    assert all(processes.LOWEST_PORT <= p < ephemeral.start for p in ports)
+
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        busy = taken.getsockname()[1]
+        # The first draw is a bound port, the second one handed out already, the third free.
+        again = ports[0]
+        fresh = next(p for p in range(processes.LOWEST_PORT, ephemeral.start) if p not in ports)
+        draws = iter([busy, again, fresh])
+        monkeypatch.setattr(processes.random, "choice", lambda _candidates: next(draws))
+        assert free_port() == fresh
+
+    # With no room below the ephemeral range, the kernel's choice as before.
+    narrow = tmp_path / "range"
+    narrow.write_text("10100 60999\n")
+    read = processes.ephemeral_range
+    monkeypatch.setattr(processes, "ephemeral_range", lambda: read(narrow))
+    assert free_port() >= 10100
 
 
 def test_down_stops_what_was_recorded_and_nothing_else(tmp_path: Path) -> None:
