@@ -4,6 +4,7 @@ run together until told to stop; and `explain`, which decides once and writes no
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -98,6 +99,9 @@ async def run(
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         await dispatcher.stop()
+        # Nothing writes any more: hand the lease over rather than let it run out.
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(elector.release(), 5)
         await runner.cleanup()
     return dispatcher
 

@@ -115,3 +115,31 @@ class LeaderElector:
                 return False
             raise
         return True
+
+    async def release(self) -> None:
+        """Gives the lease up on a clean stop, as client-go's ReleaseOnCancel does
+        (k8s.io/client-go v0.37.2, tools/leaderelection/leaderelection.go `tryRelease`:
+        holderIdentity emptied, leaseDurationSeconds 1): the next replica of a rolling
+        update takes over at its next try instead of waiting out the lease. Only while this
+        replica holds it, and only after it has stopped writing (the caller's part); a
+        failure leaves the lease to expire as after a crash."""
+        if not self.is_leader:
+            return
+        self._set(False)
+        try:
+            lease = await self.kube.get(LEASES, self.name, self.namespace)
+            current = lease.get("spec") or {}
+            if current.get("holderIdentity") != self.identity:
+                return
+            now = _stamp(_now())
+            lease["spec"] = {
+                **current,
+                "holderIdentity": "",
+                "leaseDurationSeconds": 1,
+                "renewTime": now,
+                "acquireTime": now,
+            }
+            await self.kube.replace(LEASES, lease)
+            log.info("%s released the lease %s", self.identity, self.name)
+        except Exception as exc:  # noqa: BLE001 (it expires by itself then)
+            log.warning("lease %s not released: %s", self.name, exc)

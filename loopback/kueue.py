@@ -31,7 +31,7 @@ import json
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -189,6 +189,45 @@ def mount_secret(client: Any, name: str, namespace: str, folder: Path) -> bool:
     return True
 
 
+def wait_webhook_ready(
+    plane: ControlPlane,
+    client: Any,
+    what: str,
+    health_port: int,
+    mount_certs: Callable[[Any], object],
+    probe_object: dict[str, Any],
+    log: Path,
+    timeout: float,
+) -> None:
+    """Until a manager's readiness probe answers and the API server has called its webhook
+    for a dry-run create of `probe_object`: its certificates made, mounted (`mount_certs`
+    copies its Secret into its folder, as the kubelet mounts it), injected and served.
+    Stops at once, with its log, if any process of `plane` exited."""
+    deadline = time.monotonic() + timeout
+    probe = f"http://127.0.0.1:{health_port}/readyz"
+    last = ""
+    while True:
+        plane.check_alive()
+        mount_certs(client)
+        try:
+            with urllib.request.urlopen(probe, timeout=3) as answer:
+                ready = answer.status == 200
+        except (OSError, urllib.error.HTTPError) as exc:
+            ready, last = False, f"readyz: {exc}"
+        if ready:
+            try:
+                client.dry_run_create(probe_object)
+                return
+            except Exception as exc:  # noqa: BLE001 - any refusal means not ready yet
+                last = f"webhook: {exc}"
+        if time.monotonic() > deadline:
+            raise StartError(
+                f"{plane.name}: {what} not ready after {timeout:.0f} s ({last}); "
+                f"its log ends: {log_tail(log)}"
+            )
+        time.sleep(0.5)
+
+
 def install_order(obj: dict[str, Any]) -> int:
     """Namespaces and CRDs first (what the rest lives in), webhook configurations last."""
     kind = obj["kind"]
@@ -268,35 +307,20 @@ class Kueue:
     def wait_ready(self, client: Any, timeout: float) -> None:
         """Until Kueue's readiness probe answers and the API server has called its webhook
         for a (dry-run) ResourceFlavor: certificates made, injected and served."""
-        deadline = time.monotonic() + timeout
-        probe = f"http://127.0.0.1:{self.ports['health']}/readyz"
-        last = ""
-        while True:
-            self.plane.check_alive()
-            self.mount_cert_secret(client)
-            try:
-                with urllib.request.urlopen(probe, timeout=3) as answer:
-                    ready = answer.status == 200
-            except (OSError, urllib.error.HTTPError) as exc:
-                ready, last = False, f"readyz: {exc}"
-            if ready:
-                try:
-                    client.dry_run_create(
-                        {
-                            "apiVersion": "kueue.x-k8s.io/v1beta2",
-                            "kind": "ResourceFlavor",
-                            "metadata": {"name": "loopback-probe"},
-                        }
-                    )
-                    return
-                except Exception as exc:  # noqa: BLE001 - any refusal means not ready yet
-                    last = f"webhook: {exc}"
-            if time.monotonic() > deadline:
-                raise StartError(
-                    f"{self.plane.name}: Kueue not ready after {timeout:.0f} s ({last}); "
-                    f"its log ends: {log_tail(self.plane.folder / 'kueue.log')}"
-                )
-            time.sleep(0.5)
+        wait_webhook_ready(
+            self.plane,
+            client,
+            "Kueue",
+            self.ports["health"],
+            self.mount_cert_secret,
+            {
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "ResourceFlavor",
+                "metadata": {"name": "loopback-probe"},
+            },
+            self.plane.folder / "kueue.log",
+            timeout,
+        )
 
 
 VISIBILITY_CERT_DIR = Path("/visibility")

@@ -29,9 +29,6 @@ from __future__ import annotations
 import shutil
 import subprocess
 import tempfile
-import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -49,8 +46,9 @@ from loopback.kueue import (
     mount_secret,
     publish_endpoints,
     service_routes,
+    wait_webhook_ready,
 )
-from loopback.processes import free_port, log_tail, start, stop_all
+from loopback.processes import free_port, start, stop_all
 
 # The container ports of each manager (config/components/manager at both tags).
 CONTAINER_PORTS = {"webhook": 9443, "metrics": 8443, "health": 8081}
@@ -220,26 +218,13 @@ class OperatorProcess:
     def wait_ready(self, client: Any, timeout: float) -> None:
         """Until its readiness probe answers and the API server has called its webhook for
         a (dry-run) object of its kind."""
-        deadline = time.monotonic() + timeout
-        probe = f"http://127.0.0.1:{self.ports['health']}/readyz"
-        last = ""
-        while True:
-            self.plane.check_alive()
-            mount_secret(client, self.secret_name, self.operator.namespace, self.cert_dir)
-            try:
-                with urllib.request.urlopen(probe, timeout=3) as answer:
-                    ready = answer.status == 200
-            except (OSError, urllib.error.HTTPError) as exc:
-                ready, last = False, f"readyz: {exc}"
-            if ready:
-                try:
-                    client.dry_run_create(self.operator.probe)
-                    return
-                except Exception as exc:  # noqa: BLE001 - any refusal means not ready yet
-                    last = f"webhook: {exc}"
-            if time.monotonic() > deadline:
-                raise StartError(
-                    f"{self.plane.name}: {self.name} not ready after {timeout:.0f} s ({last}); "
-                    f"its log ends: {log_tail(self.log)}"
-                )
-            time.sleep(0.5)
+        wait_webhook_ready(
+            self.plane,
+            client,
+            self.name,
+            self.ports["health"],
+            lambda c: mount_secret(c, self.secret_name, self.operator.namespace, self.cert_dir),
+            self.operator.probe,
+            self.log,
+            timeout,
+        )

@@ -5,6 +5,8 @@ down where that one does not."""
 from __future__ import annotations
 
 import asyncio
+import copy
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import aiohttp
@@ -15,6 +17,7 @@ from kubernetes_asyncio.leaderelection.electionconfig import Config
 from kubernetes_asyncio.leaderelection.leaderelection import LeaderElection
 from kubernetes_asyncio.leaderelection.resourcelock.leaselock import LeaseLock
 
+from controller.kube import ApiError
 from controller.leader import LeaderElector
 
 
@@ -90,5 +93,83 @@ def test_ours_steps_down_when_the_server_is_unreachable() -> None:
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
+
+    asyncio.run(main())
+
+
+class _Leases:
+    """One Lease as the API server keeps it: a replace with a stale resourceVersion is a
+    409, as on the real server."""
+
+    def __init__(self) -> None:
+        self.lease: dict[str, Any] | None = None
+        self.version = 0
+
+    async def get(self, _resource: str, name: str, namespace: str) -> dict[str, Any]:
+        if self.lease is None:
+            raise ApiError(404, f"leases {name} not found")
+        return copy.deepcopy(self.lease)
+
+    async def create(self, _resource: str, body: dict[str, Any], _namespace: str) -> None:
+        if self.lease is not None:
+            raise ApiError(409, "already exists")
+        self._store(body)
+
+    async def replace(self, _resource: str, body: dict[str, Any]) -> None:
+        assert self.lease is not None
+        if body["metadata"].get("resourceVersion") != self.lease["metadata"]["resourceVersion"]:
+            raise ApiError(409, "the object has been modified")
+        self._store(body)
+
+    def _store(self, body: dict[str, Any]) -> None:
+        self.version += 1
+        self.lease = copy.deepcopy(body)
+        self.lease["metadata"]["resourceVersion"] = str(self.version)
+
+
+def _elector(leases: _Leases, identity: str) -> LeaderElector:
+    return LeaderElector(leases, "ns", "dispatcher", identity, duration=60)  # type: ignore[arg-type]
+
+
+def test_a_lease_that_ran_out_is_taken_over_and_a_live_one_is_not() -> None:
+    """A leader that crashed never releases: the next replica waits until its lease ran out."""
+
+    async def main() -> None:
+        leases = _Leases()
+        a, b = _elector(leases, "replica-a"), _elector(leases, "replica-b")
+        assert await a.try_acquire()
+        assert not await b.try_acquire()  # a's lease is fresh
+        assert leases.lease is not None
+        stale = datetime.now(UTC) - timedelta(seconds=61)
+        leases.lease["spec"]["renewTime"] = stale.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        assert await b.try_acquire()
+        assert leases.lease["spec"]["holderIdentity"] == "replica-b"
+        assert leases.lease["spec"]["leaseTransitions"] == 1
+
+    asyncio.run(main())
+
+
+def test_a_clean_stop_hands_the_lease_over_and_only_its_own() -> None:
+    async def main() -> None:
+        leases = _Leases()
+        a, b = _elector(leases, "replica-a"), _elector(leases, "replica-b")
+        a._set(await a.try_acquire())
+        await a.release()
+        assert leases.lease is not None
+        spec = leases.lease["spec"]
+        assert (spec["holderIdentity"], spec["leaseDurationSeconds"]) == ("", 1)
+        assert a.is_leader is False
+        # The next replica takes it at once, without waiting out the 60 seconds.
+        b._set(await b.try_acquire())
+        assert b.is_leader and leases.lease["spec"]["holderIdentity"] == "replica-b"
+        # A replica that lost the lease meanwhile (it thinks it leads) leaves b's alone.
+        a._set(True)
+        await a.release()
+        assert leases.lease["spec"]["holderIdentity"] == "replica-b"
+        assert leases.lease["spec"]["leaseDurationSeconds"] == 60
+        # A follower writes nothing on stopping.
+        before = leases.version
+        await _elector(leases, "replica-c").release()
+        assert leases.version == before
 
     asyncio.run(main())

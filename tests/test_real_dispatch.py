@@ -20,9 +20,11 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import pytest
+import yaml
 from kubernetes import watch
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic.exceptions import ResourceNotFoundError
@@ -30,6 +32,7 @@ from kubernetes.dynamic.exceptions import ResourceNotFoundError
 from components.objects.dispatcher import NAME
 from components.objects.labels import FLEET_NAMESPACE
 from controller.model import milli
+from controller.settings import Settings
 from loopback.client import Client
 from loopback.dispatcher import TOKEN_SECONDS, LocalDispatcher, rendered_settings
 from loopback.processes import log_tail
@@ -537,3 +540,21 @@ def test_a_stopped_worker_is_left_out_loses_nothing_and_is_used_again_once_back(
     assert _admitted_copy(d.worker(first), on_first), copy
     assert d.manager_workload(on_first)["status"].get("clusterName") == first
     d.clear()
+
+
+def test_a_dispatcher_that_stops_hands_its_lease_over(dispatching: Dispatching) -> None:
+    """Last in the module: it stops the dispatcher. On SIGTERM it releases its Lease, the
+    way client-go's ReleaseOnCancel does, with its own ServiceAccount's rights, and the real
+    API server takes the release (holder emptied, a 1-second duration)."""
+    d = dispatching
+    settings = yaml.safe_load(d.dispatcher.settings_file.read_text())
+    name = settings.get("leaseName", Settings.lease_name)
+    namespace = settings.get("namespace", Settings.namespace)
+    lease_of = partial(d.manager.get, "coordination.k8s.io/v1", "Lease", name, namespace)
+    held = (lease_of() or {}).get("spec") or {}
+    assert held.get("holderIdentity") == "dispatcher-local", held
+    d.dispatcher.stop()
+    released = (lease_of() or {}).get("spec") or {}
+    assert not released.get("holderIdentity"), f"{released}\n{d.logs()}"
+    assert released.get("leaseDurationSeconds") == 1, released
+    assert "released the lease" in d.dispatcher.log.read_text(), d.logs()

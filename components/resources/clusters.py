@@ -484,7 +484,9 @@ def _gke_gpu_pool(
     https://cloud.google.com/kubernetes-engine/docs/reference/rest/v1/NodeConfig#AcceleratorConfig,
     and https://cloud.google.com/kubernetes-engine/docs/how-to/gpus#create-gpu-pool-auto-drivers),
     and the nvidia.com/gpu=present:NoSchedule taint GKE itself puts on GPU nodes of a
-    cluster with other pools, written out so it holds either way. GKE labels the nodes
+    cluster with other pools, written out so it holds either way and a second `up` plans no
+    replacement for a taint GKE added (Google's cluster-toolkit does the same for that reason:
+    GoogleCloudPlatform/cluster-toolkit#1285, modules/compute/gke-node-pool). GKE labels the nodes
     cloud.google.com/gke-accelerator=<accelerator>, what a flavor selects."""
     assert cluster.gke is not None and cluster.gke.gpu_pool is not None
     g, pool = cluster.gke, cluster.gke.gpu_pool

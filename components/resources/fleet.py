@@ -111,6 +111,33 @@ def cluster_identity(ca_data: pulumi.Input[str]) -> pulumi.Output[str]:
     )
 
 
+def token_identity(handle: ClusterHandle) -> pulumi.Input[str]:
+    """What a ServiceAccountToken of this cluster is read again for: a kind cluster's CA
+    (a new cluster of the same name is another cluster), else the handle's identity."""
+    kind = kind_cluster_of(handle)
+    if kind is not None:
+        return cluster_identity(kind.ca_data)  # type: ignore[attr-defined]
+    return handle.identity
+
+
+def token_kubeconfig(
+    cluster: str,
+    server: pulumi.Input[str],
+    token: ServiceAccountToken,
+    user: str = "",
+    sort_keys: bool = True,
+) -> pulumi.Output[str]:
+    """A kubeconfig (secret) with the token's user for `cluster` at `server`. `sort_keys`
+    stays as each kubeconfig was first written: another order is a change of its Secret."""
+    return pulumi.Output.secret(
+        pulumi.Output.all(server, token.ca_data, token.token).apply(
+            lambda a: yaml.safe_dump(
+                worker_kubeconfig(cluster, a[0], a[1], a[2], user=user), sort_keys=sort_keys
+            )
+        )
+    )
+
+
 def previously_in_group(
     group: str, parent: pulumi.Resource, fleet: pulumi.Resource
 ) -> Callable[[Mapping[str, Any]], list[pulumi.Alias]]:
@@ -231,18 +258,9 @@ class WorkerAccess(pulumi.ComponentResource):
         worker = handle.spec
 
         def kubeconfig_from(token: ServiceAccountToken) -> pulumi.Output[str]:
-            return pulumi.Output.secret(
-                pulumi.Output.all(handle.server, token.ca_data, token.token).apply(
-                    lambda a: yaml.safe_dump(worker_kubeconfig(worker.name, a[0], a[1], a[2]))
-                )
-            )
+            return token_kubeconfig(worker.name, handle.server, token)
 
-        kind = kind_cluster_of(handle)
-        identity = (
-            cluster_identity(kind.ca_data)  # type: ignore[attr-defined]
-            if kind is not None
-            else handle.identity
-        )
+        identity = token_identity(handle)
 
         def token(suffix: str, namespace: str, secret: str) -> ServiceAccountToken:
             return ServiceAccountToken(
@@ -582,7 +600,6 @@ class Fleet(pulumi.ComponentResource):
         ConfigMap's text) and the manager's kubeconfig with the dispatcher ServiceAccount's
         own token (a secret), as stack outputs."""
         spec = self.spec
-        kind = kind_cluster_of(handle)
         token = ServiceAccountToken(
             "manager-dispatcher-token",
             handle.kubeconfig,
@@ -592,20 +609,15 @@ class Fleet(pulumi.ComponentResource):
             pulumi.ResourceOptions(
                 parent=self, depends_on=[objects], deleted_with=created_cluster_of(handle)
             ),
-            cluster_identity(kind.ca_data) if kind is not None else handle.identity,  # type: ignore[attr-defined]
+            token_identity(handle),
         )
         # The server as this machine reaches it (the local kubeconfig's), not as the
         # manager's pods do (handle.server: a kind node's in-network name).
         local_server = pulumi.Output.all(handle.kubeconfig, handle.context).apply(
             lambda a: context_cluster(a[0], a[1])[0]
         )
-        self.dispatcher_kubeconfig = pulumi.Output.secret(
-            pulumi.Output.all(local_server, token.ca_data, token.token).apply(
-                lambda a: yaml.safe_dump(
-                    worker_kubeconfig(spec.manager.name, a[0], a[1], a[2], user=dispatcher.NAME),
-                    sort_keys=False,
-                )
-            )
+        self.dispatcher_kubeconfig = token_kubeconfig(
+            spec.manager.name, local_server, token, user=dispatcher.NAME, sort_keys=False
         )
         endpoints = {
             w.name: pulumi.Output.all(values[f"server {w.name}"], values[f"ca {w.name}"])
