@@ -7,11 +7,11 @@ No pytest here: the controller benchmark uses it too (tests/envtest.py has the f
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import copy
 import os
 import shutil
-import socket
 import ssl
 import subprocess
 import time
@@ -22,6 +22,8 @@ from typing import Any
 
 from controller.kube import ApiError, Kind, Kube
 from controller.policy_api import crd as dispatch_policy_crd
+from loopback import pki
+from loopback.processes import free_port
 from tests.fleet_harness import NS, K
 from tests.upstream_data import real_crd_documents
 
@@ -59,11 +61,12 @@ def stop(process: subprocess.Popen, grace: float = 30.0) -> None:
         process.wait()
 
 
-def _wait_serving(api: subprocess.Popen, port: int, log: Path, timeout: float = 90.0) -> None:
+def _wait_serving(
+    api: subprocess.Popen, port: int, log: Path, ca_file: Path, timeout: float = 90.0
+) -> None:
     """Until /readyz answers ok; says why (the end of the server's log) when the process
     exits or the time is up, instead of letting a test fail later on a refused call."""
-    context = ssl.create_default_context()
-    context.check_hostname, context.verify_mode = False, ssl.CERT_NONE  # self-made cert
+    context = ssl.create_default_context(cafile=str(ca_file))
     request = urllib.request.Request(
         f"https://127.0.0.1:{port}/readyz", headers={"Authorization": f"Bearer {TOKEN}"}
     )
@@ -84,19 +87,19 @@ def _wait_serving(api: subprocess.Popen, port: int, log: Path, timeout: float = 
         time.sleep(0.5)
 
 
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @contextlib.contextmanager
 def running_apiserver(work: Path) -> Iterator[dict[str, Any]]:
     """etcd and kube-apiserver from KUBEBUILDER_ASSETS, state under `work`; yields an admin
     kubeconfig (a static token) once the server is ready, and stops both on the way out (a
     grace period, then a kill); their logs are in `work`. Shared by the tests and the
     controller benchmark."""
-    etcd_port, peer_port, api_port = _port(), _port(), _port()
+    etcd_port, peer_port, api_port = free_port(), free_port(), free_port()
+    # The server's certificate, from a CA made for this run, which the kubeconfig trusts:
+    # clients verify it as they would any cluster's (no insecure-skip-tls-verify).
+    ca = pki.Authority(work, "ca", "envtest-ca")
+    serving_cert, serving_key = ca.issue(
+        work, "apiserver", "kube-apiserver", server_names=("localhost",), server_ips=("127.0.0.1",)
+    )
     key = work / "sa.key"
     subprocess.run(["openssl", "genrsa", "-out", str(key), "2048"], check=True, capture_output=True)
     (work / "tokens.csv").write_text(f"{TOKEN},admin,admin,system:masters\n")
@@ -125,8 +128,10 @@ def running_apiserver(work: Path) -> Iterator[dict[str, Any]]:
             "127.0.0.1",
             "--secure-port",
             str(api_port),
-            "--cert-dir",
-            str(work / "certs"),
+            "--tls-cert-file",
+            str(serving_cert),
+            "--tls-private-key-file",
+            str(serving_key),
             "--token-auth-file",
             str(work / "tokens.csv"),
             "--service-account-issuer",
@@ -149,13 +154,12 @@ def running_apiserver(work: Path) -> Iterator[dict[str, Any]]:
         "apiVersion": "v1",
         "kind": "Config",
         "current-context": "envtest",
-        # The server's certificate is self-made for this run only.
         "clusters": [
             {
                 "name": "envtest",
                 "cluster": {
                     "server": f"https://127.0.0.1:{api_port}",
-                    "insecure-skip-tls-verify": True,
+                    "certificate-authority-data": base64.b64encode(ca.pem()).decode(),
                 },
             }
         ],
@@ -163,7 +167,7 @@ def running_apiserver(work: Path) -> Iterator[dict[str, Any]]:
         "contexts": [{"name": "envtest", "context": {"cluster": "envtest", "user": "admin"}}],
     }
     try:
-        _wait_serving(api, api_port, api_log)
+        _wait_serving(api, api_port, api_log, ca.cert_path)
         yield kubeconfig
     finally:
         for process in (api, etcd):

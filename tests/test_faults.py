@@ -9,7 +9,6 @@ import asyncio
 import contextlib
 import os
 import signal
-import socket
 import sys
 import tempfile
 from collections.abc import Awaitable, Callable
@@ -18,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from loopback.processes import free_port
 from tests.fleet_harness import NS, Fleet, K, reader_secret, until, workload
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -197,9 +197,8 @@ def test_sigterm_stops_the_controller_promptly_while_a_worker_cannot_be_reached(
         with tempfile.TemporaryDirectory() as tmp:
             kubeconfig, settings, log = (Path(tmp) / n for n in ("kc", "settings", "log"))
             kubeconfig.write_text(yaml.safe_dump(fleet.manager.kubeconfig()))
-            with socket.socket() as s:
-                s.bind(("127.0.0.1", 0))
-                port = s.getsockname()[1]
+            # Below the ephemeral range: no outgoing connection takes it before the bind.
+            port = free_port()
             settings.write_text(yaml.safe_dump({"metricsPort": port, "resyncSeconds": 0.5}))
             with log.open("w") as err:
                 process = await asyncio.create_subprocess_exec(
