@@ -51,6 +51,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 import yaml
 
@@ -236,10 +237,42 @@ async def until_count(arrivals: Arrivals, wanted: int, prefix: str, controller: 
             raise SystemExit(f"the controller stopped (exit code {controller.returncode})")
 
 
-def cpu_seconds(pid: int) -> float:
-    """A process's CPU time so far (user + system), from /proc."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+def cpu_seconds(*pids: int) -> float:
+    """The processes' CPU time so far (user + system), from /proc."""
+    total = 0
+    for pid in pids:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def _argv(pid: str) -> list[str]:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+    except OSError:
+        return []
+
+
+def _flag(argv: list[str], name: str) -> str | None:
+    return argv[argv.index(name) + 1] if name in argv[:-1] else None
+
+
+def real_server_pids(config: dict[str, Any]) -> list[int]:
+    """The kube-apiserver serving `config` and its etcd (found by their flags), whose CPU
+    counts as the server's; none when they are not processes of this machine."""
+    port = str(urlparse(config["clusters"][0]["cluster"]["server"]).port)
+    found: list[int] = []
+    for entry in Path("/proc").iterdir():
+        argv = _argv(entry.name) if entry.name.isdigit() else []
+        if argv and argv[0].endswith("kube-apiserver") and _flag(argv, "--secure-port") == port:
+            etcd = _flag(argv, "--etcd-servers")
+            found.append(int(entry.name))
+            for other in Path("/proc").iterdir():
+                theirs = _argv(other.name) if other.name.isdigit() else []
+                listens = _flag(theirs, "--listen-client-urls") if theirs else None
+                if theirs and theirs[0].endswith("etcd") and listens == etcd:
+                    found.append(int(other.name))
+    return found
 
 
 async def patch_rate(manager: Kube, count: int, in_flight: int, tag: str) -> float:
@@ -323,13 +356,15 @@ async def measure(
                 ready = await loop.run_in_executor(None, controller.stdout.readline)
                 assert ready == "ready\n", f"the controller did not start: {ready!r}"
                 started = time.time()
-                server_cpu = cpu_seconds(server.pid)
+                # The manager's CPU: the emulator's process, or kube-apiserver and etcd.
+                pids = [server.pid] if "manager" in urls else real_server_pids(manager_config)
+                server_cpu = cpu_seconds(*pids)
                 controller_cpu = cpu_seconds(controller.pid)
                 controller.stdin.write("go\n")
                 controller.stdin.flush()
                 await until_count(arrivals, pending, "backlog-", controller)
                 # The emulator's CPU per nomination (with its Event and watch notification).
-                server_cpu = cpu_seconds(server.pid) - server_cpu
+                server_cpu = cpu_seconds(*pids) - server_cpu
                 controller_cpu = cpu_seconds(controller.pid) - controller_cpu
                 backlog = sorted((await arrivals.get()).values())
                 eligible: dict[str, float] = {}
@@ -349,13 +384,17 @@ async def measure(
                 controller.stdin.flush()
                 peak_mb = float(await loop.run_in_executor(None, controller.stdout.readline))
                 await loop.run_in_executor(None, controller.wait)
-                raw_cpu = cpu_seconds(server.pid)
+                raw_cpu = cpu_seconds(*pids)
                 raw_count = min(pending, 2000)
                 raw = await patch_rate(manager, raw_count, 1, "one")
-                raw_cpu = cpu_seconds(server.pid) - raw_cpu
+                raw_cpu = cpu_seconds(*pids) - raw_cpu
                 # The ceiling for the controller: the same writes at its concurrency.
                 same = await patch_rate(manager, raw_count, settings.concurrent_writes, "many")
                 await manager.close()
+                # Before the server it watches goes (a real one stops with this block).
+                if watcher is not None:
+                    watcher.terminate()
+                    watcher.join()
         finally:
             if watcher is not None:
                 watcher.terminate()
@@ -376,9 +415,10 @@ async def measure(
         "p99_ms": latencies[max(0, int(len(latencies) * 0.99) - 1)] * 1000,
         "rss_mb": peak_mb,
         "ctl_ms": controller_cpu / pending * 1000,
-        # Only when the manager is the emulator: its CPU per nomination and per raw patch.
-        "srv_ms": server_cpu / pending * 1000 if "manager" in urls else float("nan"),
-        "raw_ms": raw_cpu / raw_count * 1000 if "manager" in urls else float("nan"),
+        # The manager's CPU per nomination and per raw patch: the emulator's, or kube-apiserver
+        # and etcd's (not known for a server given by --kubeconfig).
+        "srv_ms": server_cpu / pending * 1000 if pids else float("nan"),
+        "raw_ms": raw_cpu / raw_count * 1000 if pids else float("nan"),
     }
 
 

@@ -104,6 +104,8 @@ def test_real_server_mode_runs() -> None:
     assert row["server"] == "real"
     assert row["rate"] > 0 and row["raw"] > 0
     assert row["p99_ms"] >= row["p50_ms"] > 0
+    # The server's CPU is kube-apiserver's and etcd's, found by their flags.
+    assert row["srv_ms"] > 0 and row["raw_ms"] > 0
 
 
 def test_provisioning_benchmark_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
