@@ -86,6 +86,10 @@ KUBERNETES_PROVIDER = "github.com/pulumi/pulumi-kubernetes/provider/v4"
 
 
 KUSTOMIZE = "sigs.k8s.io/kustomize/kustomize/v5"
+# What a kind node image holds of Kubernetes besides kube-apiserver and
+# kube-controller-manager (kind v0.33.0 pkg/build/nodeimage/internal/kube/builder_remote.go
+# lists the same binaries and images).
+NODE_KUBERNETES = ("kubelet", "kubeadm", "kubectl", "kube-scheduler", "kube-proxy")
 TOOLS: dict[str, Tool] = {
     t.name: t
     for t in (
@@ -101,6 +105,12 @@ TOOLS: dict[str, Tool] = {
             "k8s.io/kubernetes/cmd/kube-controller-manager",
             "k8s.io/kubernetes",
             KUBE_STAMPS,
+        ),
+        # A kind node's Kubernetes (kindnode/, the kind tier): the same k8s.io/kubernetes
+        # build as the control plane above, so one compile serves both tiers.
+        *(
+            Tool(name, f"k8s.io/kubernetes/cmd/{name}", "k8s.io/kubernetes", KUBE_STAMPS)
+            for name in NODE_KUBERNETES
         ),
         Tool("kueue", "sigs.k8s.io/kueue/cmd/kueue", "sigs.k8s.io/kueue", KUEUE_STAMPS),
         # Kueue's release manifest is `kustomize build config/default` at the tag, with the
@@ -236,7 +246,13 @@ def _go(go: str, args: list[str], cwd: Path) -> str:
         capture_output=True,
         text=True,
         check=False,
-        env={**os.environ, "GOFLAGS": os.environ.get("GOFLAGS", "") + " -mod=readonly"},
+        # Static binaries, as Kubernetes' and Pulumi's releases are: the kind tier copies them
+        # into node and component images that need not share this machine's libc.
+        env={
+            **os.environ,
+            "GOFLAGS": os.environ.get("GOFLAGS", "") + " -mod=readonly",
+            "CGO_ENABLED": "0",
+        },
     )
     if result.returncode != 0:
         tail = (result.stderr or result.stdout).strip().splitlines()[-5:]
