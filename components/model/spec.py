@@ -47,7 +47,9 @@ from components.model.fieldtypes import (
     LabelKey,
     LabelValue,
     MachineType,
+    MirrorUrl,
     Quantity,
+    RegistryHost,
     Repository,
     ResourceName,
     StrictBool,
@@ -222,6 +224,11 @@ class KindSettings(_Model):
     # A node image without an @sha256 digest is refused unless this is set: kind supports
     # an image only with the kind release that built it, and a tag can move.
     allow_unpinned_node_image: StrictBool = False
+    # Pull through a mirror: each registry an image name starts with, and where the nodes'
+    # containerd gets its images instead (kind's local-registry pattern: containerd's
+    # config_path and a hosts.toml per registry). The fleet's objects keep their upstream
+    # image names.
+    registry_mirrors: dict[RegistryHost, MirrorUrl] = {}
 
 
 class ExistingSettings(_Model):

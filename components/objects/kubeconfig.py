@@ -35,6 +35,32 @@ def worker_kubeconfig(
     }
 
 
+# The context a reader kubeconfig of a kind worker also has: the same token, at the address
+# the worker's API server is published on this machine (`kind get kubeconfig`), for a
+# dispatcher or `mkf controller explain` that runs on the host, where the in-network name
+# <cluster>-control-plane does not resolve. controller/kube.py picks it outside a pod.
+FROM_HOST_CONTEXT = "from-host"
+
+
+def with_host_context(config: dict[str, Any], host_server: str) -> dict[str, Any]:
+    """`config` (one cluster, one user) plus FROM_HOST_CONTEXT at `host_server`; the current
+    context stays the in-network one. kind's API server certificate names 127.0.0.1 and
+    localhost (kind v0.33.0 pkg/cluster/internal/kubeadm/config.go certSANs)."""
+    cluster = config["clusters"][0]
+    user = config["users"][0]["name"]
+    return {
+        **config,
+        "clusters": [
+            *config["clusters"],
+            {"name": FROM_HOST_CONTEXT, "cluster": {**cluster["cluster"], "server": host_server}},
+        ],
+        "contexts": [
+            *config["contexts"],
+            {"name": FROM_HOST_CONTEXT, "context": {"cluster": FROM_HOST_CONTEXT, "user": user}},
+        ],
+    }
+
+
 def existing_kubeconfig_path(existing: ExistingSettings) -> Path:
     """The kubeconfig file of an `existing` cluster: kubeconfigPath, else the first file
     of KUBECONFIG, else ~/.kube/config."""

@@ -43,7 +43,7 @@ from components.model.spec import ClusterSpec, FleetSpec
 from components.model.versions import kueue_bundle
 from components.objects import dispatcher
 from components.objects.fleet import bundles, cluster_objects
-from components.objects.kubeconfig import context_cluster, worker_kubeconfig
+from components.objects.kubeconfig import context_cluster, with_host_context, worker_kubeconfig
 from components.objects.kueue_install import kueue_objects
 from components.objects.labels import KUEUE_NAMESPACE, with_fleet_labels
 from components.objects.manifests import yaml_text
@@ -126,14 +126,33 @@ def token_kubeconfig(
     token: ServiceAccountToken,
     user: str = "",
     sort_keys: bool = True,
+    host_server: pulumi.Input[str] | None = None,
 ) -> pulumi.Output[str]:
-    """A kubeconfig (secret) with the token's user for `cluster` at `server`. `sort_keys`
-    stays as each kubeconfig was first written: another order is a change of its Secret."""
+    """A kubeconfig (secret) with the token's user for `cluster` at `server`, and with
+    `host_server` a FROM_HOST_CONTEXT as well. `sort_keys` stays as each kubeconfig was first
+    written: another order is a change of its Secret."""
+
+    def text(a: list[str]) -> str:
+        config = worker_kubeconfig(cluster, a[0], a[1], a[2], user=user)
+        if a[3]:
+            config = with_host_context(config, a[3])
+        return yaml.safe_dump(config, sort_keys=sort_keys)
+
     return pulumi.Output.secret(
-        pulumi.Output.all(server, token.ca_data, token.token).apply(
-            lambda a: yaml.safe_dump(
-                worker_kubeconfig(cluster, a[0], a[1], a[2], user=user), sort_keys=sort_keys
-            )
+        pulumi.Output.all(server, token.ca_data, token.token, host_server or "").apply(text)
+    )
+
+
+def host_server_of(handle: ClusterHandle) -> pulumi.Output[str] | None:
+    """Where this machine reaches a kind cluster's API server (its kubeconfig's server)."""
+    kind = kind_cluster_of(handle)
+    if kind is None:
+        return None
+    return kind.kubeconfig.apply(  # type: ignore[attr-defined]
+        lambda text: (
+            (yaml.safe_load(text or "{}").get("clusters") or [{}])[0]
+            .get("cluster", {})
+            .get("server", "")
         )
     )
 
@@ -278,7 +297,9 @@ class WorkerAccess(pulumi.ComponentResource):
         self.reader_kubeconfig: pulumi.Output[str] | None = None
         if spec.dispatcher.enabled:
             reader = token("reader-token", FLEET_NAMESPACE, READER_TOKEN)
-            self.reader_kubeconfig = kubeconfig_from(reader)
+            self.reader_kubeconfig = token_kubeconfig(
+                worker.name, handle.server, reader, host_server=host_server_of(handle)
+            )
         self.register_outputs({})
 
 
