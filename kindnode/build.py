@@ -53,9 +53,8 @@ def build_all(log: Callable[[str], object] = print) -> dict[str, object]:
     for image in wanted:
         _timed(rows, f"image {image.name}", lambda image=image: images.build_image(image, log))
     _timed(rows, "kind base image", lambda: nodeimage.kind_base(log))
-    preloaded = [
-        i for i in images.images() if i.name.startswith(images.K8S_REGISTRY) and not i.mirrored
-    ]
+    # What kind's node image holds: Kubernetes' images and the pod network's.
+    preloaded = [i for i in images.images() if not i.mirrored and i.name != images.PYTHON]
     _timed(rows, "node image", lambda: nodeimage.node_image(preloaded, log))
     _timed(rows, "registry mirror", lambda: registry.start(log))
     mirrored = [i for i in wanted if i.mirrored]

@@ -34,8 +34,15 @@ from kindnode import docker
 from kindnode.host import HostError
 
 DEBIAN = "debian:bookworm-slim"
+PYTHON = "python:3.11-slim-bookworm"
+# This project's own image (not a stand-in): the pod network of the node image in kindnetd's
+# place (kindnode/nodeimage.py), preloaded on every node as kindnetd's image is.
+# Under localhost/: `docker save` drops a docker.io/ prefix, and `ctr images import` then
+# names a short name import-<date>@<digest>, which no pod spec finds.
+NODE_NETWORK_IMAGE = "localhost/multikueue-fleet/kind-node-network:v1"
 KUBERNETES_VERSION = toolchain.module_versions()["k8s.io/kubernetes"]
 K8S_REGISTRY = "registry.k8s.io"
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @dataclass(frozen=True)
@@ -54,8 +61,18 @@ class Image:
             stamp = toolchain.BIN_DIR / f".{tool}.built"
             digest.update(stamp.read_bytes() if stamp.exists() else tool.encode())
         for name, text in sorted(self.extra.items()):
-            digest.update(name.encode() + text.encode())
+            digest.update(name.encode() + _extra_text(text).encode())
         return digest.hexdigest()[:16]
+
+
+def _extra_text(text: str) -> str:
+    """A context file's text: given inline, or "host" for this machine's CA bundle, or the
+    path of a file of this project."""
+    if text == "host":
+        return Path("/etc/ssl/certs/ca-certificates.crt").read_text()
+    if text.startswith("kindnode/files/"):
+        return (ROOT / text).read_text()
+    return text
 
 
 def _static(binary: str, path: str, entrypoint: list[str], user: str = "") -> str:
@@ -110,6 +127,17 @@ def images() -> list[Image]:
         ),
         Image(f"{K8S_REGISTRY}/pause:3.10.2", pause, (("pause", "pause"),), mirrored=False),
         Image(f"{K8S_REGISTRY}/pause:3.10", pause, (("pause", "pause"),), mirrored=False),
+        Image(
+            NODE_NETWORK_IMAGE,
+            f"FROM {DEBIAN}\nRUN apt-get update -qq && apt-get install -y -qq --no-install-"
+            "recommends iproute2 && rm -rf /var/lib/apt/lists/*\nCOPY kubectl "
+            "/usr/local/bin/kubectl\nCOPY mkf-node-network /usr/local/bin/mkf-node-network\n"
+            "RUN chmod 0755 /usr/local/bin/*\n"
+            'ENTRYPOINT ["/usr/local/bin/mkf-node-network"]',
+            (("kubectl", "kubectl"),),
+            mirrored=False,
+            extra={"mkf-node-network": "kindnode/files/mkf-node-network"},
+        ),
         _controller(f"{K8S_REGISTRY}/kueue/kueue:{KUEUE_VERSION}", "kueue"),
         _controller(f"{K8S_REGISTRY}/jobset/jobset:{jobset}", "jobset"),
         _controller(f"{K8S_REGISTRY}/lws/lws:{lws}", "lws"),
@@ -124,7 +152,7 @@ def images() -> list[Image]:
             '&& rm -rf /var/lib/apt/lists/*\nCMD ["sh"]',
         ),
         Image(
-            "python:3.11-slim-bookworm",
+            PYTHON,
             f"FROM {DEBIAN}\nRUN apt-get update -qq && apt-get install -y -qq --no-install-"
             "recommends python3.11 python3.11-venv ca-certificates && rm -rf /var/lib/apt/lists/*"
             " && python3.11 -m venv /usr/local/python\nCOPY ca-certificates.crt "
@@ -177,10 +205,7 @@ def build_image(image: Image, log=print) -> bool:
         for tool, inside in image.binaries:
             shutil.copyfile(toolchain.BIN_DIR / tool, context / inside)
         for name, text in image.extra.items():
-            if text == "host":
-                shutil.copyfile("/etc/ssl/certs/ca-certificates.crt", context / name)
-            else:
-                (context / name).write_text(text)
+            (context / name).write_text(_extra_text(text))
         docker.build(image.name, image.dockerfile, context, recipe)
     log(f"  built {image.name}")
     return True

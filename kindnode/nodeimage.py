@@ -12,12 +12,13 @@
   containerd with kind's own `ctr images import` flags, then `docker commit` with kind's
   entrypoint. Named kindest/node:<version> with the tag kind's release lists for 1.36.
 
-Where kind's node image runs kindnetd (its module is not on the Go module proxy), this one
-runs `mkf-node-network`, a systemd unit of the node: it writes the node's CNI config for its
-podCIDR (ptp + host-local + portmap, masquerading what leaves the pod network, as kindnetd's
-config does) and routes every other node's podCIDR to that node's InternalIP: the pod
-network kindnetd gives a multi-node kind cluster. kind still applies
-/kind/manifests/default-cni.yaml; here it holds a ConfigMap that says what does the job.
+Where kind's node image runs kindnetd (its module is not on the Go module proxy), this one's
+/kind/manifests/default-cni.yaml, which kind applies at create, runs the mkf-node-network
+DaemonSet (files/default-cni.yaml, files/mkf-node-network; its image is preloaded as
+kindnetd's is): on each node it writes the CNI config for the node's podCIDR (ptp +
+host-local + portmap, masquerading what leaves the pod network, as kindnetd's config does)
+and routes every other node's podCIDR to that node's InternalIP, the pod network kindnetd
+gives a multi-node kind cluster.
 """
 
 from __future__ import annotations
@@ -40,20 +41,11 @@ BASE_PACKAGES = (
     "systemd conntrack iptables nftables iproute2 ethtool util-linux mount kmod "
     "libseccomp2 pigz nfs-common open-iscsi e2fsprogs bash ca-certificates curl jq procps"
 )
-# The stand-in for kindnetd: a script and its systemd unit, copied into the base image.
 FILES = Path(__file__).resolve().parent / "files"
-NODE_NETWORK_SCRIPT = (FILES / "mkf-node-network").read_text()
-NODE_NETWORK_UNIT = (FILES / "mkf-node-network.service").read_text()
-DEFAULT_CNI_MANIFEST = """# Applied by kind at create (installcni action of kind v0.33.0).
-# This node image has no kindnetd: the mkf-node-network unit of each node does its job.
-apiVersion: v1
-kind: ConfigMap
-metadata:
-  name: mkf-node-network
-  namespace: kube-system
-data:
-  cni: ptp + host-local + portmap per node, routes to the other nodes' podCIDRs
-"""
+
+
+def default_cni_manifest() -> str:
+    return (FILES / "default-cni.yaml").read_text().replace("IMAGE", images.NODE_NETWORK_IMAGE)
 
 
 def kind_files() -> Path:
@@ -132,8 +124,7 @@ RUN mv /usr/local/bin/runc /usr/local/sbin/runc \\
     && ctr oci spec \\
        | jq '.hooks.createContainer[.hooks.createContainer| length] |= . + {{"path": "/kind/bin/mount-product-files.sh"}}' \\
        | jq 'del(.process.rlimits)' > /etc/containerd/cri-base.json \\
-    && containerd --version && runc --version \\
-    && systemctl enable mkf-node-network.service
+    && containerd --version && runc --version
 {oom}ENV container=docker
 STOPSIGNAL SIGRTMIN+3
 ENTRYPOINT [ "/usr/local/bin/entrypoint", "/sbin/init" ]"""  # noqa: E501
@@ -146,7 +137,7 @@ CNI = ("host-local", "loopback", "ptp", "portmap")
 def kind_base(log=print) -> None:
     restrict_oom = host.lacks_sys_resource()
     dockerfile = _base_dockerfile(restrict_oom)
-    digest = hashlib.sha256(dockerfile.encode() + NODE_NETWORK_SCRIPT.encode())
+    digest = hashlib.sha256(dockerfile.encode())
     for tool in (*BASE_BINARIES, *(f"cni-{c}" for c in CNI)):
         digest.update((toolchain.BIN_DIR / f".{tool}.built").read_bytes())
     recipe = digest.hexdigest()[:16]
@@ -155,12 +146,6 @@ def kind_base(log=print) -> None:
     with docker.build_context() as context:
         subprocess.run(["cp", "-r", str(kind_files()), str(context / "files")], check=True)
         subprocess.run(["chmod", "-R", "u+w", str(context / "files")], check=True)
-        (context / "files" / "usr" / "local" / "bin" / "mkf-node-network").write_text(
-            NODE_NETWORK_SCRIPT
-        )
-        (context / "files" / "etc" / "systemd" / "system" / "mkf-node-network.service").write_text(
-            NODE_NETWORK_UNIT
-        )
         (context / "bin").mkdir()
         (context / "cni").mkdir()
         for tool in BASE_BINARIES:
@@ -184,7 +169,7 @@ def node_image(preloaded: list[images.Image], log=print) -> None:
         digest.update((toolchain.BIN_DIR / f".{tool}.built").read_bytes())
     for image in preloaded:
         digest.update(image.name.encode() + image.recipe().encode())
-    digest.update(DEFAULT_CNI_MANIFEST.encode())
+    digest.update(default_cni_manifest().encode())
     recipe = digest.hexdigest()[:16]
     if docker.image_label(NODE_IMAGE, docker.STAND_IN_LABEL) == recipe:
         return
@@ -201,7 +186,7 @@ def node_image(preloaded: list[images.Image], log=print) -> None:
             "exec", "-i", container, "bash", "-c",
             "mkdir -p /kind/manifests && cat > /kind/manifests/default-cni.yaml && "
             f"echo -n {images.KUBERNETES_VERSION} > /kind/version && chmod +x /usr/bin/kube*",
-            stdin=DEFAULT_CNI_MANIFEST.encode(),
+            stdin=default_cni_manifest().encode(),
         )  # fmt: skip
         docker.docker("exec", container, "bash", "-c", "nohup containerd > /dev/null 2>&1 &")
         docker.docker(
