@@ -94,6 +94,8 @@ def default_renew_deadline(duration: float) -> float:
 _BASE = Settings(identity="")
 # A period longer than an hour is a typo (minutes for seconds?) rather than a wish.
 _HOUR = 3600.0
+# The longest workerLostTimeoutSeconds taken (the stack's validate refuses a longer one).
+WORKER_LOST_TIMEOUT_MAX = 24 * _HOUR
 
 FIXES = {
     **POLICY_FIXES,
@@ -145,7 +147,7 @@ class SettingsFile(Strict):
     cluster_profiles: list[ProfileEntry] | None = None
     inventory: StrictBool = _BASE.inventory
     stale_after_seconds: Annotated[float, Field(gt=0, le=_HOUR)] = _BASE.stale_after_seconds
-    worker_lost_timeout_seconds: Annotated[float, Field(ge=0, le=24 * _HOUR)] = (
+    worker_lost_timeout_seconds: Annotated[float, Field(ge=0, le=WORKER_LOST_TIMEOUT_MAX)] = (
         _BASE.worker_lost_timeout_seconds
     )
     resync_seconds: Annotated[float, Field(ge=0.1, le=_HOUR)] = _BASE.resync_seconds

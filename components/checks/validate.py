@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Iterator
 
 import yaml
 
-from components.checks import kueue_rules
+from components.checks import consumers, kueue_rules
 from components.checks.existing_kueue import existing_kueue
 from components.checks.quantities import quota_quantities
 from components.model import kueue_gates, quantity
@@ -1034,6 +1034,8 @@ RULES: list[Rule] = [
     quotas_admit_something,
     quota_quantities,
     local_queues,
+    # Values checked against the component that consumes them (consumers.py).
+    *consumers.RULES,
     # Kueue's own limits and rules for the objects the fleet writes, with their upstream
     # references (kueue_rules.RULE_INVENTORY).
     *kueue_rules.RULES,
