@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Iterator
 
 import yaml
 
-from components.checks import consumers, kueue_rules
+from components.checks import cloud, consumers, kueue_rules
 from components.checks.existing_kueue import existing_kueue
 from components.checks.quantities import manager_quota_sums_fit, quota_quantities
 from components.model import kueue_gates, quantity
@@ -1037,6 +1037,7 @@ RULES: list[Rule] = [
     local_queues,
     # Values checked against the component that consumes them (consumers.py).
     *consumers.RULES,
+    *cloud.RULES,
     # Kueue's own limits and rules for the objects the fleet writes, with their upstream
     # references (kueue_rules.RULE_INVENTORY).
     *kueue_rules.RULES,

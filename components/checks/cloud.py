@@ -1,0 +1,75 @@
+"""Cloud values the stack file takes but the provider refuses at `up`, after it has
+created the clusters: a GPU pool's zones outside its cluster's region, or a region where a
+zone is wanted; an EKS GPU AMI built for another architecture than the instance type."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+from components.model.problems import Problem, key_path
+from components.model.spec import FleetSpec
+
+# A Compute Engine zone is its region and a one-letter suffix (europe-west4-a).
+_GCP_ZONE = re.compile(r"^(?P<region>[a-z]+-[a-z]+[0-9]+)-[a-z]$")
+# EC2 instance families on AWS Graviton (arm64): the generation digit is followed by a 'g'
+# (c6g, m7gd, g5g, im4gn, is4gen, x2gd, hpc7g, t4g), and a1. The naming rule is AWS's
+# ("Amazon EC2 instance type naming conventions": processor family 'g' = AWS Graviton).
+_GRAVITON = re.compile(r"^(a1|[a-z]+[0-9]+g[a-z-]*)$")
+ARM_AMI = "BOTTLEROCKET_ARM_64_NVIDIA"
+X86_AMI = "BOTTLEROCKET_x86_64_NVIDIA"
+
+
+def _region(location: str) -> str:
+    zone = _GCP_ZONE.match(location)
+    return zone.group("region") if zone else location
+
+
+def gke_gpu_zones(spec: FleetSpec) -> Iterator[Problem]:
+    """GKE node_locations: zones of the cluster's own region (GKE API, NodePool.locations:
+    "zones in which the NodePool's nodes should be located", within the cluster's region)."""
+    for c in spec.clusters:
+        if c.gke is None or c.gke.gpu_pool is None:
+            continue
+        region = _region(c.gke.location)
+        for i, zone in enumerate(c.gke.gpu_pool.zones):
+            path = key_path(key_path(c.path, "gke.gpuPool.zones"), i)
+            if not _GCP_ZONE.match(zone):
+                yield Problem(
+                    path,
+                    f"'{zone}' is a region, and node locations are zones",
+                    f"write a zone of it, such as {zone}-a",
+                )
+            elif _region(zone) != region:
+                yield Problem(
+                    path,
+                    f"zone '{zone}' is outside the cluster's region {region} "
+                    f"({c.path}.gke.location: {c.gke.location})",
+                    f"use a zone of {region}, such as {region}-a, or move the cluster",
+                )
+
+
+def is_graviton(instance_type: str) -> bool:
+    return bool(_GRAVITON.match(instance_type.split(".", 1)[0]))
+
+
+def eks_gpu_ami_architecture(spec: FleetSpec) -> Iterator[Problem]:
+    """EKS CreateNodegroup refuses an AMI type whose architecture is not the instance
+    type's (an arm64 Bottlerocket on x86 instances, or the reverse)."""
+    for c in spec.clusters:
+        if c.eks is None or c.eks.gpu_pool is None:
+            continue
+        pool = c.eks.gpu_pool
+        arm = is_graviton(pool.instance_type)
+        wanted = ARM_AMI if arm else X86_AMI
+        if pool.ami_type != wanted:
+            yield Problem(
+                key_path(c.path, "eks.gpuPool.amiType"),
+                f"{pool.ami_type} is for {'x86_64' if arm else 'arm64'} instances, and "
+                f"{pool.instance_type} is {'arm64 (AWS Graviton)' if arm else 'x86_64'}",
+                f"set amiType: {wanted}, or choose a "
+                f"{'x86_64' if arm else 'Graviton'} GPU instance type",
+            )
+
+
+RULES = [gke_gpu_zones, eks_gpu_ami_architecture]
