@@ -295,7 +295,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
     import yaml
 
-    from components.cli.status import collect, wait_ready
+    from components.cli.status import collect, kubeconfig_tls_problem, wait_ready
 
     report = Reporter.for_args(args)
     folder = Path(args.dir)
@@ -320,6 +320,13 @@ def cmd_status(args: argparse.Namespace) -> int:
             f"{summary_file} or a kubeconfig it names cannot be read ({type(exc).__name__}: "
             f"{exc}): run `mkf up` (or scripts/up.sh) again to rewrite them"
         ) from None
+    for c in clusters:
+        problem = kubeconfig_tls_problem(kubeconfigs[c["name"]])
+        if problem:
+            raise CliError(
+                f"{folder / c['kubeconfig']} (cluster {c['name']}): {problem}; run `mkf up` "
+                "(or scripts/up.sh) again to rewrite it, or fix the file"
+            )
     if args.wait:
         status = asyncio.run(
             wait_ready(kubeconfigs, roles, args.wait, timeout=args.timeout, progress=report.info)
