@@ -5,7 +5,8 @@ ConfigFile, kustomize Directory); the project's own objects are one resource eac
 (components/resources/kube_objects.py), so a preview lists them all with their fields.
 
 Order on each cluster: job frameworks, each bundle after the one before it (Trainer's
-runtimes after the Trainer manager whose webhook guards them), and (the ClusterProfile
+runtimes after the Trainer manager whose webhook guards them) and each framework after
+those it requires (Trainer after JobSet), and (the ClusterProfile
 CRD, on the manager in that mode) -> Kueue, waited for until its Deployment and webhook
 Service are ready -> worker identities and queues; then the manager's MultiKueue objects
 once every worker's token exists and every worker's frameworks are installed; the
@@ -185,6 +186,12 @@ class KueueInstall(pulumi.ComponentResource):
         self.register_outputs({})
 
 
+def _as_list(depends_on: Any) -> list[Any]:
+    if depends_on is None:
+        return []
+    return list(depends_on) if isinstance(depends_on, (list, tuple)) else [depends_on]
+
+
 class Frameworks(pulumi.ComponentResource):
     """A cluster's job frameworks. A framework's bundles go in their listed order, each after
     the one before is ready: Trainer's ClusterTrainingRuntimes pass a validating webhook
@@ -205,13 +212,16 @@ class Frameworks(pulumi.ComponentResource):
         for bundle in bundles(spec, cluster):
             if bundle.name in ("kueue", "clusterprofile-crd"):  # installed on their own
                 continue
-            before = previous.get(framework_of[bundle.name])
+            framework = framework_of[bundle.name]
+            before = previous.get(framework)
             # A component's depends_on does not hold back its children: the first bundle of
             # a framework waits for what the component waits for (nothing, or the check of
-            # an existing Kueue), the next ones for the bundle before.
+            # an existing Kueue) and for the frameworks it requires (Trainer for JobSet,
+            # which `bundles` puts first), the next ones for the bundle before.
+            required = [previous[r] for r in FRAMEWORKS[framework].requires if r in previous]
             child = pulumi.ResourceOptions(
                 parent=self,
-                depends_on=[before] if before else opts.depends_on,
+                depends_on=[before] if before else [*_as_list(opts.depends_on), *required],
                 transforms=opts.transforms,
             )
             if bundle.method == "kustomize":
