@@ -115,6 +115,13 @@ def test_a_context_the_kubeconfig_lacks_is_refused_by_validate(tmp_path: Path) -
     assert "has no context 'w2' (it has: w1)" in problem.message
     config = _existing_worker(base(), context="w1", kubeconfigPath=path)
     assert _errors(config, "workers[0].existing.context") == []
+    # A file whose contexts list holds no usable entry.
+    (tmp_path / "empty-contexts").write_text("contexts:\n- \nclusters:\n")
+    config = _existing_worker(base(), context="w1", kubeconfigPath=str(tmp_path / "empty-contexts"))
+    assert (
+        "has no context 'w1' (it has: none)"
+        in only(problems_of(config), "workers[0].existing.context").message
+    )
     # A file that is not there yet is up's to report (the loopback launcher writes it).
     config = _existing_worker(base(), context="w1", kubeconfigPath=str(tmp_path / "later"))
     assert _errors(config, "workers[0].existing.context") == []

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from components.model.versions import Bundle
+from components.model.versions import MPI_OPERATOR_URL, MPI_OPERATOR_VERSION, Bundle
 
 
 @dataclass(frozen=True)
@@ -150,9 +150,8 @@ FRAMEWORKS: dict[str, Framework] = {
         (
             Bundle(
                 "mpi-operator",
-                "v0.8.2",
-                "https://raw.githubusercontent.com/kubeflow/mpi-operator/v0.8.2/deploy/v2beta1/"
-                "mpi-operator.yaml",
+                MPI_OPERATOR_VERSION,
+                MPI_OPERATOR_URL,
                 "manifests",
                 "mpi-operator",
             ),

@@ -137,6 +137,12 @@ def clusterprofile_crd_bundle() -> Bundle:
     )
 
 
+MPI_OPERATOR_VERSION = "v0.8.2"
+MPI_OPERATOR_URL = (
+    f"https://raw.githubusercontent.com/kubeflow/mpi-operator/{MPI_OPERATOR_VERSION}/deploy/"
+    "v2beta1/mpi-operator.yaml"
+)
+
 # The SHA-256 of each pinned artifact's whole text. A download, or the same artifact made
 # from its Go module (components/upstream/gomodule.py), is used only when it matches.
 PINNED_SHA256: dict[str, str] = {
@@ -148,4 +154,8 @@ PINNED_SHA256: dict[str, str] = {
     clusterprofile_crd_bundle().url: (
         "6ff09e298672dac644e85926774e1e5f9768c8a2c94b36e54408f737e05bd1c6"
     ),
+    # MPI Operator v0.8.2, deploy/v2beta1/mpi-operator.yaml: a file checked in at the tag,
+    # served as is by raw.githubusercontent.com; this is the digest of that file in the Go
+    # module github.com/kubeflow/mpi-operator@v0.8.2 (whose zip tools/go.sum pins).
+    MPI_OPERATOR_URL: "a7eafe901bebde1410ae0448c2d1ada214a64b2686f6aa44e74eff978573033f",
 }

@@ -68,7 +68,7 @@ from components.resources.providers import (
     ServiceAccountToken,
     source_hash,
 )
-from components.upstream.releases import fetch, kustomize_directory
+from components.upstream.releases import fetch, kustomize_directory, verified_file
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -192,6 +192,28 @@ def _as_list(depends_on: Any) -> list[Any]:
     return list(depends_on) if isinstance(depends_on, (list, tuple)) else [depends_on]
 
 
+def verified_manifests(spec: FleetSpec, fetcher: Callable[[str], str]) -> dict[str, str]:
+    """Release URL -> verified local file, for every manifest bundle any cluster applies
+    (Kueue's own text is read through `fetcher` by KueueInstall, from the same cache). A
+    fetch or digest failure is one line naming the bundle (a RunError: no traceback)."""
+    files: dict[str, str] = {}
+    wanted = [b for c in spec.clusters for b in bundles(spec, c) if b.method == "manifests"]
+    for bundle in wanted:
+        if bundle.url in files:
+            continue
+        try:
+            if bundle.name == "kueue":
+                fetcher(bundle.url)
+                continue
+            files[bundle.url] = verified_file(bundle.url, fetcher)
+        except (RuntimeError, OSError) as exc:
+            raise pulumi.RunError(
+                f"upstream {bundle.name} {bundle.version} ({bundle.url}): {exc}; nothing was "
+                "changed on any cluster"
+            ) from None
+    return files
+
+
 class Frameworks(pulumi.ComponentResource):
     """A cluster's job frameworks. A framework's bundles go in their listed order, each after
     the one before is ready: Trainer's ClusterTrainingRuntimes pass a validating webhook
@@ -203,8 +225,14 @@ class Frameworks(pulumi.ComponentResource):
     (Fleet._kueue_after_frameworks)."""
 
     def __init__(
-        self, name: str, spec: FleetSpec, cluster: ClusterSpec, opts: pulumi.ResourceOptions
+        self,
+        name: str,
+        spec: FleetSpec,
+        cluster: ClusterSpec,
+        files: Mapping[str, str],
+        opts: pulumi.ResourceOptions,
     ) -> None:
+        """`files`: release URL -> the verified local copy Pulumi applies."""
         super().__init__("multikueue-fleet:frameworks:Install", name, None, opts)
         self.installs: list[pulumi.Resource] = []
         framework_of = {b.name: key for key, f in FRAMEWORKS.items() for b in f.bundles}
@@ -229,7 +257,7 @@ class Frameworks(pulumi.ComponentResource):
                     f"{name}-{bundle.name}", directory=kustomize_directory(bundle), opts=child
                 )
             else:
-                install = ConfigFile(f"{name}-{bundle.name}", file=bundle.url, opts=child)
+                install = ConfigFile(f"{name}-{bundle.name}", file=files[bundle.url], opts=child)
             previous[framework_of[bundle.name]] = install
             self.installs.append(install)
         self.register_outputs({})
@@ -309,6 +337,9 @@ class Fleet(pulumi.ComponentResource):
         # With dispatcher.run: local, what the process is run with (stack outputs).
         self.dispatcher_kubeconfig: pulumi.Output[str] | None = None
         self.dispatcher_settings: pulumi.Output[str] | None = None
+        # Every upstream manifest fetched and checked against its pinned digest before any
+        # resource is registered: a mismatch stops the program with nothing changed.
+        self.files = verified_manifests(spec, fetcher)
         kueue: dict[str, pulumi.Resource] = {}
         frameworks: dict[str, Frameworks] = {}
         for cluster in spec.clusters:
@@ -471,6 +502,7 @@ class Fleet(pulumi.ComponentResource):
                 f"{cluster.name}-frameworks",
                 self.spec,
                 cluster,
+                self.files,
                 self._on(handle, after, group=True),
             )
 
@@ -490,7 +522,7 @@ class Fleet(pulumi.ComponentResource):
             before.append(
                 ConfigFile(
                     f"{cluster.name}-clusterprofile-crd",
-                    file=crd.url,
+                    file=self.files[crd.url],
                     opts=self._on(handle, [], group=True),
                 )
             )

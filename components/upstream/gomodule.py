@@ -24,6 +24,8 @@ from components.model.frameworks import FRAMEWORKS
 from components.model.versions import (
     CLUSTER_INVENTORY_API_VERSION,
     KUEUE_VERSION,
+    MPI_OPERATOR_URL,
+    MPI_OPERATOR_VERSION,
     PINNED_SHA256,
     clusterprofile_crd_bundle,
     kueue_bundle,
@@ -95,7 +97,15 @@ def clusterprofile_crd(module: Path) -> str:
     ).read_text()
 
 
+def mpi_operator_manifest(module: Path) -> str:
+    """The release's install file is checked in at the tag (deploy/v2beta1)."""
+    return (module / "deploy" / "v2beta1" / "mpi-operator.yaml").read_text()
+
+
 SOURCES: dict[str, ModuleArtifact] = {
+    MPI_OPERATOR_URL: ModuleArtifact(
+        "github.com/kubeflow/mpi-operator", MPI_OPERATOR_VERSION, mpi_operator_manifest
+    ),
     kueue_bundle(KUEUE_VERSION).url: ModuleArtifact(
         "sigs.k8s.io/kueue", KUEUE_VERSION, kueue_manifest
     ),

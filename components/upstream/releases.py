@@ -109,6 +109,25 @@ def _download(url: str, timeout: float, expect_kinds: Iterable[str]) -> str:
     return text
 
 
+def verified_file(url: str, fetcher: Fetch = fetch) -> str:
+    """A local file holding the artifact at `url` as `fetcher` returned it (downloaded or made
+    from its Go module, checked against its pinned SHA-256 where one is pinned, and cached):
+    what Pulumi applies, so that the provider never downloads an upstream manifest itself,
+    unchecked. Relative to the project when the cache is inside it (the default), so the
+    path in the stack's state is the same on every machine."""
+    text = fetcher(url)
+    folder = _cache_dir() / "verified"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{cache_key(url)}.yaml"
+    if not path.is_file() or path.read_text() != text:
+        _write_atomically(path, text)
+    project = DEFAULT_CACHE.parents[1]
+    try:
+        return str(path.resolve().relative_to(project))
+    except ValueError:
+        return str(path)
+
+
 def local_kustomization(bundle: Bundle) -> dict[str, Any]:
     """A kustomization of the bundle's remote one that deletes the objects named by
     `bundle.without` (a strategic-merge `$patch: delete` per name pattern) and applies
