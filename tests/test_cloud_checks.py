@@ -87,3 +87,25 @@ def test_an_eks_gpu_ami_of_the_instances_architecture_is_accepted() -> None:
     assert _errors(_eks("g4dn.xlarge", None), "workers[0].eks.gpuPool.amiType") == []
     config = _eks("g5g.2xlarge", "BOTTLEROCKET_ARM_64_NVIDIA")
     assert _errors(config, "workers[0].eks.gpuPool.amiType") == []
+
+
+def test_a_gke_cluster_name_gke_refuses_is_refused() -> None:
+    config = _gke("us-central1", [])
+    config["fleetName"] = "a-very-long-fleet-name-for-gke"  # + "-worker1": 38, + manager 38
+    config["workers"][0]["name"] = "worker-with-a-long-name"
+    (message,) = _errors(config, "workers[0].name")
+    assert "is not one GKE takes: at most 40 characters" in message
+    config = _gke("us-central1", [])
+    config["fleetName"] = "9lives"  # a GKE name starts with a letter
+    assert _errors(config, "manager.name")
+    config["fleetName"] = "lab"
+    assert _errors(config, "manager.name") == [] and _errors(config, "workers[0].name") == []
+
+
+def test_an_eks_cluster_name_past_100_characters_is_refused() -> None:
+    config = _eks("g4dn.xlarge", None)
+    config["fleetName"] = "f" * 60
+    config["workers"][0]["name"] = "w" * 45
+    (message,) = _errors(config, "workers[0].name")
+    assert "EKS takes at most 100" in message
+    assert _errors(_eks("g4dn.xlarge", None), "workers[0].name") == []

@@ -72,4 +72,32 @@ def eks_gpu_ami_architecture(spec: FleetSpec) -> Iterator[Problem]:
             )
 
 
-RULES = [gke_gpu_zones, eks_gpu_ami_architecture]
+# GKE: "The name must start with a lowercase letter followed by up to 39 lowercase letters,
+# numbers, or hyphens, and cannot end with a hyphen" (clusters.create, Cluster.name).
+GKE_CLUSTER_NAME = re.compile(r"^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$")
+# EKS CreateCluster: name 1-100 characters, ^[0-9A-Za-z][A-Za-z0-9\-_]*$.
+EKS_CLUSTER_NAME_MAX = 100
+
+
+def cloud_cluster_names(spec: FleetSpec) -> Iterator[Problem]:
+    """The name the stack gives a GKE or EKS cluster (<fleetName>-<name>), as the cloud's
+    API takes it; refused there only after the other clusters were created."""
+    for c in spec.clusters:
+        physical = c.physical_name(spec.fleet_name)
+        if c.gke is not None and not GKE_CLUSTER_NAME.match(physical):
+            yield Problem(
+                key_path(c.path, "name"),
+                f"GKE cluster name '{physical}' (fleetName-name) is not one GKE takes: at most "
+                "40 characters, starting with a letter",
+                "shorten fleetName or the cluster name (and start fleetName with a letter)",
+            )
+        if c.eks is not None and len(physical) > EKS_CLUSTER_NAME_MAX:
+            yield Problem(
+                key_path(c.path, "name"),
+                f"EKS cluster name '{physical[:40]}...' (fleetName-name) is {len(physical)} "
+                f"characters; EKS takes at most {EKS_CLUSTER_NAME_MAX}",
+                "shorten fleetName or the cluster name",
+            )
+
+
+RULES = [gke_gpu_zones, eks_gpu_ami_architecture, cloud_cluster_names]
