@@ -297,6 +297,25 @@ def test_the_driver_asks_for_docker_when_the_stack_builds_the_image(
     assert seen == [(False, True, {"gke"})]
 
 
+def test_an_existing_context_this_machines_kubeconfig_lacks_stops_up_first(
+    fake: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`validate` leaves the default kubeconfig alone (it is the reviewing machine's, not
+    the deploying one's); `mkf up` checks it before it creates a stack."""
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text("contexts:\n- {name: other, context: {cluster: c, user: u}}\n")
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+    monkeypatch.setattr(driver_module, "missing_cloud_sdks", lambda *_: [])
+    options = Options(base="existing", name="ex-t", out=tmp_path / "out", backend=tmp_path / "s")
+    driver = Driver(options, automation=fake, log=lambda _: None, tools=lambda *_: None)
+    with pytest.raises(DriverError) as info:
+        driver.up()
+    (line,) = str(info.value).splitlines()
+    assert line.startswith("manager.existing.context: the kubeconfig ")
+    assert "has no context 'lab-manager' (it has: other)" in line and "fix: " in line
+    assert driver.stack_touched is False  # nothing was created
+
+
 def test_cli_exit_codes(monkeypatch: pytest.MonkeyPatch) -> None:
     from components.cli.main import main
 

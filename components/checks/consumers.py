@@ -37,29 +37,43 @@ def _pods_reach_workers(spec: FleetSpec) -> list[str]:
     return who
 
 
-def _existing_contexts(c: ClusterSpec) -> Iterator[Problem]:
-    """An `existing.context` the kubeconfig does not have, found now rather than by `up`.
-    A file that is not there yet (the loopback launcher's, a CI runner's) is `up`'s to say."""
+def context_problem(c: ClusterSpec) -> Problem | None:
+    """An `existing.context` the cluster's kubeconfig file does not have, found before `up`
+    fails on it half-way. None when the file is not there yet (the loopback launcher's, a
+    CI runner's): `up` says that, naming the file."""
     assert c.existing is not None
     path = existing_kubeconfig_path(c.existing)
     try:
         text = read_kubeconfig_file(path)
         config = yaml.safe_load(text)
     except (ValueError, yaml.YAMLError):
-        return
+        return None
     contexts = [
         str(e.get("name"))
         for e in (config.get("contexts") or [])
         if isinstance(e, dict) and e.get("name") is not None
     ]
-    if c.existing.context not in contexts:
-        yield Problem(
-            key_path(c.path, "existing.context"),
-            f"the kubeconfig {path} has no context '{c.existing.context}' "
-            f"(it has: {', '.join(contexts) or 'none'})",
-            f"set {c.path}.existing.context to one of its contexts, or point "
-            f"{c.path}.existing.kubeconfigPath at this cluster's kubeconfig",
-        )
+    if c.existing.context in contexts:
+        return None
+    return Problem(
+        key_path(c.path, "existing.context"),
+        f"the kubeconfig {path} has no context '{c.existing.context}' "
+        f"(it has: {', '.join(contexts) or 'none'})",
+        f"set {c.path}.existing.context to one of its contexts, or point "
+        f"{c.path}.existing.kubeconfigPath at this cluster's kubeconfig",
+    )
+
+
+def _existing_contexts(c: ClusterSpec) -> Iterator[Problem]:
+    """Only for a kubeconfigPath the stack names: the default (KUBECONFIG, ~/.kube/config)
+    is whatever the machine running `validate` has, which for a stack reviewed elsewhere
+    (CI, a colleague's laptop) is not the deploying machine's; the pre-flight of `mkf up`
+    checks that one (components/cli/automation.py)."""
+    assert c.existing is not None
+    if c.existing.kubeconfig_path:
+        problem = context_problem(c)
+        if problem is not None:
+            yield problem
 
 
 def _worker_server(c: ClusterSpec) -> tuple[str, str] | None:
