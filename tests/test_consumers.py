@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 import yaml
 
+from components.checks.consumers import existing_worker_servers
 from components.objects.kubeconfig import is_loopback_host, kueue_trusts_server, server_host
-from tests.conftest import base, only, problems_of
+from tests.conftest import base, load, only, problems_of
 
 
 def _errors(config: dict[str, Any], path: str) -> list[str]:
@@ -198,3 +199,17 @@ def test_a_worker_lost_timeout_the_dispatcher_refuses_is_refused() -> None:
     config["kueue"]["multiKueue"] = {"workerLostTimeout": "25h"}
     config["dispatcher"] = {"enabled": False}  # then only Kueue reads it
     assert _errors(config, "kueue.multiKueue.workerLostTimeout") == []
+
+
+def test_the_default_kubeconfig_is_read_by_up_not_by_validate(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without kubeconfigPath the file is KUBECONFIG's: the reviewing machine's for
+    `validate`, so only `mkf up`'s pre-flight (this_machine) judges its server."""
+    monkeypatch.setenv("KUBECONFIG", _kubeconfig(tmp_path, "https://127.0.0.1:39211"))
+    spec, problems = load(_existing_worker(base(), context="w1"))
+    assert not [p for p in problems if p.path.startswith("workers[0]")]
+    assert list(existing_worker_servers(spec)) == []
+    (problem,) = existing_worker_servers(spec, this_machine=True)
+    assert problem.path == "workers[0].existing.context"
+    assert "https://127.0.0.1:39211 is a loopback address" in problem.message

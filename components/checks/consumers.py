@@ -76,11 +76,15 @@ def _existing_contexts(c: ClusterSpec) -> Iterator[Problem]:
             yield problem
 
 
-def _worker_server(c: ClusterSpec) -> tuple[str, str] | None:
-    """(server the manager's pods use, the config path that chose it), when known here."""
+def _worker_server(c: ClusterSpec, this_machine: bool) -> tuple[str, str] | None:
+    """(server the manager's pods use, the config path that chose it), when known here:
+    `existing.server`, else the context's server in a kubeconfigPath the stack names, or
+    (`this_machine`: the pre-flight of `mkf up`) in the default kubeconfig too."""
     assert c.existing is not None
     if c.existing.server:
         return c.existing.server, key_path(c.path, "existing.server")
+    if not (c.existing.kubeconfig_path or this_machine):
+        return None
     path = existing_kubeconfig_path(c.existing)
     try:
         server, _ = context_cluster(read_kubeconfig_file(path), c.existing.context)
@@ -110,18 +114,25 @@ def _server_problems(server: str, path: str, what: str, pods: list[str]) -> Iter
         )
 
 
+def existing_worker_servers(spec: FleetSpec, this_machine: bool = False) -> Iterator[Problem]:
+    """Each existing worker's API server as MultiKueue and the dispatcher on the manager
+    will use it (see _worker_server for which kubeconfig is read)."""
+    pods = _pods_reach_workers(spec)
+    for c in spec.workers:
+        if c.existing is not None:
+            found = _worker_server(c, this_machine)
+            if found is not None:
+                yield from _server_problems(found[0], found[1], "the API server", pods)
+
+
 def worker_servers(spec: FleetSpec) -> Iterator[Problem]:
     """Existing clusters' contexts, and each worker's API server as MultiKueue and the
     dispatcher on the manager will use it."""
-    pods = _pods_reach_workers(spec)
     for c in spec.clusters:
-        if c.existing is None:
-            continue
-        yield from _existing_contexts(c)
-        if c is not spec.manager:
-            found = _worker_server(c)
-            if found is not None:
-                yield from _server_problems(found[0], found[1], "the API server", pods)
+        if c.existing is not None:
+            yield from _existing_contexts(c)
+    yield from existing_worker_servers(spec)
+    pods = _pods_reach_workers(spec)
     for name, secret in spec.worker_kubeconfigs.items():
         server = kubeconfig_server(secret.value or "")
         loopback = server and kueue_trusts_server(server) and is_loopback_host(server_host(server))

@@ -46,7 +46,7 @@ import yaml
 from pulumi.automation import CommandResult, PulumiCommand
 from pulumi.automation.errors import create_command_error
 
-from components.checks.consumers import context_problem
+from components.checks.consumers import context_problem, existing_worker_servers
 from components.checks.load import load_stack
 from components.model.spec import PROJECT
 from components.model.stack_file import parse_stack_text, stack_path
@@ -487,11 +487,12 @@ class Driver:
         spec, _ = load_stack(str(base_file))  # validated before anything is created
         providers = {c.provider for c in spec.clusters}
         self.tools("kind" in providers, spec.dispatcher.builds_image, providers)
-        for cluster in spec.clusters:
-            # The kubeconfig of this machine, which `validate` leaves alone unless the stack
-            # names the file (components/checks/consumers.py, _existing_contexts).
-            problem = context_problem(cluster) if cluster.existing is not None else None
-            if problem is not None:
+        # The kubeconfig of this machine, which `validate` leaves alone unless the stack
+        # names the file (components/checks/consumers.py).
+        found = [context_problem(c) for c in spec.clusters if c.existing is not None]
+        found += list(existing_worker_servers(spec, this_machine=True))
+        for problem in found:
+            if problem is not None and problem.severity == "error":
                 raise DriverError(f"{problem.path}: {problem.message}; fix: {problem.hint}")
         missing = missing_cloud_sdks(o.project, providers)
         if missing:
