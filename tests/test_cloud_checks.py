@@ -109,3 +109,14 @@ def test_an_eks_cluster_name_past_100_characters_is_refused() -> None:
     (message,) = _errors(config, "workers[0].name")
     assert "EKS takes at most 100" in message
     assert _errors(_eks("g4dn.xlarge", None), "workers[0].name") == []
+
+
+def test_a_gpu_on_a_machine_series_it_does_not_attach_to_is_refused() -> None:
+    config = _gke("us-central1", [])
+    config["workers"][0]["gke"]["gpuPool"] = {"accelerator": "nvidia-l4"}  # n1-standard-8
+    (message,) = _errors(config, "workers[0].gke.gpuPool.machineType")
+    assert "nvidia-l4 attaches only to g2-* machines, not n1-standard-8" in message
+    config["workers"][0]["gke"]["gpuPool"]["machineType"] = "g2-standard-8"
+    assert _errors(config, "workers[0].gke.gpuPool.machineType") == []
+    config["workers"][0]["gke"]["gpuPool"] = {"accelerator": "nvidia-tesla-t4"}
+    assert _errors(config, "workers[0].gke.gpuPool.machineType") == []

@@ -49,6 +49,38 @@ def gke_gpu_zones(spec: FleetSpec) -> Iterator[Problem]:
                 )
 
 
+# Compute Engine: which machine series each GPU attaches to ("GPU machine types",
+# https://cloud.google.com/compute/docs/gpus): N1 takes attachable GPUs; the accelerator-
+# optimized series come with their own. GKE refuses a node pool that pairs them otherwise.
+GPU_MACHINE_SERIES: dict[str, tuple[str, ...]] = {
+    "nvidia-tesla-t4": ("n1-",),
+    "nvidia-tesla-p4": ("n1-",),
+    "nvidia-tesla-v100": ("n1-",),
+    "nvidia-tesla-p100": ("n1-",),
+    "nvidia-l4": ("g2-",),
+    "nvidia-tesla-a100": ("a2-highgpu-", "a2-megagpu-"),
+    "nvidia-a100-80gb": ("a2-ultragpu-",),
+    "nvidia-h100-80gb": ("a3-highgpu-", "a3-edgegpu-"),
+    "nvidia-h100-mega-80gb": ("a3-megagpu-",),
+    "nvidia-h200-141gb": ("a3-ultragpu-",),
+}
+
+
+def gke_gpu_machine_types(spec: FleetSpec) -> Iterator[Problem]:
+    for c in spec.clusters:
+        if c.gke is None or c.gke.gpu_pool is None:
+            continue
+        pool = c.gke.gpu_pool
+        series = GPU_MACHINE_SERIES.get(pool.accelerator)
+        if series and not pool.machine_type.startswith(series):
+            yield Problem(
+                key_path(c.path, "gke.gpuPool.machineType"),
+                f"{pool.accelerator} attaches only to {' or '.join(s + '*' for s in series)} "
+                f"machines, not {pool.machine_type}",
+                f"set machineType to a {series[0]}* machine type",
+            )
+
+
 def is_graviton(instance_type: str) -> bool:
     return bool(_GRAVITON.match(instance_type.split(".", 1)[0]))
 
@@ -100,4 +132,4 @@ def cloud_cluster_names(spec: FleetSpec) -> Iterator[Problem]:
             )
 
 
-RULES = [gke_gpu_zones, eks_gpu_ami_architecture, cloud_cluster_names]
+RULES = [gke_gpu_zones, gke_gpu_machine_types, eks_gpu_ami_architecture, cloud_cluster_names]
