@@ -26,6 +26,7 @@ from pulumi.runtime.mocks import MockMonitor
 
 from components.model.frameworks import FRAMEWORKS
 from components.model.versions import clusterprofile_crd_bundle, kueue_bundle
+from components.upstream.gomodule import KUSTOMIZATIONS
 from components.upstream.releases import cache_key
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -272,6 +273,14 @@ def prepare_environment(tmp: Path) -> None:
             "metadata": {"name": f"synthetic-{bundle.name}", "namespace": "default"},
         }
         (cache / cache_key(bundle.url)).write_text(yaml.safe_dump(synthetic))
+    # And every kustomize bundle's verified copy (components/upstream/gomodule.py,
+    # kustomization_source), so the program needs no Go module here.
+    for bundle in [b for f in FRAMEWORKS.values() for b in f.bundles if b.method == "kustomize"]:
+        source = KUSTOMIZATIONS[bundle.name]
+        entry = cache / "kustomize-src" / f"{bundle.name}-{bundle.source_sha256[:16]}"
+        entry = entry / source.entry
+        entry.mkdir(parents=True, exist_ok=True)
+        (entry / "kustomization.yaml").write_text("resources: []\n")
     os.environ["MKF_UPSTREAM_CACHE"] = str(cache)
     kubeconfig = tmp / "kubeconfig"
     kubeconfig.write_text(yaml.safe_dump(FAKE_KUBECONFIG))

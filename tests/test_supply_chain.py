@@ -8,12 +8,16 @@ from __future__ import annotations
 
 import hashlib
 import io
+import os
 import shutil
+import subprocess
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pulumi
 import pytest
+import yaml
 
 from components.model.frameworks import FRAMEWORKS
 from components.model.versions import (
@@ -22,7 +26,7 @@ from components.model.versions import (
     clusterprofile_crd_bundle,
 )
 from components.resources.fleet import verified_manifests
-from components.upstream import gomodule
+from components.upstream import gomodule, toolchain
 from components.upstream import releases as upstream
 from tests import pulumi_harness
 from tests.conftest import base, load
@@ -112,10 +116,9 @@ def test_a_tampered_release_stops_the_program_before_any_resource(
     (monitor,) = monitors
     # The stack and the Fleet component itself, nothing inside it: no cluster, no object.
     assert [r.typ for r in monitor.registered.values() if r.custom] == []
-    assert [r.typ for r in monitor.registered.values()] == [
-        "pulumi:pulumi:Stack",
-        "multikueue-fleet:index:Fleet",
-    ]
+    types = [r.typ for r in monitor.registered.values()]
+    assert "multikueue-fleet:index:Fleet" in types
+    assert set(types) <= {"pulumi:pulumi:Stack", "multikueue-fleet:index:Fleet"}, types
     assert not (tmp_path / "upstream" / upstream.cache_key(MPI_OPERATOR_URL)).exists()
 
 
@@ -133,24 +136,93 @@ def test_a_release_made_of_a_checked_in_file_is_pinned_and_made_from_its_module(
 
 def test_the_docs_say_which_artifacts_are_pinned() -> None:
     """docs/ci-fleets.md's table names, as pinned, exactly the artifacts with a pinned
-    SHA-256, and as unpinned every other bundle the fleet can apply."""
+    SHA-256 (of the file, or of the kustomization's source tree), and as unpinned every
+    other bundle the fleet can apply."""
     text = (ROOT / "docs" / "ci-fleets.md").read_text()
     table = text.split("<!-- supply-chain table")[1].split("\n\n")[0]
     rows = [r for r in table.splitlines() if r.startswith("| ") and "---" not in r][1:]
-    pinned_rows = [r for r in rows if "its pinned SHA-256" in r]
-    unpinned_rows = [r for r in rows if "no pinned digest" in r or "no digest" in r]
-    assert len(pinned_rows) == len(PINNED_SHA256) == 3
-    every = [b for f in FRAMEWORKS.values() for b in f.bundles]
-    unpinned = [b for b in every if b.url not in PINNED_SHA256]
+    pinned_rows = [r for r in rows if "its pinned" in r and "SHA-256" in r]
+    unpinned_rows = [r for r in rows if "no pinned digest" in r]
+    assert len(pinned_rows) + len(unpinned_rows) == len(rows)
     names = {
         "jobset": "JobSet",
         "leaderworkerset": "LeaderWorkerSet",
         "appwrapper": "AppWrapper",
+        "mpi-operator": "MPI Operator",
         "kubeflow-trainer": "Trainer",
         "kubeflow-trainer-runtimes": "Trainer",
         "training-operator": "training operator",
         "kuberay": "KubeRay",
     }
-    for bundle in unpinned:
-        assert any(names[bundle.name] in r for r in unpinned_rows), bundle.name
-    assert "MPI Operator" in " ".join(pinned_rows)
+    for bundle in [b for f in FRAMEWORKS.values() for b in f.bundles]:
+        pinned = bundle.url in PINNED_SHA256 or bool(bundle.source_sha256)
+        said = pinned_rows if pinned else unpinned_rows
+        assert any(names[bundle.name] in r for r in said), (bundle.name, pinned)
+    assert len(PINNED_SHA256) == 3 and "ClusterProfile CRD" in " ".join(pinned_rows)
+
+
+# --- kustomize bundles: their source tree from the Go module of the tag -----------------
+
+KUSTOMIZE_BUNDLES = [b for f in FRAMEWORKS.values() for b in f.bundles if b.method == "kustomize"]
+
+
+def test_every_kustomize_bundle_has_a_pinned_module_source() -> None:
+    for bundle in KUSTOMIZE_BUNDLES:
+        assert len(bundle.source_sha256) == 64, bundle.name
+        source = gomodule.KUSTOMIZATIONS[bundle.name]
+        assert source.version == bundle.version, bundle.name
+        # The URL names the same kustomization inside the same tag.
+        assert f"{source.entry}?ref={bundle.version}" in bundle.url, bundle.name
+
+
+def _needs_go() -> None:
+    if not shutil.which("go"):
+        pytest.skip("needs Go and the Go module proxy for the module source")
+
+
+def test_a_kustomization_whose_source_tree_differs_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _needs_go()
+    monkeypatch.setenv("MKF_UPSTREAM_CACHE", str(tmp_path))
+    (kuberay,) = FRAMEWORKS["kuberay"].bundles
+    with pytest.raises(RuntimeError, match=r"has tree SHA-256 .*not the pinned 0000") as info:
+        upstream.verified_kustomization(replace(kuberay, source_sha256="0" * 64))
+    assert "\n" not in str(info.value)
+    assert not list((tmp_path / "kustomize-src").iterdir())  # nothing kept
+
+
+def _kustomize() -> list[str]:
+    built = Path(os.environ.get("MKF_TOOLS_BIN", str(toolchain.BIN_DIR))) / "kustomize"
+    if built.exists():
+        return [str(built), "build"]
+    if shutil.which("kubectl"):
+        return ["kubectl", "kustomize"]
+    pytest.skip("neither kustomize (MKF_TOOLS_BIN or .tools/bin) nor kubectl is installed")
+    raise AssertionError("unreachable")
+
+
+def test_the_verified_kustomizations_build_offline_as_the_fleet_wants(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """From the module copies alone (no GitHub): Trainer without the JobSet its overlay
+    would pull from a GitHub release, the training operator without mpijobs."""
+    _needs_go()
+    kustomize = _kustomize()
+    monkeypatch.setenv("MKF_UPSTREAM_CACHE", str(tmp_path))
+    built: dict[str, list[dict[str, Any]]] = {}
+    for bundle in KUSTOMIZE_BUNDLES:
+        folder = upstream.verified_kustomization(bundle)
+        result = subprocess.run(
+            [*kustomize, folder], capture_output=True, text=True, check=False, timeout=300
+        )
+        assert result.returncode == 0, (bundle.name, result.stderr[-1000:])
+        built[bundle.name] = [d for d in yaml.safe_load_all(result.stdout) if d]
+    names = {k: {o["metadata"]["name"] for o in v} for k, v in built.items()}
+    assert "trainjobs.trainer.kubeflow.org" in names["kubeflow-trainer"]
+    assert not [n for n in names["kubeflow-trainer"] if n.startswith("jobset")]
+    assert "pytorchjobs.kubeflow.org" in names["training-operator"]
+    assert "mpijobs.kubeflow.org" not in names["training-operator"]
+    assert "rayjobs.ray.io" in names["kuberay"]
+    kinds = {o["kind"] for o in built["kubeflow-trainer-runtimes"]}
+    assert kinds == {"ClusterTrainingRuntime"}

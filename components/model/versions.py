@@ -96,6 +96,10 @@ class Bundle:
     # kustomize: strategic-merge patches of the kustomization's objects, each (kind, name,
     # patch as YAML), where the release's defaults clash with another bundle's.
     patches: tuple[tuple[str, str, str], ...] = ()
+    # kustomize: the SHA-256 of the kustomization's source tree in the Go module of the tag
+    # (components/upstream/gomodule.py, tree_sha256 and KUSTOMIZATIONS): what is built is
+    # that tree, never the remote URL.
+    source_sha256: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {

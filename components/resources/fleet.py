@@ -68,7 +68,7 @@ from components.resources.providers import (
     ServiceAccountToken,
     source_hash,
 )
-from components.upstream.releases import fetch, kustomize_directory, verified_file
+from components.upstream.releases import fetch, verified_file, verified_kustomization
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -193,19 +193,22 @@ def _as_list(depends_on: Any) -> list[Any]:
 
 
 def verified_manifests(spec: FleetSpec, fetcher: Callable[[str], str]) -> dict[str, str]:
-    """Release URL -> verified local file, for every manifest bundle any cluster applies
-    (Kueue's own text is read through `fetcher` by KueueInstall, from the same cache). A
-    fetch or digest failure is one line naming the bundle (a RunError: no traceback)."""
+    """Bundle URL -> what Pulumi applies instead: the verified local file of a manifest
+    bundle, the verified local kustomization of a kustomize bundle (Kueue's own text is
+    read through `fetcher` by KueueInstall, from the same cache). A fetch or digest failure
+    is one line naming the bundle (a RunError: no traceback)."""
     files: dict[str, str] = {}
-    wanted = [b for c in spec.clusters for b in bundles(spec, c) if b.method == "manifests"]
-    for bundle in wanted:
+    for bundle in [b for c in spec.clusters for b in bundles(spec, c)]:
         if bundle.url in files:
             continue
         try:
             if bundle.name == "kueue":
                 fetcher(bundle.url)
                 continue
-            files[bundle.url] = verified_file(bundle.url, fetcher)
+            if bundle.method == "kustomize":
+                files[bundle.url] = verified_kustomization(bundle)
+            else:
+                files[bundle.url] = verified_file(bundle.url, fetcher)
         except (RuntimeError, OSError) as exc:
             raise pulumi.RunError(
                 f"upstream {bundle.name} {bundle.version} ({bundle.url}): {exc}; nothing was "
@@ -254,7 +257,7 @@ class Frameworks(pulumi.ComponentResource):
             )
             if bundle.method == "kustomize":
                 install: pulumi.Resource = Directory(
-                    f"{name}-{bundle.name}", directory=kustomize_directory(bundle), opts=child
+                    f"{name}-{bundle.name}", directory=files[bundle.url], opts=child
                 )
             else:
                 install = ConfigFile(f"{name}-{bundle.name}", file=files[bundle.url], opts=child)

@@ -27,6 +27,7 @@ from components.model.versions import (
     MPI_OPERATOR_URL,
     MPI_OPERATOR_VERSION,
     PINNED_SHA256,
+    Bundle,
     clusterprofile_crd_bundle,
     kueue_bundle,
 )
@@ -178,3 +179,94 @@ def framework_crds(key: str) -> list[dict[str, Any]]:
             if spec.get("group") in groups and doc["metadata"]["name"] not in found:
                 found[doc["metadata"]["name"]] = doc
     return list(found.values())
+
+
+@dataclass(frozen=True)
+class KustomizationSource:
+    """Where a kustomize bundle's remote kustomization lives in the Go module of its tag:
+    `folder` (a directory of the module, copied whole with everything it refers to) and
+    `entry` (the kustomization inside it that the bundle's URL names). `drop` lists lines
+    taken out of a file of the copy after its digest was checked, each (file, line): the
+    edits the upstream file itself asks for when a part is installed another way."""
+
+    module: str
+    version: str
+    folder: str
+    entry: str
+    drop: tuple[tuple[str, str], ...] = ()
+
+
+KUSTOMIZATIONS: dict[str, KustomizationSource] = {
+    "kubeflow-trainer": KustomizationSource(
+        "github.com/kubeflow/trainer/v2",
+        "v2.2.1",
+        "manifests",
+        "overlays/manager",
+        # "Comment this line if JobSet is installed on the Kubernetes cluster": the `jobset`
+        # framework installs JobSet (the line pulls JobSet v0.11.0's release from GitHub).
+        (("overlays/manager/kustomization.yaml", "  - ../../third-party/jobset"),),
+    ),
+    "kubeflow-trainer-runtimes": KustomizationSource(
+        "github.com/kubeflow/trainer/v2", "v2.2.1", "manifests", "overlays/runtimes"
+    ),
+    "training-operator": KustomizationSource(
+        "github.com/kubeflow/training-operator", "v1.9.3", "manifests", "overlays/standalone"
+    ),
+    "kuberay": KustomizationSource(
+        "github.com/ray-project/kuberay/ray-operator", "v1.6.2", "config", "default"
+    ),
+}
+
+
+def tree_sha256(root: Path) -> str:
+    """One SHA-256 of a directory tree: every file's path (relative, '/'-separated, sorted)
+    and the SHA-256 of its bytes."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        content = hashlib.sha256(path.read_bytes()).hexdigest()
+        digest.update(f"{path.relative_to(root).as_posix()}\0{content}\n".encode())
+    return digest.hexdigest()
+
+
+def _drop_line(file: Path, line: str, bundle: str) -> None:
+    """Takes out the line that is `line` once its trailing comment is ignored."""
+    lines = file.read_text().splitlines(keepends=True)
+    kept = [x for x in lines if x.split(" #", 1)[0].rstrip() != line]
+    if len(kept) == len(lines):
+        raise ModuleSourceError(f"{bundle}: the line {line!r} is not in {file.name}")
+    file.write_text("".join(kept))
+
+
+def kustomization_source(bundle: Bundle, into: Path) -> Path:
+    """The bundle's kustomization, copied from the Go module of its tag (checked by
+    tools/go.sum) into `into`, its tree checked against `bundle.source_sha256`; the path of
+    the kustomization to build. ModuleSourceError on a mismatch or an unknown bundle."""
+    source = KUSTOMIZATIONS.get(bundle.name)
+    if source is None or not bundle.source_sha256:
+        raise ModuleSourceError(f"no pinned Go module source is known for {bundle.url}")
+    if source.version != bundle.version:
+        raise ModuleSourceError(
+            f"{bundle.name} is {bundle.version} but its module source is {source.version}"
+        )
+    # A copy is only ever made (whole, then renamed into place) from a tree that matched:
+    # one already in the cache is used as a cached release file is.
+    copy = into / f"{bundle.name}-{bundle.source_sha256[:16]}"
+    if not copy.is_dir():
+        folder = module_dir(source.module, source.version) / source.folder
+        got = tree_sha256(folder)
+        if got != bundle.source_sha256:
+            raise ModuleSourceError(
+                f"{source.module}@{source.version}/{source.folder} has tree SHA-256 {got}, "
+                f"not the pinned {bundle.source_sha256}: the module changed; do not deploy it"
+            )
+        temp = Path(tempfile.mkdtemp(dir=into, prefix=f".{bundle.name}-"))
+        try:
+            shutil.copytree(folder, temp / "tree")
+            for path in (temp / "tree").rglob("*"):
+                path.chmod(0o755 if path.is_dir() else 0o644)
+            for name, line in source.drop:
+                _drop_line(temp / "tree" / name, line, bundle.name)
+            (temp / "tree").rename(copy)
+        finally:
+            shutil.rmtree(temp, ignore_errors=True)
+    return copy / source.entry
