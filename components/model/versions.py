@@ -162,4 +162,19 @@ PINNED_SHA256: dict[str, str] = {
     # served as is by raw.githubusercontent.com; this is the digest of that file in the Go
     # module github.com/kubeflow/mpi-operator@v0.8.2 (whose zip tools/go.sum pins).
     MPI_OPERATOR_URL: "a7eafe901bebde1410ae0448c2d1ada214a64b2686f6aa44e74eff978573033f",
+    # Release manifests that `make artifacts` builds with kustomize at release time (JobSet
+    # v0.12.0 and LWS v0.9.0 with kustomize v5.2.1, AppWrapper v1.2.2 with its go.mod's):
+    # the digests of that recipe run on the Go module of the tag with the pinned kustomize
+    # v5.8.1 (components/upstream/gomodule.py, release_build), the same recipe that gives
+    # Kueue's release byte for byte (above). A download is used when it has these bytes;
+    # otherwise the module build is.
+    "https://github.com/kubernetes-sigs/jobset/releases/download/v0.12.0/manifests.yaml": (
+        "a41aaf12dd0b7b0a3d626b8d6107f32c3dc889d7e7830adc46b8cdb77a8963bb"
+    ),
+    "https://github.com/kubernetes-sigs/lws/releases/download/v0.9.0/manifests.yaml": (
+        "9d0d36fbfd13240a04c80029c154e0fa1c4b2e09e2611400b44550e1059fe12f"
+    ),
+    "https://github.com/project-codeflare/appwrapper/releases/download/v1.2.2/install.yaml": (
+        "e54b18f6cf4c91ddd9129f674a43b1a7e5c8b77c3e41cfb46e76cdf8bf852f8d"
+    ),
 }

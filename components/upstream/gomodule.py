@@ -65,31 +65,40 @@ def module_dir(module: str, version: str) -> Path:
     return Path(info["Dir"])
 
 
-def kueue_manifest(module: Path) -> str:
-    """What Kueue's `make artifacts` puts in the release's manifests.yaml (Makefile at
-    v0.19.2, targets prepare-manifests and artifacts): `kustomize edit set image
-    controller=registry.k8s.io/kueue/kueue:<tag>` in config/components/manager, then
-    `kustomize build config/default`. The module cache is read-only, so on a copy."""
-    kustomize = toolchain.build(["kustomize"], log=lambda _line: None)["kustomize"]
-    with tempfile.TemporaryDirectory(prefix="kueue-config-") as tmp:
-        config = Path(tmp) / "config"
-        shutil.copytree(module / "config", config)
-        for path in config.rglob("*"):
-            path.chmod(0o755 if path.is_dir() else 0o644)
-        image = f"controller=registry.k8s.io/kueue/kueue:{KUEUE_VERSION}"
-        for args, cwd in (
-            (["edit", "set", "image", image], config / "components" / "manager"),
-            (["build", str(config / "default")], Path(tmp)),
-        ):
-            result = subprocess.run(
-                [str(kustomize), *args], cwd=cwd, capture_output=True, text=True, check=False
-            )
-            if result.returncode != 0:
-                raise ModuleSourceError(
-                    f"kustomize {args[0]} failed on Kueue {KUEUE_VERSION}'s config: "
-                    + " | ".join(result.stderr.strip().splitlines()[-3:])
+def release_build(manager_dir: str, image: str) -> Callable[[Path], str]:
+    """A release manifest as a kubebuilder project's `make artifacts` makes it:
+    `kustomize edit set image controller=<image>` in `manager_dir`, then `kustomize build
+    config/default` (Kueue's Makefile at v0.19.2, prepare-manifests and artifacts; JobSet's
+    at v0.12.0 and LWS's at v0.9.0, artifacts; AppWrapper's at v1.2.2, build-installer).
+    The module cache is read-only, so on a copy; the kustomize is the pinned one."""
+
+    def make(module: Path) -> str:
+        kustomize = toolchain.build(["kustomize"], log=lambda _line: None)["kustomize"]
+        with tempfile.TemporaryDirectory(prefix="release-config-") as tmp:
+            config = Path(tmp) / "config"
+            shutil.copytree(module / "config", config)
+            for path in config.rglob("*"):
+                path.chmod(0o755 if path.is_dir() else 0o644)
+            for args, cwd in (
+                (["edit", "set", "image", f"controller={image}"], Path(tmp) / manager_dir),
+                (["build", str(config / "default")], Path(tmp)),
+            ):
+                result = subprocess.run(
+                    [str(kustomize), *args], cwd=cwd, capture_output=True, text=True, check=False
                 )
-        return result.stdout
+                if result.returncode != 0:
+                    raise ModuleSourceError(
+                        f"kustomize {args[0]} failed on {module.name}'s config: "
+                        + " | ".join(result.stderr.strip().splitlines()[-3:])
+                    )
+            return result.stdout
+
+    return make
+
+
+kueue_manifest = release_build(
+    "config/components/manager", f"registry.k8s.io/kueue/kueue:{KUEUE_VERSION}"
+)
 
 
 def clusterprofile_crd(module: Path) -> str:
@@ -103,7 +112,35 @@ def mpi_operator_manifest(module: Path) -> str:
     return (module / "deploy" / "v2beta1" / "mpi-operator.yaml").read_text()
 
 
+def _framework_release(name: str, module: str, manager_dir: str, image: str) -> ModuleArtifact:
+    (bundle,) = FRAMEWORKS[name].bundles
+    return ModuleArtifact(module, bundle.version, release_build(manager_dir, image))
+
+
+# Release manifests built by kustomize at release time: made the same way from the module.
+_RELEASE_BUILDS = {
+    FRAMEWORKS["jobset"].bundles[0].url: _framework_release(
+        "jobset",
+        "sigs.k8s.io/jobset",
+        "config/components/manager",
+        f"registry.k8s.io/jobset/jobset:{FRAMEWORKS['jobset'].bundles[0].version}",
+    ),
+    FRAMEWORKS["leaderworkerset"].bundles[0].url: _framework_release(
+        "leaderworkerset",
+        "sigs.k8s.io/lws",
+        "config/manager",
+        f"registry.k8s.io/lws/lws:{FRAMEWORKS['leaderworkerset'].bundles[0].version}",
+    ),
+    FRAMEWORKS["appwrapper"].bundles[0].url: _framework_release(
+        "appwrapper",
+        "github.com/project-codeflare/appwrapper",
+        "config/manager",
+        f"quay.io/ibm/appwrapper:{FRAMEWORKS['appwrapper'].bundles[0].version}",
+    ),
+}
+
 SOURCES: dict[str, ModuleArtifact] = {
+    **_RELEASE_BUILDS,
     MPI_OPERATOR_URL: ModuleArtifact(
         "github.com/kubeflow/mpi-operator", MPI_OPERATOR_VERSION, mpi_operator_manifest
     ),
