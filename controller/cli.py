@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import queue
+import re
 import signal
 import sys
 import threading
@@ -25,7 +26,8 @@ from kubernetes_asyncio import client, config
 from controller.app import explain, run
 from controller.kube import ApiError, Kube
 from controller.settings import Settings, SettingsError, load_settings
-from controller.terminal import common_flags, flag, quietly_on_broken_pipe
+from controller.terminal import common_flags, flag, quietly_on_broken_pipe, seconds
+from controller.typed import LABEL_PATTERN, SUBDOMAIN_PATTERN
 
 # How long `explain` and `run` wait for the manager's first answer before saying it
 # cannot be reached: a few seconds, not the 30 s of a whole request.
@@ -267,10 +269,10 @@ def configure(parser: argparse.ArgumentParser, top: bool = True) -> None:
         help="show what the policy would do for one workload now, without writing anything",
     )
     e.add_argument("workload", help="<namespace>/<name> of a Workload on the manager")
-    e.add_argument("--timeout", type=float, default=30, help="seconds to wait for caches")
+    e.add_argument("--timeout", type=seconds, default=30, help="seconds to wait for caches")
     e.add_argument(
         "--connect-timeout",
-        type=float,
+        type=seconds,
         default=CONNECT_SECONDS,
         help="seconds to wait for the manager's first answer",
     )
@@ -278,6 +280,20 @@ def configure(parser: argparse.ArgumentParser, top: bool = True) -> None:
         _connection_flags(each, top=False)
         common_flags(each, top=False)
     parser.set_defaults(func=dispatch)
+
+
+def _workload_name_ok(text: str) -> bool:
+    """<namespace>/<name>: a namespace is a DNS label, a Workload's name a DNS subdomain
+    (Kubernetes' object name rules); anything else would be sent to the manager and come
+    back as a 404 or a URL error that blames the connection."""
+    namespace, slash, name = text.partition("/")
+    return bool(
+        slash
+        and len(namespace) <= 63
+        and re.fullmatch(LABEL_PATTERN, namespace)
+        and len(name) <= 253
+        and re.fullmatch(SUBDOMAIN_PATTERN, name)
+    )
 
 
 def dispatch(args: argparse.Namespace) -> int:
@@ -289,10 +305,10 @@ def dispatch(args: argparse.Namespace) -> int:
     logging.basicConfig(
         level=logging.WARNING if flag(args, "quiet") else logging.INFO, handlers=[handler]
     )
-    if args.command == "explain" and args.workload.count("/") != 1:
+    if args.command == "explain" and not _workload_name_ok(args.workload):
         print(
-            f"explain: '{args.workload}' is not <namespace>/<name>; fix: name the Workload as "
-            "namespace/name",
+            f"explain: '{args.workload}' is not <namespace>/<name> of a Workload; fix: name "
+            "the Workload as namespace/name, both parts non-empty (kubectl get workloads -A)",
             file=sys.stderr,
         )
         return 2

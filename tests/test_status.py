@@ -4,7 +4,9 @@ the JSON and the exit codes."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -12,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from components.cli.status import collect
+from components.cli.status import collect, kubeconfig_tls_problem
 from tests.apiserver import missing
 from tests.fleet_harness import NS, K, admission_check, cluster_queue, multikueue_cluster
 from tests.kube_emulator import Emulator
@@ -284,3 +286,65 @@ def test_status_against_a_real_api_server(apiserver: dict[str, Any]) -> None:
         assert kueue.ready
 
     asyncio.run(main())
+
+
+def _with_ca(kubeconfig: dict[str, Any], ca_data: str) -> dict[str, Any]:
+    for entry in kubeconfig["clusters"]:
+        entry["cluster"] = {**entry["cluster"], "certificate-authority-data": ca_data}
+        entry["cluster"].pop("insecure-skip-tls-verify", None)
+    return kubeconfig
+
+
+def _self_signed_ca_data(tmp_path: Path) -> str:
+    key, cert = tmp_path / "ca.key", tmp_path / "ca.crt"
+    subprocess.run(
+        [
+            *("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"),
+            *("-subj", "/CN=test-ca", "-keyout", str(key), "-out", str(cert)),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    return base64.b64encode(cert.read_bytes()).decode()
+
+
+@pytest.mark.parametrize(
+    ("ca_data", "said"),
+    [
+        (base64.b64encode(b"not a certificate").decode(), "decodes to no PEM certificate"),
+        ("%%% not base64 %%%", "is not base64 text of a PEM certificate"),
+        (
+            base64.b64encode(
+                b"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"
+            ).decode(),
+            "holds no usable certificate",
+        ),
+    ],
+)
+def test_a_kubeconfig_whose_ca_is_not_a_certificate_is_named(
+    tmp_path: Path, ca_data: str, said: str
+) -> None:
+    """It was an SSLError naming neither the cluster nor the file."""
+    kubeconfig = _with_ca(Emulator("m").kubeconfig(), ca_data)
+    (tmp_path / "m.yaml").write_text(yaml.safe_dump(kubeconfig))
+    clusters = [{"name": "manager", "role": "manager", "kubeconfig": "m.yaml"}]
+    (tmp_path / "summary.json").write_text(json.dumps({"clusters": clusters}))
+    result = subprocess.run(
+        [sys.executable, "-m", "components", "status", "--dir", str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert f"{tmp_path / 'm.yaml'} (cluster manager): its certificate-authority-data" in line
+    assert said in line
+
+
+def test_a_kubeconfig_with_a_real_ca_is_used(tmp_path: Path) -> None:
+    """A real certificate (and a kubeconfig without CA data) passes the check."""
+    kubeconfig = _with_ca(Emulator("m").kubeconfig(), _self_signed_ca_data(tmp_path))
+    assert kubeconfig_tls_problem(kubeconfig) is None
+    assert kubeconfig_tls_problem(Emulator("m").kubeconfig()) is None

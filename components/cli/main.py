@@ -31,7 +31,7 @@ from components.cli.render import (
 from components.cli.report import Reporter, problem_json
 from components.model.problems import FleetConfigError, Problem, errors, warnings
 from components.model.stack_file import stack_path
-from controller.terminal import common_flags, flag, quietly_on_broken_pipe
+from controller.terminal import common_flags, flag, quietly_on_broken_pipe, seconds
 
 # Exit codes of every command that compares or checks (see the module's docstring).
 SAME, DIFFERS, FAILED = 0, 1, 2
@@ -52,7 +52,19 @@ def _shown(path: Path) -> str:
 def _locations(args: argparse.Namespace) -> list[str]:
     if getattr(args, "all", False):
         folder = Path(args.stacks_dir) if args.stacks_dir else stack_path("*").parent
-        return [_shown(p) for p in sorted(folder.glob("Pulumi.*.yaml"))]
+        if not folder.is_dir():
+            what = "is not a folder" if folder.exists() else "does not exist"
+            raise CliError(
+                f"--stacks-dir {folder} {what}; name the folder that holds the "
+                "Pulumi.<stack>.yaml files (default: stacks/)"
+            )
+        found = [_shown(p) for p in sorted(folder.glob("Pulumi.*.yaml"))]
+        if not found:
+            raise CliError(
+                f"no stack files (Pulumi.*.yaml) in {_shown(folder)}; name the folder that "
+                "holds them with --stacks-dir"
+            )
+        return found
     return [s if s.endswith(".yaml") else _shown(stack_path(s)) for s in args.stack]
 
 
@@ -283,7 +295,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
     import yaml
 
-    from components.cli.status import collect, wait_ready
+    from components.cli.status import collect, kubeconfig_tls_problem, wait_ready
 
     report = Reporter.for_args(args)
     folder = Path(args.dir)
@@ -308,6 +320,13 @@ def cmd_status(args: argparse.Namespace) -> int:
             f"{summary_file} or a kubeconfig it names cannot be read ({type(exc).__name__}: "
             f"{exc}): run `mkf up` (or scripts/up.sh) again to rewrite them"
         ) from None
+    for c in clusters:
+        problem = kubeconfig_tls_problem(kubeconfigs[c["name"]])
+        if problem:
+            raise CliError(
+                f"{folder / c['kubeconfig']} (cluster {c['name']}): {problem}; run `mkf up` "
+                "(or scripts/up.sh) again to rewrite it, or fix the file"
+            )
     if args.wait:
         status = asyncio.run(
             wait_ready(kubeconfigs, roles, args.wait, timeout=args.timeout, progress=report.info)
@@ -467,11 +486,11 @@ def configure(parser: argparse.ArgumentParser) -> argparse._SubParsersAction:
     st.add_argument("--dir", default=".fleet", help="the directory `up` wrote (default .fleet)")
     st.add_argument("--json", action="store_true", help=argparse.SUPPRESS)  # before -o json
     st.add_argument(
-        "--wait", type=float, default=0, help="seconds to wait until ready (progress on stderr)"
+        "--wait", type=seconds, default=0, help="seconds to wait until ready (progress on stderr)"
     )
     st.add_argument(
         "--timeout",
-        type=float,
+        type=seconds,
         default=5,
         help="seconds each cluster has to answer before it is reported unreachable (default 5)",
     )
@@ -488,10 +507,10 @@ def configure(parser: argparse.ArgumentParser) -> argparse._SubParsersAction:
         )
         p.add_argument("--name", help="stack name (default: <base>-<run id>)")
         p.add_argument("--out", default=".fleet", help="where kubeconfigs and summary.json go")
-        p.add_argument("--timeout", type=float, default=3600, help="seconds for up/destroy")
+        p.add_argument("--timeout", type=seconds, default=3600, help="seconds for up/destroy")
         p.add_argument(
             "--ready-timeout",
-            type=float,
+            type=seconds,
             default=900,
             help="seconds to wait until the fleet is ready",
         )
