@@ -149,7 +149,8 @@ def images() -> list[Image]:
         Image(
             "busybox:1.36",
             f"FROM {DEBIAN}\nRUN apt-get update -qq && apt-get install -y -qq busybox-static "
-            '&& rm -rf /var/lib/apt/lists/*\nCMD ["sh"]',
+            "&& rm -rf /var/lib/apt/lists/* && busybox --install -s /usr/local/bin\n"
+            'CMD ["sh"]',
         ),
         Image(
             PYTHON,
