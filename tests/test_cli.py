@@ -31,7 +31,7 @@ def bad_runs(tmp_path: Path, small: Path) -> list[tuple[tuple[str, ...], int, st
         (("validate",), 2, "validate needs --stack NAME or --all"),
         (("validate", "--all", "--stacks-dir", str(empty)), 2, "no stack files"),
         (("render", "--stack", "nosuch", "--out", str(tmp_path / "o")), 1, "no such stack file"),
-        (("render", "--stack", str(small)), 2, "render needs one --stack and --out DIR"),
+        (("render",), 2, "render needs one --stack NAME"),
         (("render", "--diff", "--stack", str(small)), 2, "not inside this checkout"),
         (
             ("render", "--diff", "--old", "no-such-rev:stacks/x.yaml", "--new", str(small)),

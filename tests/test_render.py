@@ -55,6 +55,15 @@ def test_render_dev_writes_one_directory_per_cluster(tmp_path: Path) -> None:
     assert [c["name"] for c in summary["clusters"]] == ["manager", "worker1", "worker2"]
 
 
+def test_render_without_out_writes_the_stream_to_stdout(tmp_path: Path) -> None:
+    """As `helm template`: no --out is the YAML stream on stdout, the same as --out -."""
+    plain = cli("render", "--stack", str(DEV), cwd=tmp_path)
+    assert plain.returncode == 0, plain.stderr
+    assert plain.stdout == cli("render", "--stack", str(DEV), "--out", "-").stdout
+    assert plain.stdout.startswith("---\n# cluster: manager")
+    assert list(tmp_path.iterdir()) == []  # nothing written beside it
+
+
 def test_render_shows_the_kueue_configuration_readably(tmp_path: Path) -> None:
     assert cli("render", "--stack", str(DEV), "--out", str(tmp_path)).returncode == 0
     text = (tmp_path / "manager" / "objects.yaml").read_text()

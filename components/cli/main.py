@@ -19,6 +19,7 @@ from typing import Any
 from components.checks.crd_schema import cached_crds, schema_problems
 from components.checks.immutable import change_problems
 from components.checks.load import load_stack
+from components.cli.capacity import below_use_warnings, capacity_lines, capacity_rows
 from components.cli.completion import STACK_METAVAR
 from components.cli.render import (
     RenderDirError,
@@ -126,14 +127,18 @@ def cmd_validate(args: argparse.Namespace) -> int:
 def cmd_render(args: argparse.Namespace) -> int:
     if args.diff:
         return _render_diff(args)
-    if len(args.stack) != 1 or not args.out:
-        raise CliError("render needs one --stack and --out DIR (--out - for stdout), or --diff")
+    if args.fleet:
+        raise CliError("--fleet goes with --diff: render --diff --stack NAME --fleet DIR")
+    if len(args.stack) != 1:
+        raise CliError(
+            "render needs one --stack NAME (the objects go to stdout, or --out DIR), or --diff"
+        )
     report = Reporter.for_args(args)
     location = _locations(args)[0]
     spec, problems = _load_or_report(location, args, report)
     if spec is None:
         return DIFFERS
-    if args.out == "-":
+    if args.out in (None, "-"):
         # helm template's habit: the objects on stdout, ready for `kubectl apply -f -`.
         report.result(render_stream(spec).rstrip("\n"))
         report.finish()
@@ -192,24 +197,49 @@ def _render_diff(args: argparse.Namespace) -> int:
     # a change the API server would refuse is an error.
     refused = errors(change_problems(old_spec, new_spec)) if old_spec is not None else []
     clusters = fleet_diff(old_spec, new_spec, old, new)
+    in_use = _fleet_usage(args.fleet, report) if args.fleet else None
+    quota_rows = capacity_rows(old_spec, new_spec, in_use)
     if args.output == "json":
         document = {
             "old": old,
             "new": new,
             "differs": bool(clusters),
+            "capacity": [r.as_json() for r in quota_rows],
             "clusters": diff_json(clusters),
             "problems": [problem_json(p, new) for p in refused],
         }
         report.result(json.dumps(document, indent=2))
     elif not flag(args, "quiet"):
         lines = diff_lines(clusters, report.paint_out)
+        if lines:
+            # What a reviewer asks first: how much each queue can run, before the objects.
+            lines = [*capacity_lines(quota_rows, in_use is not None), "", *lines]
         report.result("\n".join(lines) if lines else f"no changes between {old} and {new}")
+    for warning in below_use_warnings(quota_rows):
+        report.error(warning)
     for problem in refused:
         report.error(problem.render(new))
     report.finish()
     if refused:
         return FAILED
     return DIFFERS if clusters and (args.exit_code or flag(args, "quiet")) else SAME
+
+
+def _fleet_usage(folder: str, report: Reporter) -> dict[Any, str]:
+    """The quota each ClusterQueue's work holds now on every cluster of the fleet `mkf up`
+    wrote to `folder`; a cluster that does not answer is said on stderr and left out."""
+    import asyncio
+
+    from components.cli.fleet_dir import FleetDirError, read_fleet_dir, read_usage
+
+    try:
+        fleet = read_fleet_dir(Path(folder))
+    except FleetDirError as exc:
+        raise CliError(str(exc).replace("give --dir", "give --fleet")) from None
+    usage, missed = asyncio.run(read_usage(fleet.kubeconfigs))
+    for line in missed:
+        report.error(f"warning: {line}")
+    return usage
 
 
 def _not_in_revision(location: str) -> bool:
@@ -442,8 +472,9 @@ def configure(parser: argparse.ArgumentParser) -> argparse._SubParsersAction:
     )
     r.add_argument(
         "--out",
-        help="- for one YAML stream on stdout; or a directory: a new or empty one, or a "
-        "previous render (whose files are replaced); anything else is refused",
+        help="a directory for one folder per cluster: a new or empty one, or a previous "
+        "render (whose files are replaced); anything else is refused. Without it (or with "
+        "-), one YAML stream on stdout",
     )
     r.add_argument(
         "--diff",
@@ -457,6 +488,12 @@ def configure(parser: argparse.ArgumentParser) -> argparse._SubParsersAction:
     )
     r.add_argument("--old", help="with --diff: a stack file path or REV:path")
     r.add_argument("--new", help="with --diff: a stack file path or REV:path")
+    r.add_argument(
+        "--fleet",
+        metavar="DIR",
+        help="with --diff: the directory `mkf up` or scripts/up.sh wrote; reads what each "
+        "ClusterQueue's work holds now and flags a quota the change would leave below it",
+    )
     r.add_argument(
         "--exit-code",
         action="store_true",
