@@ -43,6 +43,14 @@ pulumi.export(
         for c in spec.clusters
     ],
 )
+# What `mkf status` checks follows what the stack installed (components/cli/status.py).
+pulumi.export(
+    "installs",
+    {
+        "kueue": spec.kueue.install,
+        "dispatcher": spec.dispatcher.run if spec.dispatcher.enabled else "none",
+    },
+)
 # `pulumi stack output --show-secrets kubeconfigs` to use them.
 pulumi.export("kubeconfigs", {name: h.kubeconfig for name, h in fleet.handles.items()})
 pulumi.export(

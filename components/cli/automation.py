@@ -329,6 +329,7 @@ def write_fleet_dir(out: Path, name: str, outputs: Mapping[str, Any]) -> dict[st
         "fleet": outputs.get("fleet"),
         "clusters": clusters,
         "checks": outputs.get("checks") or [],
+        "installs": outputs.get("installs"),
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     return summary
@@ -529,14 +530,15 @@ class Driver:
         return task.result()
 
     async def _wait_ready(self, summary: dict[str, Any]) -> Any:
-        from components.cli.status import wait_ready
+        from components.cli.status import Installs, wait_ready
 
         kubeconfigs = {
             c["name"]: yaml.safe_load((self.options.out / c["kubeconfig"]).read_text())
             for c in summary["clusters"]
         }
         roles = {c["name"]: c["role"] for c in summary["clusters"]}
-        return await wait_ready(kubeconfigs, roles, self.options.ready_timeout)
+        installs = Installs.from_json(summary.get("installs"))
+        return await wait_ready(kubeconfigs, roles, self.options.ready_timeout, installs)
 
     def _write(self, name: str, outputs: dict[str, Any]) -> dict[str, Any]:
         return write_fleet_dir(self.options.out, name, outputs)

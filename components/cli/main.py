@@ -311,41 +311,39 @@ def cmd_status(args: argparse.Namespace) -> int:
     """Exit 0 ready, 1 not ready, 2 when the fleet's files cannot be read."""
     import asyncio
 
-    import yaml
-
+    from components.cli.fleet_dir import FleetDirError, read_fleet_dir, read_stack_outputs
     from components.cli.status import collect, wait_ready
 
     report = Reporter.for_args(args)
-    folder = Path(args.dir)
-    summary_file = folder / "summary.json"
-    if not summary_file.is_file():
-        raise CliError(
-            f"{summary_file} not found: `mkf up` (or `run`, or scripts/up.sh) writes it "
-            "there; give --dir the directory it wrote"
-        )
     try:
-        summary = json.loads(summary_file.read_text())
-        clusters = summary["clusters"]
-        kubeconfigs = {
-            c["name"]: yaml.safe_load((folder / c["kubeconfig"]).read_text()) for c in clusters
-        }
-        roles = {c["name"]: c["role"] for c in clusters}
-        for name, kubeconfig in kubeconfigs.items():
-            if not isinstance(kubeconfig, dict):
-                raise ValueError(f"the kubeconfig of {name} is not a kubeconfig")
-    except (OSError, ValueError, KeyError, TypeError, yaml.YAMLError) as exc:
-        raise CliError(
-            f"{summary_file} or a kubeconfig it names cannot be read ({type(exc).__name__}: "
-            f"{exc}): run `mkf up` (or scripts/up.sh) again to rewrite them"
-        ) from None
+        if args.stack:
+            fleet = read_stack_outputs(args.stack, stack_path("x").parent.parent)
+        else:
+            fleet = read_fleet_dir(Path(args.dir))
+    except FleetDirError as exc:
+        raise CliError(str(exc)) from None
+    kubeconfigs, roles, installs = fleet.kubeconfigs, fleet.roles, fleet.installs
     if args.wait:
         status = asyncio.run(
-            wait_ready(kubeconfigs, roles, args.wait, timeout=args.timeout, progress=report.info)
+            wait_ready(
+                kubeconfigs,
+                roles,
+                args.wait,
+                installs,
+                timeout=args.timeout,
+                progress=report.info,
+            )
         )
     else:
-        status = asyncio.run(collect(kubeconfigs, roles, timeout=args.timeout))
+        status = asyncio.run(collect(kubeconfigs, roles, installs, timeout=args.timeout))
     json_out = args.output == "json" or args.json
     report.result(status.as_json() if json_out else status.table(report.paint_out))
+    if args.wait and status.failed:
+        first = status.failed[0]
+        report.error(
+            f"error: stopped waiting: {first.cluster} {first.kind} {first.name} is {first.reason}, "
+            "which no wait mends (its row above says why)"
+        )
     return SAME if status.ready else DIFFERS
 
 
@@ -502,9 +500,19 @@ def configure(parser: argparse.ArgumentParser) -> argparse._SubParsersAction:
     _output_flag(r, "with --diff, the changes per cluster")
     st = command("status", cmd_status, "is the fleet ready? (exit 1 when not)")
     st.add_argument("--dir", default=".fleet", help="the directory `up` wrote (default .fleet)")
+    st.add_argument(
+        "--stack",
+        metavar=STACK_METAVAR,
+        help="a fleet brought up with a plain `pulumi up --stack NAME`: read its outputs "
+        "with the Pulumi CLI (nothing is written) instead of --dir",
+    )
     st.add_argument("--json", action="store_true", help=argparse.SUPPRESS)  # before -o json
     st.add_argument(
-        "--wait", type=float, default=0, help="seconds to wait until ready (progress on stderr)"
+        "--wait",
+        type=float,
+        default=0,
+        help="seconds to wait until ready; stops sooner on a failure no wait mends (progress "
+        "on stderr)",
     )
     st.add_argument(
         "--timeout",
