@@ -192,6 +192,23 @@ def test_a_note_is_shown_once_per_run_and_never_once_acknowledged(tmp_path: Path
     assert "waitForPodsReady" not in alone.stderr
 
 
+def test_notes_are_for_validate_not_for_every_command(tmp_path: Path) -> None:
+    """The default stack carries the waitForPodsReady note ("nothing to do"): `validate`
+    says it; render, its diff and reader-access, run all day, do not repeat it."""
+    stack = write_stack(tmp_path, "a", DEV)
+    other = write_stack(tmp_path, "b", DEV.replace("cpu: 4", "cpu: 6"))
+    assert "note: kueue.waitForPodsReady" in cli("validate", "--stack", str(stack)).stderr
+    for args in (
+        ("render", "--stack", str(stack)),
+        ("render", "--stack", str(stack), "--out", str(tmp_path / "out")),
+        ("render", "--diff", "--old", str(stack), "--new", str(other)),
+        ("reader-access", "--stack", str(stack), "--cluster", "worker9"),
+    ):
+        result = cli(*args)
+        assert result.returncode == 0, (args, result.stderr)
+        assert result.stderr == "", (args, result.stderr)
+
+
 # --- flags, colour, pipes -----------------------------------------------------------------
 
 

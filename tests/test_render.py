@@ -215,3 +215,27 @@ def test_reader_access_refuses_a_name_kubernetes_would() -> None:
     assert result.returncode == 2
     assert "'New_Cluster' is not a valid DNS label" in result.stderr
     assert result.stdout == ""
+
+
+def test_diff_of_two_files_named_differently_shows_only_the_change(tmp_path: Path) -> None:
+    """`--old mine.yaml --new copy.yaml`: both read as the new one's stack, so the fleet's
+    name and labels (which default to the stack's name) do not mark every object changed."""
+    old = tmp_path / "Pulumi.mine.yaml"
+    old.write_text(DEV.read_text())
+    new = tmp_path / "candidate.yaml"
+    new.write_text(DEV.read_text().replace("cpu: 4", "cpu: 6"))
+    result = cli("render", "--diff", "--old", str(old), "--new", str(new))
+    assert result.returncode == 0, result.stderr
+    changed = [line for line in result.stdout.splitlines() if line.startswith(("~ ", "+ ", "! "))]
+    assert changed == ["~ ClusterQueue cluster-queue (changed)"] * 3
+    same = cli("render", "--diff", "--old", str(old), "--new", str(tmp_path / "x.yaml"))
+    assert same.returncode == 2 and "x.yaml" in same.stderr
+
+
+def test_an_unknown_base_names_the_revision_as_what_to_fix() -> None:
+    result = cli("render", "--diff", "--stack", "dev", "--base", "nosuchrev")
+    assert result.returncode == 2
+    assert "invalid object name 'nosuchrev'" in result.stderr
+    assert "'nosuchrev' is not a git revision of this checkout" in result.stderr
+    assert "give a stack name" not in result.stderr  # the stack was never the problem
+    assert "Traceback" not in result.stderr

@@ -31,7 +31,7 @@ from components.cli.render import (
 )
 from components.cli.report import Reporter, problem_json
 from components.model.problems import FleetConfigError, Problem, errors, warnings
-from components.model.stack_file import stack_path
+from components.model.stack_file import stack_name_of, stack_path
 from controller.terminal import common_flags, flag, quietly_on_broken_pipe
 
 # Exit codes of every command that compares or checks (see the module's docstring).
@@ -93,7 +93,7 @@ def _load_or_report(
 def cmd_validate(args: argparse.Namespace) -> int:
     from components.checks.validate import validate_together
 
-    report = Reporter.for_args(args)
+    report = Reporter.for_args(args, show_notes=True)
     locations = _locations(args)
     if not locations:
         raise CliError("no stack files (Pulumi.*.yaml) to validate")
@@ -184,14 +184,16 @@ def _render_diff(args: argparse.Namespace) -> int:
         report.problems(exc.problems, new)
         return FAILED
     try:
-        old_spec, _ = load_stack(old)
+        # Two versions of one stack: the old is read under the new one's name, which the
+        # fleet's name and every label default to, so files named differently (Pulumi.a.yaml
+        # against a copy) show what changed, not every object.
+        old_spec, _ = load_stack(old, stack=stack_name_of(new))
     except FleetConfigError as exc:
         if not _not_in_revision(old):
             report.error(_head(old, exc.problems))
             report.problems(exc.problems, old)
             return FAILED
         old_spec = None  # a stack added since: everything in it is new
-        report.info(f"{old} does not exist: the whole stack is added")
     report.problems(new_problems, new)
     # Immutable fields (components/checks/immutable.py): a replacement is marked in the diff,
     # a change the API server would refuse is an error.
@@ -210,10 +212,17 @@ def _render_diff(args: argparse.Namespace) -> int:
         }
         report.result(json.dumps(document, indent=2))
     elif not flag(args, "quiet"):
-        lines = diff_lines(clusters, report.paint_out)
+        lines = diff_lines(clusters, report.paint_out, bodies=old_spec is not None)
         if lines:
             # What a reviewer asks first: how much each queue can run, before the objects.
             lines = [*capacity_lines(quota_rows, in_use is not None), "", *lines]
+        if old_spec is None:
+            lines = [
+                f"{old} does not exist: the whole stack is new, so every object is added "
+                f"(listed below; `mkf render --stack {new}` prints them in full)",
+                "",
+                *lines,
+            ]
         report.result("\n".join(lines) if lines else f"no changes between {old} and {new}")
     for warning in below_use_warnings(quota_rows):
         report.error(warning)
