@@ -319,8 +319,10 @@ def test_status_of_an_unreachable_manager_is_one_line(tmp_path: Path) -> None:
     result = cli("status", "--dir", str(folder))
     assert time.monotonic() - started < 10
     assert result.returncode == 1
-    (row,) = [line for line in result.stdout.splitlines() if "Unreachable" in line]
+    *rows, last = result.stdout.splitlines()
+    (row,) = [line for line in rows if "Unreachable" in line]
     assert row.endswith(f"cannot reach the manager at https://127.0.0.1:{port}: connection refused")
+    assert last.startswith("fleet NOT ready: m Cluster api: Unreachable: cannot reach the manager")
     assert "ClientConnectorError" not in result.stdout + result.stderr
 
 

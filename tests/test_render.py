@@ -192,6 +192,8 @@ def test_reader_access_prints_the_read_only_identity_for_a_new_worker() -> None:
     result = cli("reader-access", "--stack", "gke", "--cluster", "gke-new")
     assert result.returncode == 0, result.stderr
     assert "multikueue-fleet/worker=gke-new" in result.stdout  # the steps in the header
+    assert "#      mkf reader-access --stack gke --cluster gke-new" in result.stdout
+    assert "python -m components" not in result.stdout
     objects = [o for o in yaml.safe_load_all(result.stdout) if o]
     kinds = [o["kind"] for o in objects]
     assert kinds == ["Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Secret"]

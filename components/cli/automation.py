@@ -608,9 +608,19 @@ class Driver:
 
     def preview(self, name: str) -> str:
         with self._interrupts():
-            stack = self._bounded(
-                STACK_OP_TIMEOUT, f"selecting stack {name}", lambda: self._stack(name, False)
-            )
+            try:
+                stack = self._bounded(
+                    STACK_OP_TIMEOUT, f"selecting stack {name}", lambda: self._stack(name, False)
+                )
+            except DriverError as exc:
+                if not isinstance(exc.__cause__, self.auto.StackNotFoundError):
+                    raise
+                raise DriverError(
+                    f"no fleet named {name} in {self.options.backend} (the backend `mkf up` "
+                    f"uses): preview a fleet `mkf up` made with --name <the stack it printed>; "
+                    f"for a stack file's change without a fleet, `mkf render --diff --stack "
+                    f"{name}`"
+                ) from None
             config_file = self.config_file(name)
             extra = {"config_file": str(config_file)} if config_file.exists() else {}
             return self._bounded(

@@ -266,13 +266,19 @@ def _not_in_revision(location: str) -> bool:
 def _driver(args: argparse.Namespace) -> Any:
     from components.cli.automation import Driver, Options
 
-    options = Options(
-        base=args.base,
-        name=args.name,
-        out=Path(args.out),
-        up_timeout=args.timeout,
-        ready_timeout=args.ready_timeout,
-    )
+    # Each command has only the flags it uses (down: --name, --timeout; preview: no --out
+    # nor --ready-timeout); the others keep Options' defaults.
+    given = {
+        key: value
+        for key, value in (
+            ("base", getattr(args, "base", None)),
+            ("out", Path(args.out) if getattr(args, "out", None) else None),
+            ("ready_timeout", getattr(args, "ready_timeout", None)),
+        )
+        if value is not None
+    }
+    limit = "destroy_timeout" if args.command == "down" else "up_timeout"
+    options = Options(name=args.name, **{limit: args.timeout}, **given)
     # Progress (and the Pulumi CLI's own) is a diagnostic, on stderr; only preview's diff
     # is the result of its command. `run`'s command writes where it likes.
     if args.command == "preview":
@@ -395,7 +401,7 @@ def cmd_reference(args: argparse.Namespace) -> int:
 READER_STEPS = """\
 # The dispatcher's read-only identity for worker {cluster} (fleet {fleet}).
 # 1. Apply this on the worker:
-#      python -m components reader-access --stack {stack} --cluster {cluster} \\
+#      mkf reader-access --stack {stack} --cluster {cluster} \\
 #        | kubectl --context WORKER apply -f -
 # 2. Hand its token to the dispatcher, on the manager (the API server and CA come from
 #    the worker's ClusterProfile, so the token is all the Secret holds):
@@ -537,18 +543,30 @@ def configure(parser: argparse.ArgumentParser) -> argparse._SubParsersAction:
         ("run", cmd_run, "up, run a command with KUBECONFIG set to the manager, down"),
     ):
         p = command(name, func, text)
+        if name != "down":
+            p.add_argument(
+                "--base", default="ci", metavar=STACK_METAVAR, help="stack the fleet is made from"
+            )
         p.add_argument(
-            "--base", default="ci", metavar=STACK_METAVAR, help="stack the fleet is made from"
+            "--name",
+            help="the fleet's stack (the name `up` printed)"
+            if name == "down"
+            else "stack name (default: <base>-<run id>)",
         )
-        p.add_argument("--name", help="stack name (default: <base>-<run id>)")
-        p.add_argument("--out", default=".fleet", help="where kubeconfigs and summary.json go")
-        p.add_argument("--timeout", type=float, default=3600, help="seconds for up/destroy")
+        what, limit = {"down": ("destroy", 1800), "preview": ("preview", 3600)}.get(
+            name, ("up", 3600)
+        )
         p.add_argument(
-            "--ready-timeout",
-            type=float,
-            default=900,
-            help="seconds to wait until the fleet is ready",
+            "--timeout", type=float, default=limit, help=f"seconds for {what} (default {limit})"
         )
+        if name in ("up", "run"):
+            p.add_argument("--out", default=".fleet", help="where kubeconfigs and summary.json go")
+            p.add_argument(
+                "--ready-timeout",
+                type=float,
+                default=900,
+                help="seconds to wait until the fleet is ready",
+            )
         if name == "run":
             p.add_argument("command_args", nargs=argparse.REMAINDER, metavar="-- COMMAND [ARGS]")
     ra = command(
@@ -631,6 +649,7 @@ def build_parser(prog: str = "mkf") -> argparse.ArgumentParser:
     controller.configure(c, top=False)
     text = "print a shell completion script: source <(mkf completion bash)"
     completion = sub.add_parser("completion", help=text, description=text)
+    common_flags(completion, top=False)  # `mkf completion bash -q` as every other command
     completion.add_argument("shell", choices=("bash", "zsh"))
     completion.set_defaults(func=lambda args: print(completion_script(parser, args.shell)) or 0)
     return parser
