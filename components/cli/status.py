@@ -13,10 +13,10 @@ import asyncio
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
 from typing import Any, Literal
 
-from controller.kube import LEASES, ApiError, Kind, Kube
+from controller.kube import ApiError, Kind, Kube
+from controller.leader import current_leader
 from controller.terminal import Painter
 
 KUEUE = "kueue.x-k8s.io"
@@ -229,43 +229,21 @@ async def _kueue_served(kube: Kube, cluster: str) -> Check:
     return Check(cluster, "Kueue", "kueue.x-k8s.io/v1beta2", True, "Served", "installed by others")
 
 
-def _renewed_ago(spec: Mapping[str, Any], now: datetime) -> float | None:
-    stamp = spec.get("renewTime")
-    if not isinstance(stamp, str):
-        return None
-    try:
-        renewed = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return (now - renewed).total_seconds()
-
-
 async def _dispatcher_lease(kube: Kube, cluster: str) -> Check:
     """`dispatcher.run: local`: no Deployment; a dispatcher is running when a process holds
     its Lease and renewed it within the Lease's duration (controller/leader.py)."""
     name = f"{DISPATCHER_LEASE[0]}/{DISPATCHER_LEASE[1]}"
-    start = (
-        "start it: python -m controller --kubeconfig <dispatcher kubeconfig> --config "
-        "<settings> run (docs/dispatcher.md)"
-    )
-    try:
-        lease = await kube.get(LEASES, DISPATCHER_LEASE[1], DISPATCHER_LEASE[0])
-    except ApiError as exc:
-        if exc.status != 404:
-            raise
-        return Check(cluster, "Dispatcher", name, False, "NotRunning", f"no Lease yet: {start}")
-    spec = lease.get("spec") or {}
-    holder = spec.get("holderIdentity") or ""
-    ago = _renewed_ago(spec, datetime.now(UTC))
-    duration = float(spec.get("leaseDurationSeconds") or 15)
-    if not holder or ago is None or ago > duration:
+    holder = await current_leader(kube, *DISPATCHER_LEASE)
+    if holder is None:
         return Check(
             cluster,
             "Dispatcher",
             name,
             False,
             "NotRunning",
-            f"no process holds the Lease (released or expired): {start}",
+            "no process holds the Lease (none started, or it stopped): start it: python -m "
+            "controller --kubeconfig <dispatcher kubeconfig> --config <settings> run "
+            "(docs/dispatcher.md)",
         )
     return Check(cluster, "Dispatcher", name, True, "Leading", f"{holder} holds the Lease")
 
