@@ -332,7 +332,11 @@ def cmd_status(args: argparse.Namespace) -> int:
     report = Reporter.for_args(args)
     try:
         if args.stack:
-            fleet = read_stack_outputs(args.stack, stack_path("x").parent.parent)
+            # The Pulumi project here when there is one (a clone running an installed mkf),
+            # else this checkout's.
+            here = Path.cwd()
+            project = here if (here / "Pulumi.yaml").is_file() else stack_path("x").parent.parent
+            fleet = read_stack_outputs(args.stack, project)
         else:
             fleet = read_fleet_dir(Path(args.dir))
     except FleetDirError as exc:
