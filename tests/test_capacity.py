@@ -170,4 +170,14 @@ def test_fleet_dir_that_cannot_be_read_is_one_line(tmp_path: Path) -> None:
     assert result.stderr.strip().count("\n") == 0
     assert "summary.json not found" in result.stderr and "--fleet" in result.stderr
     wrong = cli("render", "--stack", str(DEV), "--fleet", str(tmp_path))
-    assert wrong.returncode == 2 and "--fleet goes with --diff" in wrong.stderr
+    assert wrong.returncode == 2 and "--fleet and --fleet-stack go with --diff" in wrong.stderr
+
+
+def test_fleet_stack_without_the_pulumi_cli_is_one_line(tmp_path: Path) -> None:
+    new = variant(tmp_path, "cpu: 4", "cpu: 2")
+    args = ("render", "--diff", "--old", str(DEV), "--new", str(new), "--fleet-stack", "mine")
+    result = cli(*args, env={"PATH": str(tmp_path)})
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    assert "--stack mine reads the stack's outputs with the Pulumi CLI" in result.stderr
+    assert "give --fleet" in result.stderr

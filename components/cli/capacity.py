@@ -154,7 +154,8 @@ def capacity_lines(rows: list[QuotaRow], usage_read: bool) -> list[str]:
     if not usage_read:
         lines.append(
             "  (usage not read: add --fleet DIR, the directory `mkf up` or scripts/up.sh "
-            "wrote, to flag a quota below what admitted work holds now)"
+            "wrote, or --fleet-stack NAME after a plain `pulumi up`, to flag a quota below "
+            "what admitted work holds now)"
         )
     return lines
 

@@ -127,8 +127,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
 def cmd_render(args: argparse.Namespace) -> int:
     if args.diff:
         return _render_diff(args)
-    if args.fleet:
-        raise CliError("--fleet goes with --diff: render --diff --stack NAME --fleet DIR")
+    if args.fleet or args.fleet_stack:
+        raise CliError(
+            "--fleet and --fleet-stack go with --diff: render --diff --stack NAME --fleet DIR"
+        )
     if len(args.stack) != 1:
         raise CliError(
             "render needs one --stack NAME (the objects go to stdout, or --out DIR), or --diff"
@@ -199,7 +201,7 @@ def _render_diff(args: argparse.Namespace) -> int:
     # a change the API server would refuse is an error.
     refused = errors(change_problems(old_spec, new_spec)) if old_spec is not None else []
     clusters = fleet_diff(old_spec, new_spec, old, new)
-    in_use = _fleet_usage(args.fleet, report) if args.fleet else None
+    in_use = _fleet_usage(args, report) if args.fleet or args.fleet_stack else None
     quota_rows = capacity_rows(old_spec, new_spec, in_use)
     if args.output == "json":
         document = {
@@ -234,21 +236,42 @@ def _render_diff(args: argparse.Namespace) -> int:
     return DIFFERS if clusters and (args.exit_code or flag(args, "quiet")) else SAME
 
 
-def _fleet_usage(folder: str, report: Reporter) -> dict[Any, str]:
-    """The quota each ClusterQueue's work holds now on every cluster of the fleet `mkf up`
-    wrote to `folder`; a cluster that does not answer is said on stderr and left out."""
+def _fleet_usage(args: argparse.Namespace, report: Reporter) -> dict[Any, str]:
+    """The quota each ClusterQueue's work holds now on every cluster of the fleet: the one
+    `mkf up` wrote to --fleet DIR, or a plain `pulumi up`'s (--fleet-stack NAME, its outputs
+    read with the Pulumi CLI). A cluster that does not answer is said on stderr, left out."""
     import asyncio
 
-    from components.cli.fleet_dir import FleetDirError, read_fleet_dir, read_usage
+    from components.cli.fleet_dir import (
+        FleetDirError,
+        read_fleet_dir,
+        read_stack_outputs,
+        read_usage,
+    )
 
     try:
-        fleet = read_fleet_dir(Path(folder))
+        if args.fleet_stack:
+            fleet = read_stack_outputs(args.fleet_stack, _project_dir())
+        else:
+            fleet = read_fleet_dir(Path(args.fleet))
     except FleetDirError as exc:
-        raise CliError(str(exc).replace("give --dir", "give --fleet")) from None
+        message = (
+            str(exc)
+            .replace("give --dir", "give --fleet")
+            .replace("--stack NAME", "--fleet-stack NAME")
+        )
+        raise CliError(message) from None
     usage, missed = asyncio.run(read_usage(fleet.kubeconfigs))
     for line in missed:
         report.error(f"warning: {line}")
     return usage
+
+
+def _project_dir() -> Path:
+    """The Pulumi project here when there is one (a clone running an installed mkf), else
+    this checkout's."""
+    here = Path.cwd()
+    return here if (here / "Pulumi.yaml").is_file() else stack_path("x").parent.parent
 
 
 def _not_in_revision(location: str) -> bool:
@@ -332,11 +355,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     report = Reporter.for_args(args)
     try:
         if args.stack:
-            # The Pulumi project here when there is one (a clone running an installed mkf),
-            # else this checkout's.
-            here = Path.cwd()
-            project = here if (here / "Pulumi.yaml").is_file() else stack_path("x").parent.parent
-            fleet = read_stack_outputs(args.stack, project)
+            fleet = read_stack_outputs(args.stack, _project_dir())
         else:
             fleet = read_fleet_dir(Path(args.dir))
     except FleetDirError as exc:
@@ -510,6 +529,12 @@ def configure(parser: argparse.ArgumentParser) -> argparse._SubParsersAction:
         metavar="DIR",
         help="with --diff: the directory `mkf up` or scripts/up.sh wrote; reads what each "
         "ClusterQueue's work holds now and flags a quota the change would leave below it",
+    )
+    r.add_argument(
+        "--fleet-stack",
+        metavar=STACK_METAVAR,
+        help="with --diff: as --fleet, for a fleet brought up with a plain `pulumi up --stack "
+        "NAME` (its outputs read with the Pulumi CLI)",
     )
     r.add_argument(
         "--exit-code",
