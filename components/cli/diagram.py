@@ -40,14 +40,15 @@ def _box(box: dict[str, Any]) -> list[str]:
 
 def _arrow(arrow: dict[str, Any]) -> list[str]:
     (x1, y1), (x2, y2) = arrow["from"], arrow["to"]
-    dash = ' stroke-dasharray="5,4"' if arrow.get("dashed") else ""
     out = [
-        f'<line x1="{x1}" y1="{y1}" x2="{x2}" y2="{y2}" stroke="#333" stroke-width="1.4"'
-        f'{dash} marker-end="url(#head)"/>'
+        f'<line x1="{x1}" y1="{y1}" x2="{x2}" y2="{y2}" stroke="#333" stroke-width="1.4" '
+        'marker-end="url(#head)"/>'
     ]
     if arrow.get("text"):
+        # At the middle of the arrow, or where the source puts it (`at`) when that is crowded.
+        x, y = arrow.get("at") or ((x1 + x2) / 2, (y1 + y2) / 2 - 5)
         out.append(
-            f'<text x="{(x1 + x2) / 2:g}" y="{(y1 + y2) / 2 - 5:g}" text-anchor="middle" '
+            f'<text x="{x:g}" y="{y:g}" text-anchor="middle" '
             f'font-size="11" fill="#333">{escape(arrow["text"])}</text>'
         )
     return out
