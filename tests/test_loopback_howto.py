@@ -99,7 +99,7 @@ def _env(folder: Path) -> dict[str, str]:
 
 def test_the_loopback_howto_as_written_leaves_the_clone_clean(tmp_path: Path) -> None:
     binaries()  # skips without Go, saying so
-    toolchain.build(list(toolchain.PULUMI_ENGINE), log=lambda _line: None)
+    toolchain.build([*toolchain.PULUMI_ENGINE, "kubectl"], log=lambda _line: None)
     clone = _clone(tmp_path)
     env = _env(tmp_path)
     try:
