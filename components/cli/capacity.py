@@ -177,9 +177,10 @@ def usage_from_cluster_queues(
     cluster: str, cluster_queues: list[Mapping[str, Any]]
 ) -> dict[tuple[str, Slot], str]:
     """(cluster, slot) -> quota reserved now, from ClusterQueue status.flavorsReservation
-    (Kueue v0.19.2 apis/kueue/v1beta2/clusterqueue_types.go: the quota held by every
-    workload that reserved it, admitted or waiting for its admission checks, so it is never
-    less than status.flavorsUsage)."""
+    (Kueue v0.19.2 apis/kueue/v1beta2/clusterqueue_types.go: "the reserved quotas, by
+    flavor, currently in use by the workloads assigned to this ClusterQueue", admitted ones
+    and those still waiting for their admission checks, so never less than flavorsUsage,
+    which counts the admitted alone)."""
     found: dict[tuple[str, Slot], str] = {}
     for cq in cluster_queues:
         name = cq.get("metadata", {}).get("name", "")
