@@ -458,3 +458,40 @@ def test_status_stack_and_installs_errors_are_one_line(tmp_path: Path) -> None:
     bad = cli("status", "--dir", str(tmp_path))
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
     assert "installs.kueue is 'helm', not managed or existing" in bad.stderr
+
+
+@pytest.mark.skipif(bool(missing()), reason=missing() or "ok")
+def test_a_local_dispatcher_and_an_existing_kueue_on_a_real_api_server(
+    apiserver: dict[str, Any],
+) -> None:
+    """The Lease as the dispatcher's own elector writes it on a real kube-apiserver (its
+    MicroTime renewTime, as the server returns it): held means running; released (client-go's
+    ReleaseOnCancel, leader.py) means none. Kueue's API served there passes the existing
+    check."""
+    from components.cli.status import _dispatcher_lease, _kueue_served
+    from controller.kube import Kube
+    from controller.leader import LeaderElector
+    from tests.apiserver import install, wait_ready
+
+    async def main() -> tuple[Any, Any, Any]:
+        manager = await Kube.from_kubeconfig(apiserver, "manager")
+        try:
+            await wait_ready(manager)
+            await install(manager)  # Kueue's CRDs and the fleet's namespace
+            elector = LeaderElector(
+                manager, "multikueue-fleet-system", "multikueue-fleet-dispatcher", "proc-a"
+            )
+            elector._set(await elector.try_acquire())  # one round of its run loop
+            assert elector.is_leader
+            held = await _dispatcher_lease(manager, "manager")
+            await elector.release()
+            released = await _dispatcher_lease(manager, "manager")
+            served = await _kueue_served(manager, "manager")
+        finally:
+            await manager.close()
+        return held, released, served
+
+    held, released, served = asyncio.run(main())
+    assert (held.ready, held.message) == (True, "proc-a holds the Lease")
+    assert (released.ready, released.reason) == (False, "NotRunning")
+    assert (served.ready, served.reason) == (True, "Served")
