@@ -370,3 +370,28 @@ def test_the_diagram_is_drawn_from_its_source(tmp_path: Path) -> None:
     drawn = diagram_text(changed)
     assert drawn != SVG.read_text()
     assert "Platform &lt;engineer&gt; &amp; co" in drawn
+
+
+def test_every_file_a_documented_command_writes_is_ignored_by_git() -> None:
+    """A shell block of the docs that writes a file (`> FILE`) writes it where git ignores
+    it: a how-to followed literally leaves the tree clean and commits no credential (the
+    dispatcher's kubeconfig holds a live token)."""
+    import subprocess
+
+    written = []
+    for path in DOCUMENTS:
+        for language, body in FENCE.findall(path.read_text()):
+            if language not in ("sh", "bash"):
+                continue
+            for line in body.splitlines():
+                if not line.lstrip().startswith("#"):
+                    written += [
+                        (relative(path), t)
+                        for t in re.findall(r"(?<![0-9&>])>\s*([^\s|;&)]+)", line)
+                    ]
+    assert any("dispatcher.kubeconfig" in target for _, target in written)
+    for page, target in written:
+        ignored = subprocess.run(
+            ["git", "check-ignore", "-q", "--no-index", target], cwd=ROOT, check=False
+        )
+        assert ignored.returncode == 0, f"{page} writes {target}, which git does not ignore"
