@@ -42,6 +42,7 @@ async def run(
         settings.identity,
         settings.lease_duration_seconds,
         settings.lease_renew_seconds,
+        settings.lease_renew_deadline_seconds,
     )
     dispatcher = Dispatcher(
         manager, settings, metrics, Kube.from_kubeconfig, lambda: elector.is_leader

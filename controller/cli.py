@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import queue
+import re
 import signal
 import sys
 import threading
@@ -26,7 +27,8 @@ from controller.app import explain_answers, run
 from controller.explain import NotFound, dispatcher_line, one_line, text
 from controller.kube import ApiError, Kube
 from controller.settings import Settings, SettingsError, load_settings
-from controller.terminal import common_flags, flag, quietly_on_broken_pipe
+from controller.terminal import common_flags, flag, quietly_on_broken_pipe, seconds
+from controller.typed import LABEL_PATTERN, SUBDOMAIN_PATTERN
 
 # How long `explain` and `run` wait for the manager's first answer before saying it
 # cannot be reached: a few seconds, not the 30 s of a whole request.
@@ -295,10 +297,10 @@ def configure(parser: argparse.ArgumentParser, top: bool = True) -> None:
         default="text",
         help="text for people (default) or json for machines",
     )
-    e.add_argument("--timeout", type=float, default=30, help="seconds to wait for caches")
+    e.add_argument("--timeout", type=seconds, default=30, help="seconds to wait for caches")
     e.add_argument(
         "--connect-timeout",
-        type=float,
+        type=seconds,
         default=CONNECT_SECONDS,
         help="seconds to wait for the manager's first answer",
     )
@@ -308,18 +310,36 @@ def configure(parser: argparse.ArgumentParser, top: bool = True) -> None:
     parser.set_defaults(func=dispatch)
 
 
+def _workload_name_ok(text: str) -> bool:
+    """<namespace>/<name>: a namespace is a DNS label, a Workload's name (and that of the
+    Job, JobSet or LeaderWorkerSet owning it) a DNS subdomain (Kubernetes' object name rules);
+    anything else would be sent to the manager and come back as a 404 or a URL error that
+    blames the connection."""
+    namespace, slash, name = text.partition("/")
+    return bool(
+        slash
+        and len(namespace) <= 63
+        and re.fullmatch(LABEL_PATTERN, namespace)
+        and len(name) <= 253
+        and re.fullmatch(SUBDOMAIN_PATTERN, name)
+    )
+
+
 def _explain_target_problem(args: argparse.Namespace) -> str:
-    if args.all and args.workload:
+    """Why explain's arguments name no target: a workload or --all, exactly one of them, and
+    a workload as <namespace>/<name> with both parts valid names."""
+    if args.all and args.workload is not None:
         return f"give a workload or --all, not both ('{args.workload}' and --all)"
-    if not args.all and not args.workload:
+    if not args.all and args.workload is None:
         return (
             "name a workload as <namespace>/<name> (a Workload, or the Job, JobSet or "
             "LeaderWorkerSet that owns it), or give --all"
         )
-    if args.workload and args.workload.count("/") != 1:
+    if args.workload is not None and not _workload_name_ok(args.workload):
         return (
-            f"'{args.workload}' is not <namespace>/<name>; fix: name it as namespace/name "
-            "(`kubectl get workloads -A` lists them)"
+            f"'{args.workload}' is not <namespace>/<name> of a Workload (or of the Job, JobSet "
+            "or LeaderWorkerSet that owns one); fix: name it as namespace/name, both parts "
+            "non-empty (`kubectl get workloads -A` lists them)"
         )
     return ""
 

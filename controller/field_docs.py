@@ -53,6 +53,9 @@ CONTROLLER_DOCS: dict[str, str] = {
     "SettingsFile.resyncSeconds": "How often pending workloads are decided again.",
     "SettingsFile.leaseDurationSeconds": "How long a leader's Lease lasts without renewal.",
     "SettingsFile.leaseRenewSeconds": "How often the leader renews it (below the duration).",
+    "SettingsFile.leaseRenewDeadlineSeconds": "A leader that has not renewed for this long "
+    "stops writing (below the duration, above 1.2 x leaseRenewSeconds; unset: two thirds of "
+    "the duration).",
     "SettingsFile.metricsPort": "The port of `/metrics`, `/healthz` and `/readyz`.",
     "SettingsFile.concurrentWrites": "Status patches under way at once.",
     "ProfileEntry.name": "The worker's ClusterProfile (and MultiKueueCluster) name.",

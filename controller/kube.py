@@ -114,6 +114,21 @@ def _skip_proxy_lookups(api: client.ApiClient) -> None:
         session._trust_env = False
 
 
+# A reader kubeconfig of a kind worker has this context besides its current one: the
+# worker's API server as this machine reaches it (components/objects/kubeconfig.py).
+FROM_HOST_CONTEXT = "from-host"
+
+
+def host_context(kubeconfig: Mapping[str, Any]) -> str | None:
+    """FROM_HOST_CONTEXT outside a pod when the kubeconfig has it (the in-network name of a
+    kind cluster resolves only on the kind network); None, the current context, otherwise.
+    The kubelet sets KUBERNETES_SERVICE_HOST in every container it starts."""
+    if os.environ.get("KUBERNETES_SERVICE_HOST"):
+        return None
+    names = {c.get("name") for c in kubeconfig.get("contexts") or [] if isinstance(c, Mapping)}
+    return FROM_HOST_CONTEXT if FROM_HOST_CONTEXT in names else None
+
+
 class Kube:
     """One cluster's API server."""
 
@@ -130,7 +145,7 @@ class Kube:
     async def from_kubeconfig(cls, kubeconfig: Mapping[str, Any], cluster: str) -> Kube:
         configuration = client.Configuration()
         await config.load_kube_config_from_dict(
-            dict(kubeconfig), client_configuration=configuration
+            dict(kubeconfig), context=host_context(kubeconfig), client_configuration=configuration
         )
         return cls(client.ApiClient(configuration), cluster)
 

@@ -7,16 +7,22 @@ connection error while renewing escapes `LeaderElection.run` without cancelling 
 `onstarted_leading` task or calling `onstopped_leading`. The replica would go on writing
 nominations as leader while its lease expires and another replica takes over: two
 writers. tests/test_leader.py shows it against the library itself. Any failure to read or
-renew the lease here stops this replica writing until it holds the lease again. It also
+renew the lease is retried until the renew deadline, and then this replica stops writing
+until it holds the lease again (the rules are client-go's: see LeaderElector). It also
 goes through the controller's own client (kube.py), not a second ApiClient and pool."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from controller.kube import LEASES, ApiError, Kube
+from controller.settings import default_renew_deadline
 
 log = logging.getLogger("controller.leader")
 
@@ -36,6 +42,15 @@ def _parse(text: str | None) -> datetime | None:
 
 
 class LeaderElector:
+    """client-go's rules (k8s.io/client-go v0.36.3, tools/leaderelection/leaderelection.go):
+    - a leader that has not renewed within `deadline` (shorter than the lease's duration)
+      stops writing, and no single try may run past that deadline, whatever the client's
+      own retries would do (`renew`: `context.WithTimeout(ctx, RenewDeadline)`);
+    - another holder's lease has run out when it has not *changed* for its duration as
+      measured by this replica's own clock since it last saw it change (`observedTime`,
+      `isLeaseValid`), never by the holder's `renewTime`: a holder whose clock runs
+      behind would otherwise look expired while it still writes (two writers)."""
+
     def __init__(
         self,
         kube: Kube,
@@ -44,6 +59,8 @@ class LeaderElector:
         identity: str,
         duration: float = 15.0,
         renew: float = 5.0,
+        deadline: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.kube = kube
         self.namespace = namespace
@@ -51,8 +68,14 @@ class LeaderElector:
         self.identity = identity
         self.duration = duration
         self.renew = renew
+        self.deadline = default_renew_deadline(duration) if deadline is None else deadline
+        self.clock = clock
         self.is_leader = False
         self.changed = asyncio.Event()
+        # The lease's spec as last read or written, and when (by `clock`) it last changed.
+        self._observed: str | None = None
+        self._observed_at = 0.0
+        self._renewed_at: float | None = None  # last successful acquire or renew
 
     def _set(self, leader: bool) -> None:
         if leader != self.is_leader:
@@ -60,16 +83,47 @@ class LeaderElector:
             self.is_leader = leader
             self.changed.set()
 
+    def _observe(self, spec: dict[str, Any]) -> None:
+        raw = json.dumps(spec, sort_keys=True)
+        if raw != self._observed:
+            self._observed = raw
+            self._observed_at = self.clock()
+
+    def _held_by_another(self) -> bool:
+        spec = json.loads(self._observed) if self._observed else {}
+        return spec.get("holderIdentity") not in (self.identity, None, "")
+
     async def run(self) -> None:
         while True:
-            try:
-                self._set(await self.try_acquire())
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # noqa: BLE001 (cannot tell: stop writing until we can)
-                log.warning("lease %s: %s", self.name, exc)
-                self._set(False)
+            await self.step()
             await asyncio.sleep(self.renew)
+
+    async def step(self) -> None:
+        """One try to acquire or renew. A leader's try is cut off at its renew deadline,
+        and a leader past it, or seeing another holder, stops writing."""
+        if self.is_leader and self._renewed_at is not None:
+            budget = self._renewed_at + self.deadline - self.clock()
+        else:
+            budget = self.deadline
+        held = False
+        try:
+            async with asyncio.timeout(max(budget, 0.0)):
+                held = await self.try_acquire()
+        except asyncio.CancelledError:
+            raise
+        except TimeoutError:
+            log.warning("lease %s: no answer within the renew deadline", self.name)
+        except Exception as exc:  # noqa: BLE001 (cannot tell: retry until the deadline)
+            log.warning("lease %s: %s", self.name, exc)
+        if held:
+            self._renewed_at = self.clock()
+            self._set(True)
+            return
+        if not self.is_leader:
+            return
+        late = self._renewed_at is None or self.clock() - self._renewed_at >= self.deadline
+        if late or self._held_by_another():
+            self._set(False)
 
     async def try_acquire(self) -> bool:
         now = _now()
@@ -83,11 +137,12 @@ class LeaderElector:
         except ApiError as exc:
             if exc.status != 404:
                 raise
+            spec = {**spec, "acquireTime": _stamp(now), "leaseTransitions": 0}
             body = {
                 "apiVersion": "coordination.k8s.io/v1",
                 "kind": "Lease",
                 "metadata": {"name": self.name, "namespace": self.namespace},
-                "spec": {**spec, "acquireTime": _stamp(now), "leaseTransitions": 0},
+                "spec": spec,
             }
             try:
                 await self.kube.create(LEASES, body, self.namespace)
@@ -95,13 +150,13 @@ class LeaderElector:
                 if conflict.status == 409:
                     return False  # another replica created it first
                 raise
+            self._observe(spec)
             return True
         current = lease.get("spec") or {}
+        self._observe(current)
         holder = current.get("holderIdentity")
-        renewed = _parse(current.get("renewTime")) or datetime.min.replace(tzinfo=UTC)
-        expired = (
-            renewed + timedelta(seconds=current.get("leaseDurationSeconds") or self.duration) < now
-        )
+        duration = current.get("leaseDurationSeconds") or self.duration
+        expired = self._observed_at + duration <= self.clock()
         if holder not in (self.identity, None, "") and not expired:
             return False
         if holder != self.identity:
@@ -114,6 +169,7 @@ class LeaderElector:
             if exc.status == 409:
                 return False
             raise
+        self._observe(lease["spec"])
         return True
 
     async def release(self) -> None:
@@ -146,10 +202,12 @@ class LeaderElector:
 
 
 async def current_leader(kube: Kube, namespace: str, name: str) -> str | None:
-    """Who holds the Lease now: its holder while the lease is not expired (the rule
-    `LeaderElector` takes over by), None when nobody does, the Lease is absent, or it was
-    released (client-go's ReleaseOnCancel empties the holder). For `explain` and `status`,
-    which say whether a dispatcher is running."""
+    """Who holds the Lease now: its holder while its renewTime is within its duration, None
+    when nobody does, the Lease is absent, or it was released (client-go's ReleaseOnCancel
+    empties the holder). For `explain` and `status`, which say whether a dispatcher is
+    running: one read has no earlier sight of the Lease to time it by, as `LeaderElector`
+    does before taking over, so the holder's renewTime is trusted here; a holder whose clock
+    runs behind can look stopped in this report, never in who writes."""
     try:
         lease = await kube.get(LEASES, name, namespace)
     except ApiError as exc:

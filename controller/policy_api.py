@@ -215,7 +215,23 @@ def _match_labels() -> dict[str, Any]:
 
 
 def _selector() -> dict[str, Any]:
-    return {"type": "object", "properties": {"matchLabels": _match_labels()}}
+    """A selector holding matchLabels only. Declared as a map with one allowed key rather
+    than an object with one property: a structural schema prunes unknown fields without a
+    word, so the stack file's shorthand (`clusterSelector: {zone: a}`) or a matchExpressions
+    the controller does not read would be stored as an empty selector, which selects every
+    worker. As a map, the server refuses them as the controller's parser does."""
+    return {
+        "type": "object",
+        "maxProperties": 1,
+        "additionalProperties": _match_labels(),
+        "x-kubernetes-validations": [
+            {
+                "rule": "self.all(k, k == 'matchLabels')",
+                "message": "a selector holds only matchLabels: write "
+                "{matchLabels: {<label key>: <value>}}",
+            }
+        ],
+    }
 
 
 def _name() -> dict[str, Any]:

@@ -64,6 +64,9 @@ class Settings:
     resync_seconds: float = 15.0  # pending workloads are looked at again this often
     lease_duration_seconds: float = 15.0
     lease_renew_seconds: float = 5.0
+    # A leader that has not renewed for this long stops writing; None: two thirds of the
+    # lease duration, client-go's default ratio (controller/leader.py).
+    lease_renew_deadline_seconds: float | None = None
     metrics_port: int = 8080
     # Status patches under way at once (one per workload at most): enough to hide the
     # API server's round trip, few enough to stay a polite client.
@@ -78,9 +81,21 @@ class SettingsError(ValueError):
         super().__init__("\n".join(lines))
 
 
+# k8s.io/client-go v0.36.3, tools/leaderelection/leaderelection.go (NewLeaderElector):
+# the renew deadline must exceed the retry period times this jitter factor.
+JITTER_FACTOR = 1.2
+
+
+def default_renew_deadline(duration: float) -> float:
+    """client-go's defaults are a 15 s lease and a 10 s renew deadline: two thirds."""
+    return duration * 2 / 3
+
+
 _BASE = Settings(identity="")
 # A period longer than an hour is a typo (minutes for seconds?) rather than a wish.
 _HOUR = 3600.0
+# The longest workerLostTimeoutSeconds taken (the stack's validate refuses a longer one).
+WORKER_LOST_TIMEOUT_MAX = 24 * _HOUR
 
 FIXES = {
     **POLICY_FIXES,
@@ -96,6 +111,8 @@ FIXES = {
     "resyncSeconds": "seconds, a number from 0.1 to 3600 (default 15)",
     "leaseDurationSeconds": "seconds, a number from 1 to 3600 (default 15)",
     "leaseRenewSeconds": "seconds, above 0 and below leaseDurationSeconds (default 5)",
+    "leaseRenewDeadlineSeconds": "seconds, above 1.2 x leaseRenewSeconds and below "
+    "leaseDurationSeconds (default two thirds of leaseDurationSeconds)",
     "metricsPort": "a TCP port from 1 to 65535 (default 8080)",
     # 0 would mean no nomination is ever written.
     "concurrentWrites": "a whole number from 1 to 256 (default 16)",
@@ -130,12 +147,13 @@ class SettingsFile(Strict):
     cluster_profiles: list[ProfileEntry] | None = None
     inventory: StrictBool = _BASE.inventory
     stale_after_seconds: Annotated[float, Field(gt=0, le=_HOUR)] = _BASE.stale_after_seconds
-    worker_lost_timeout_seconds: Annotated[float, Field(ge=0, le=24 * _HOUR)] = (
+    worker_lost_timeout_seconds: Annotated[float, Field(ge=0, le=WORKER_LOST_TIMEOUT_MAX)] = (
         _BASE.worker_lost_timeout_seconds
     )
     resync_seconds: Annotated[float, Field(ge=0.1, le=_HOUR)] = _BASE.resync_seconds
     lease_duration_seconds: Annotated[float, Field(ge=1, le=_HOUR)] = _BASE.lease_duration_seconds
     lease_renew_seconds: Annotated[float, Field(gt=0, le=_HOUR)] = _BASE.lease_renew_seconds
+    lease_renew_deadline_seconds: Annotated[float, Field(gt=0, le=_HOUR)] | None = None
     metrics_port: Annotated[int, Field(ge=1, le=65535)] = _BASE.metrics_port
     concurrent_writes: Annotated[int, Field(ge=1, le=256)] = _BASE.concurrent_writes
 
@@ -146,6 +164,25 @@ class SettingsFile(Strict):
             raise ValueError(
                 f"leaseRenewSeconds ({self.lease_renew_seconds:g}) must be below "
                 f"leaseDurationSeconds ({self.lease_duration_seconds:g})"
+            )
+        # k8s.io/client-go v0.36.3, tools/leaderelection/leaderelection.go NewLeaderElector:
+        # leaseDuration > renewDeadline > JitterFactor x retryPeriod, so a leader gives up
+        # before a standby may take over, and gets more than one try before it gives up.
+        deadline = self.lease_renew_deadline_seconds
+        shown = "leaseRenewDeadlineSeconds"
+        if deadline is None:
+            deadline = default_renew_deadline(self.lease_duration_seconds)
+            shown = f"the renew deadline (two thirds of leaseDurationSeconds, {deadline:g})"
+        if deadline >= self.lease_duration_seconds:
+            raise ValueError(
+                f"{shown} ({deadline:g}) must be below leaseDurationSeconds "
+                f"({self.lease_duration_seconds:g}): a leader must stop before its lease runs out"
+            )
+        if deadline <= JITTER_FACTOR * self.lease_renew_seconds:
+            raise ValueError(
+                f"{shown} ({deadline:g}) must be above {JITTER_FACTOR:g} x leaseRenewSeconds "
+                f"({JITTER_FACTOR * self.lease_renew_seconds:g}): lower leaseRenewSeconds or "
+                "raise leaseRenewDeadlineSeconds"
             )
         names = [p.name for p in self.cluster_profiles or ()]
         twice = sorted({n for n in names if names.count(n) > 1})
@@ -179,6 +216,7 @@ class SettingsFile(Strict):
             resync_seconds=self.resync_seconds,
             lease_duration_seconds=self.lease_duration_seconds,
             lease_renew_seconds=self.lease_renew_seconds,
+            lease_renew_deadline_seconds=self.lease_renew_deadline_seconds,
             metrics_port=self.metrics_port,
             concurrent_writes=self.concurrent_writes,
         )

@@ -8,6 +8,7 @@ in controller/ because the controller's image holds only that package."""
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from collections.abc import Callable
@@ -44,6 +45,22 @@ def common_flags(parser: argparse.ArgumentParser, *, top: bool) -> None:
         help="no colour (also: NO_COLOR set, or output not a terminal)",
         **default,  # type: ignore[arg-type]
     )
+
+
+def seconds(text: str) -> float:
+    """An argparse type for a number of seconds: finite and not negative. float() alone
+    takes nan, inf and -5, and a wait of nan or inf seconds never ends."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"'{text}' is not a number of seconds (write it like 30 or 2.5)"
+        ) from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(
+            f"'{text}' is not a finite number of seconds of at least 0 (write it like 30)"
+        )
+    return value
 
 
 def flag(args: argparse.Namespace, name: str) -> bool:

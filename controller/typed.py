@@ -43,6 +43,7 @@ LabelValue = Annotated[str, StringConstraints(max_length=63, pattern=LABEL_VALUE
 # expression: the name's 63 characters bounded by the repetition, the prefix's 253 by a
 # second expression (CEL's RE2 has no look-ahead).
 SUBDOMAIN_PATTERN = rf"^{_SUBDOMAIN}$"
+LABEL_PATTERN = rf"^{_LABEL}$"
 LABEL_KEY_PATTERN = rf"^({_SUBDOMAIN}/)?([A-Za-z0-9][-A-Za-z0-9_.]{{0,61}})?[A-Za-z0-9]$"
 LABEL_KEY_PREFIX_PATTERN = r"^[^/]{1,253}/"
 

@@ -48,4 +48,11 @@ fi
 step "Destroying stack '$STACK'"
 pulumi destroy --yes --stack "$STACK" --non-interactive
 pulumi stack rm --yes --preserve-config --stack "$STACK" --non-interactive
+# The kubeconfigs and summary up.sh wrote for this stack (credentials of clusters that are
+# gone); another stack's are left alone.
+if [ -f .fleet/summary.json ] && .venv/bin/python -c 'import json, sys; sys.exit(json.load(open(".fleet/summary.json")).get("stack") != sys.argv[1])' "$STACK"; then
+  rm -rf .fleet/kubeconfigs .fleet/summary.json
+  rmdir .fleet 2>/dev/null || true
+  echo "Removed .fleet/ (the kubeconfigs and summary of stack '$STACK')."
+fi
 echo "Stack '$STACK' is gone; stacks/Pulumi.${STACK}.yaml is kept."

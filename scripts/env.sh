@@ -32,45 +32,73 @@ sha256_of() {
   else shasum -a 256 "$1" | cut -d' ' -f1; fi
 }
 
-download() {  # url dest
-  curl --fail --silent --show-error --location --retry 3 --output "$2" "$1" \
-    || die "could not download $1"
+download() {  # url dest; fails quietly (the caller says what to do)
+  curl --fail --silent --show-error --location --retry 2 --connect-timeout 10 --output "$2" "$1" 2>"$2.err"
+}
+
+# The pinned binaries are built from their Go modules (components/upstream/toolchain.py,
+# the modules in tools/) where a release download cannot be reached: a firewall, a mirror,
+# or no network but a Go module proxy.
+build_from_modules() {  # what, tools...
+  local what="$1"; shift
+  command -v go >/dev/null \
+    || die "$what: the release download failed ($(tail -1 "$TMP_ERR" 2>/dev/null)) and Go is not installed to build it from its module; install Go 1.26+ (or put $what of the pinned version on PATH) and run again"
+  echo "$what: the release download failed; building it from its Go module (a few minutes, once)"
+  MKF_TOOLS_BIN="$TOOLS" .venv/bin/python -m loopback build "$@" \
+    || die "building $what from its Go module failed (see above); put $what of the pinned version on PATH and run again"
+}
+
+# A tool of the pinned version: on PATH, in .tools/bin, downloaded, or built.
+tool_version_is() {  # binary expected-version-line-substring
+  [ -x "$1" ] && "$1" version 2>/dev/null | head -1 | grep -qF "$2"
 }
 
 install_kind() {
-  if [ -x "$TOOLS/kind" ] && [ "$("$TOOLS/kind" version -q 2>/dev/null)" = "${KIND_VERSION#v}" ]; then
-    return
+  local found; found="$(command -v kind || true)"
+  if [ -n "$found" ] && [ "$found" != "$TOOLS/kind" ] && tool_version_is "$found" "$KIND_VERSION "; then
+    echo "kind $KIND_VERSION: $found"; ln -sf "$found" "$TOOLS/kind"; return
   fi
+  tool_version_is "$TOOLS/kind" "$KIND_VERSION " && return
   read -r os arch < <(platform)
   local base="https://github.com/kubernetes-sigs/kind/releases/download/${KIND_VERSION}"
-  local tmp; tmp="$(mktemp -d)"
+  local tmp; tmp="$(mktemp -d)"; TMP_ERR="$tmp/kind.err"
   echo "installing kind ${KIND_VERSION} into .tools/bin"
-  download "$base/kind-${os}-${arch}" "$tmp/kind"
-  download "$base/kind-${os}-${arch}.sha256sum" "$tmp/kind.sha256sum"
-  [ "$(sha256_of "$tmp/kind")" = "$(cut -d' ' -f1 "$tmp/kind.sha256sum")" ] \
-    || die "kind download does not match its published checksum"
-  install -m 0755 "$tmp/kind" "$TOOLS/kind"
+  if download "$base/kind-${os}-${arch}" "$tmp/kind" && download "$base/kind-${os}-${arch}.sha256sum" "$tmp/kind.sha256sum"; then
+    [ "$(sha256_of "$tmp/kind")" = "$(cut -d' ' -f1 "$tmp/kind.sha256sum")" ] \
+      || die "kind download does not match its published checksum"
+    install -m 0755 "$tmp/kind" "$TOOLS/kind"
+  else
+    rm -f "$TOOLS/kind"
+    build_from_modules kind kind
+  fi
   rm -rf "$tmp"
 }
 
 install_pulumi() {
-  if [ -x "$TOOLS/pulumi/pulumi" ] && \
-     [ "$("$TOOLS/pulumi/pulumi" version 2>/dev/null)" = "v${PULUMI_VERSION}" ]; then
-    return
+  # Binaries straight in .tools/bin (an older up.sh unpacked the release to .tools/bin/pulumi/).
+  [ -d "$TOOLS/pulumi" ] && rm -rf "$TOOLS/pulumi"
+  local found; found="$(command -v pulumi || true)"
+  if [ -n "$found" ] && [ "$found" != "$TOOLS/pulumi" ] && tool_version_is "$found" "v${PULUMI_VERSION}"; then
+    echo "Pulumi CLI v$PULUMI_VERSION: $found"; return
   fi
+  tool_version_is "$TOOLS/pulumi" "v${PULUMI_VERSION}" && return
   read -r os arch < <(platform)
   [ "$arch" = amd64 ] && arch=x64
   local asset="pulumi-v${PULUMI_VERSION}-${os}-${arch}.tar.gz"
   local base="https://github.com/pulumi/pulumi/releases/download/v${PULUMI_VERSION}"
-  local tmp; tmp="$(mktemp -d)"
+  local tmp; tmp="$(mktemp -d)"; TMP_ERR="$tmp/$asset.err"
   echo "installing Pulumi CLI ${PULUMI_VERSION} into .tools/bin"
-  download "$base/$asset" "$tmp/$asset"
-  download "$base/pulumi-${PULUMI_VERSION}-checksums.txt" "$tmp/checksums.txt"
-  local want; want="$(grep " ${asset}\$" "$tmp/checksums.txt" | cut -d' ' -f1)"
-  [ -n "$want" ] && [ "$(sha256_of "$tmp/$asset")" = "$want" ] \
-    || die "Pulumi CLI download does not match its published checksum"
-  rm -rf "$TOOLS/pulumi"
-  tar -xzf "$tmp/$asset" -C "$TOOLS"
+  if download "$base/$asset" "$tmp/$asset" && download "$base/pulumi-${PULUMI_VERSION}-checksums.txt" "$tmp/checksums.txt"; then
+    local want; want="$(grep " ${asset}\$" "$tmp/checksums.txt" | cut -d' ' -f1)"
+    [ -n "$want" ] && [ "$(sha256_of "$tmp/$asset")" = "$want" ] \
+      || die "Pulumi CLI download does not match its published checksum"
+    tar -xzf "$tmp/$asset" -C "$tmp"
+    install -m 0755 "$tmp"/pulumi/* "$TOOLS/"
+  else
+    # The CLI, its Python language host and the kubernetes provider (Pulumi would download
+    # the provider at the first `up`, from the same release host): built from tools/pulumi*.
+    build_from_modules "the Pulumi CLI" pulumi pulumi-language-python pulumi-resource-kubernetes
+  fi
   rm -rf "$tmp"
 }
 
@@ -98,5 +126,5 @@ install_tools() {
   mkdir -p "$TOOLS"
   install_kind
   install_pulumi
-  export PATH="$TOOLS:$TOOLS/pulumi:$PATH"
+  export PATH="$TOOLS:$PATH"
 }

@@ -32,6 +32,15 @@ if command -v go >/dev/null 2>&1; then
   "$ENV/bin/python" -m loopback build
   "$ENV/bin/python" -m loopback build lws
   export KUBEBUILDER_ASSETS="$PWD/.tools/bin"
+  # The kind tier (tests/test_kind_tier.py): kind, its node image and the fleet's images built
+  # from the same modules, served by a registry mirror; only where a Docker engine answers
+  # (this script never installs or starts one: `python -m kindnode host --prepare` does).
+  if docker info >/dev/null 2>&1; then
+    echo "== kind tier (python -m kindnode build)"
+    "$ENV/bin/python" -m kindnode build
+  else
+    echo "== kind tier: no Docker engine answers, so its tests skip (python -m kindnode host --prepare starts one)"
+  fi
 else
   echo "== real engines: go is not on PATH, so the real tier is skipped (install Go 1.26+)"
 fi

@@ -24,7 +24,9 @@ import yaml
 from google.protobuf import json_format
 from pulumi.runtime.mocks import MockMonitor
 
-from components.model.versions import kueue_bundle
+from components.model.frameworks import FRAMEWORKS
+from components.model.versions import clusterprofile_crd_bundle, kueue_bundle
+from components.upstream.gomodule import KUSTOMIZATIONS
 from components.upstream.releases import cache_key
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -261,6 +263,24 @@ def prepare_environment(tmp: Path) -> None:
     cache.mkdir(parents=True, exist_ok=True)
     text = yaml.safe_dump_all(FAKE_KUEUE)
     (cache / cache_key(kueue_bundle("v0.19.2").url)).write_text(text)
+    # Every other manifest bundle the fleet applies (the provider no longer downloads them:
+    # the program reads them through the verified cache), as one synthetic object each.
+    others = [b for f in FRAMEWORKS.values() for b in f.bundles if b.method == "manifests"]
+    for bundle in [*others, clusterprofile_crd_bundle()]:
+        synthetic = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": f"synthetic-{bundle.name}", "namespace": "default"},
+        }
+        (cache / cache_key(bundle.url)).write_text(yaml.safe_dump(synthetic))
+    # And every kustomize bundle's verified copy (components/upstream/gomodule.py,
+    # kustomization_source), so the program needs no Go module here.
+    for bundle in [b for f in FRAMEWORKS.values() for b in f.bundles if b.method == "kustomize"]:
+        source = KUSTOMIZATIONS[bundle.name]
+        entry = cache / "kustomize-src" / f"{bundle.name}-{bundle.source_sha256[:16]}"
+        entry = entry / source.entry
+        entry.mkdir(parents=True, exist_ok=True)
+        (entry / "kustomization.yaml").write_text("resources: []\n")
     os.environ["MKF_UPSTREAM_CACHE"] = str(cache)
     kubeconfig = tmp / "kubeconfig"
     kubeconfig.write_text(yaml.safe_dump(FAKE_KUBECONFIG))

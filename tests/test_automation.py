@@ -268,6 +268,24 @@ def test_missing_tools_are_named() -> None:
     require_tools(False, True, which=lambda n: f"/usr/bin/{n}", docker_running=lambda: True)
 
 
+@pytest.mark.parametrize(
+    ("provider", "command"), [("gke", "gke-gcloud-auth-plugin"), ("eks", "aws")]
+)
+def test_a_cloud_stack_needs_its_credential_plugin_before_anything_is_created(
+    provider: str, command: str
+) -> None:
+    """Its kubeconfigs run it: without it, `up` created the clusters and then failed at the
+    first Kubernetes call."""
+    with pytest.raises(DriverError) as info:
+        require_tools(False, False, {provider}, which=lambda n: None if n == command else "/x")
+    (line,) = str(info.value).splitlines()
+    assert f"missing {command}, which {provider} kubeconfigs run: install" in line
+    require_tools(False, False, {provider}, which=lambda n: f"/usr/bin/{n}")
+    require_tools(
+        True, False, {"kind"}, which=lambda n: f"/usr/bin/{n}", docker_running=lambda: True
+    )
+
+
 def test_the_driver_asks_for_docker_when_the_stack_builds_the_image(
     fake: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -275,7 +293,27 @@ def test_the_driver_asks_for_docker_when_the_stack_builds_the_image(
     seen: list[tuple[bool, ...]] = []
     options = Options(base="gke", name="gke-t", out=tmp_path / "out", backend=tmp_path / "s")
     Driver(options, automation=fake, log=lambda _: None, tools=lambda *a: seen.append(a)).up()
-    assert seen == [(False, True)]  # gke: no kind; the image is built from controller/
+    # gke: no kind; the image is built from controller/; GKE's credential plugin.
+    assert seen == [(False, True, {"gke"})]
+
+
+def test_an_existing_context_this_machines_kubeconfig_lacks_stops_up_first(
+    fake: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`validate` leaves the default kubeconfig alone (it is the reviewing machine's, not
+    the deploying one's); `mkf up` checks it before it creates a stack."""
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text("contexts:\n- {name: other, context: {cluster: c, user: u}}\n")
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+    monkeypatch.setattr(driver_module, "missing_cloud_sdks", lambda *_: [])
+    options = Options(base="existing", name="ex-t", out=tmp_path / "out", backend=tmp_path / "s")
+    driver = Driver(options, automation=fake, log=lambda _: None, tools=lambda *_: None)
+    with pytest.raises(DriverError) as info:
+        driver.up()
+    (line,) = str(info.value).splitlines()
+    assert line.startswith("manager.existing.context: the kubeconfig ")
+    assert "has no context 'lab-manager' (it has: other)" in line and "fix: " in line
+    assert driver.stack_touched is False  # nothing was created
 
 
 def test_cli_exit_codes(monkeypatch: pytest.MonkeyPatch) -> None:

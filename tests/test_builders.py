@@ -12,7 +12,7 @@ from components.checks.load import load_stack
 from components.model import quantity
 from components.model.frameworks import FRAMEWORKS
 from components.model.spec import FleetSpec
-from components.objects.fleet import APPLY_ORDER, ClusterObjects, build_fleet, object_key
+from components.objects.fleet import APPLY_ORDER, ClusterObjects, build_fleet, bundles, object_key
 from components.objects.kueue_config import CONFIG_KEY, config_map, configuration, feature_gate_args
 from components.objects.labels import MANAGED_BY
 from components.objects.worker_access import ALL_VERBS
@@ -609,3 +609,15 @@ def test_the_dispatcher_keeps_a_lost_worker_as_long_as_kueue_does(tmp_path: Path
         (settings_map,) = find(fleet(config)["manager"], "ConfigMap", "multikueue-fleet-dispatcher")
         (tmp_path / "config.yaml").write_text(settings_map["data"]["config.yaml"])
         assert load_settings(tmp_path / "config.yaml").worker_lost_timeout_seconds == seconds
+
+
+def test_a_framework_is_installed_after_those_it_requires() -> None:
+    """Written trainer first, JobSet's bundle still comes before Trainer's."""
+    config = base()
+    config["frameworks"] = ["batch", "trainer", "leaderworkerset", "jobset"]
+    spec, problems = load(config)
+    assert not [p for p in problems if p.severity == "error"], problems
+    names = [b.name for b in bundles(spec, spec.manager)]
+    assert names.index("jobset") < names.index("kubeflow-trainer")
+    # JobSet moves up to just before Trainer; the rest keep the order written.
+    assert names.index("kubeflow-trainer") < names.index("leaderworkerset")

@@ -43,7 +43,17 @@ def bad_runs(tmp_path: Path, small: Path) -> list[tuple[tuple[str, ...], int, st
         (("reader-access", "--cluster", "w"), 2, "reader-access needs one --stack NAME"),
         (("status", "--dir", str(empty)), 2, "summary.json not found"),
         (("status", "--dir", str(broken)), 2, "cannot be read"),
-        (("status", "--wait", "soon"), 2, "invalid float value"),
+        (("status", "--wait", "soon"), 2, "'soon' is not a number of seconds"),
+        # float() takes these, and a wait of nan or inf seconds never ends.
+        (("status", "--wait", "nan"), 2, "'nan' is not a finite number of seconds"),
+        (("status", "--wait", "inf"), 2, "'inf' is not a finite number of seconds"),
+        (("status", "--wait", "-5"), 2, "'-5' is not a finite number of seconds"),
+        (
+            ("validate", "--all", "--stacks-dir", str(tmp_path / "no-such-dir")),
+            2,
+            f"--stacks-dir {tmp_path / 'no-such-dir'} does not exist",
+        ),
+        (("validate", "--all", "--stacks-dir", str(stale)), 2, "is not a folder"),
         (("schema", "--check", "--out", str(stale)), 1, "mkf schema"),
         (("no-such-command",), 2, "invalid choice"),
         (("--debug", "validate", "--stack", "nosuch"), 1, "no such stack file"),

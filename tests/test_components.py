@@ -327,9 +327,11 @@ def test_trainer_runtimes_wait_for_the_trainer_manager(runs: dict[str, Run]) -> 
         if "trainer" not in cluster.frameworks:
             continue
         runtimes = _urn(monitor, f"{cluster.name}-frameworks-kubeflow-trainer-runtimes")
-        assert _urn(monitor, f"{cluster.name}-frameworks-kubeflow-trainer") in before(
-            monitor, runtimes
-        )
+        trainer = _urn(monitor, f"{cluster.name}-frameworks-kubeflow-trainer")
+        assert trainer in before(monitor, runtimes)
+        # Trainer's controller runs every TrainJob as a JobSet: JobSet's install first, as
+        # Kueue's own e2e does (hack/testing/e2e-common.sh).
+        assert _urn(monitor, f"{cluster.name}-frameworks-jobset") in before(monitor, trainer)
 
 
 # --- teardown on clusters the stack creates ---------------------------------------------------

@@ -172,6 +172,23 @@ def test_a_workload_name_without_its_namespace(home: Path) -> None:
     assert "'just-a-name' is not <namespace>/<name>" in one_line_error(result)
 
 
+@pytest.mark.parametrize("name", ["", "/", "ns/", "/wl", "NS/wl", "ns/wl/x", "ns/wl\n"])
+def test_an_empty_or_malformed_workload_name_is_refused_before_connecting(
+    home: Path, name: str
+) -> None:
+    """It used to reach the manager with an empty name and blame the manager's address."""
+    result = controller(home, "explain", name)
+    assert result.returncode == 2
+    assert "is not <namespace>/<name> of a Workload" in one_line_error(result)
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-1", "soon"])
+def test_explain_timeouts_are_finite_seconds(home: Path, value: str) -> None:
+    result = controller(home, "explain", "ns/wl", "--timeout", value)
+    assert result.returncode == 2 and "number of seconds" in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
+
+
 def test_debug_shows_the_traceback(home: Path) -> None:
     result = controller(home, "--debug", "explain", "ns/wl")
     assert result.returncode != 0 and "Traceback" in result.stderr

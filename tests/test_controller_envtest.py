@@ -12,6 +12,7 @@ import pytest
 from controller.app import run
 from controller.kube import EVENTS, LEASES, SECRETS, WORKLOADS, ApiError, Kind, Kube
 from controller.metrics import Metrics
+from tests import leader_scenarios
 from tests.apiserver import install, missing, wait_ready
 from tests.fleet_harness import (
     ACTIVE,
@@ -216,5 +217,24 @@ def test_inventory_against_a_real_api_server(apiserver: dict[str, Any]) -> None:
         finally:
             await manager.close()
             await worker.stop()
+
+    asyncio.run(main())
+
+
+def test_leader_election_against_a_real_api_server(apiserver: dict[str, Any]) -> None:
+    """The scenarios of tests/test_leader.py's emulator test, judged by the real server's
+    Lease storage, resourceVersions and MicroTime handling."""
+
+    async def main() -> None:
+        async def connect() -> Kube:
+            return await Kube.from_kubeconfig(apiserver, "manager")
+
+        probe = await connect()
+        try:
+            await wait_ready(probe)
+        finally:
+            await probe.close()
+        await leader_scenarios.stalled_leader(connect)
+        await leader_scenarios.skewed_holder(connect)
 
     asyncio.run(main())

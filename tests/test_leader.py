@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -17,8 +19,10 @@ from kubernetes_asyncio.leaderelection.electionconfig import Config
 from kubernetes_asyncio.leaderelection.leaderelection import LeaderElection
 from kubernetes_asyncio.leaderelection.resourcelock.leaselock import LeaseLock
 
-from controller.kube import ApiError
+from controller.kube import ApiError, Kube
 from controller.leader import LeaderElector
+from tests import leader_scenarios
+from tests.kube_emulator import Emulator
 
 
 class _Coordination:
@@ -127,24 +131,181 @@ class _Leases:
         self.lease["metadata"]["resourceVersion"] = str(self.version)
 
 
-def _elector(leases: _Leases, identity: str) -> LeaderElector:
-    return LeaderElector(leases, "ns", "dispatcher", identity, duration=60)  # type: ignore[arg-type]
+def _elector(
+    leases: _Leases, identity: str, clock: Callable[[], float] | None = None
+) -> LeaderElector:
+    return LeaderElector(
+        leases,  # type: ignore[arg-type]
+        "ns",
+        "dispatcher",
+        identity,
+        duration=60,
+        clock=clock or time.monotonic,
+    )
+
+
+class _Clock:
+    """A replica's monotonic clock, moved by hand."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
 
 
 def test_a_lease_that_ran_out_is_taken_over_and_a_live_one_is_not() -> None:
-    """A leader that crashed never releases: the next replica waits until its lease ran out."""
+    """A leader that crashed never releases: the next replica waits until the lease has
+    not changed for its duration, by the standby's own clock."""
 
     async def main() -> None:
-        leases = _Leases()
-        a, b = _elector(leases, "replica-a"), _elector(leases, "replica-b")
+        leases, clock = _Leases(), _Clock()
+        a, b = _elector(leases, "replica-a"), _elector(leases, "replica-b", clock)
         assert await a.try_acquire()
-        assert not await b.try_acquire()  # a's lease is fresh
-        assert leases.lease is not None
-        stale = datetime.now(UTC) - timedelta(seconds=61)
-        leases.lease["spec"]["renewTime"] = stale.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        assert not await b.try_acquire()  # b sees a's lease for the first time
+        clock.now += 59
+        assert not await b.try_acquire()  # unchanged for 59 of its 60 seconds
+        clock.now += 2
         assert await b.try_acquire()
+        assert leases.lease is not None
         assert leases.lease["spec"]["holderIdentity"] == "replica-b"
         assert leases.lease["spec"]["leaseTransitions"] == 1
+
+    asyncio.run(main())
+
+
+def _skew(leases: _Leases, by: timedelta) -> None:
+    """The holder renews with a clock `by` off: its renewTime is that far from ours."""
+    assert leases.lease is not None
+    stamp = (datetime.now(UTC) + by).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    leases._store({**leases.lease, "spec": {**leases.lease["spec"], "renewTime": stamp}})
+
+
+def test_expiry_is_judged_by_the_standbys_clock_not_the_holders_renew_time() -> None:
+    """client-go's isLeaseValid (observedTime + leaseDuration): a holder whose clock runs
+    an hour behind looks expired by its renewTime, yet it renews, so the record keeps
+    changing and the standby leaves it; one an hour ahead that died is still taken over."""
+
+    async def main() -> None:
+        leases, clock = _Leases(), _Clock()
+        a, b = _elector(leases, "replica-a"), _elector(leases, "replica-b", clock)
+        assert await a.try_acquire()
+        for _ in range(5):  # five minutes of renewals every 30 s, an hour behind
+            _skew(leases, timedelta(hours=-1))
+            assert not await b.try_acquire()
+            clock.now += 30
+        _skew(leases, timedelta(hours=1))  # its last renewal, from a clock an hour ahead
+        assert not await b.try_acquire()
+        clock.now += 61
+        assert await b.try_acquire()
+
+    asyncio.run(main())
+
+
+class _Stalled:
+    """A client whose every request hangs (the server behind a lost network path)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def get(self, *_: Any, **__: Any) -> dict[str, Any]:
+        self.calls += 1
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+
+def test_a_stalled_leader_stops_at_its_renew_deadline() -> None:
+    """Not after the client's own retries (five tries of 30 s): the try is cut off."""
+
+    async def main() -> None:
+        elector = LeaderElector(
+            _Stalled(),  # type: ignore[arg-type]
+            "ns",
+            "dispatcher",
+            "replica-a",
+            duration=1.5,
+            renew=0.1,
+            deadline=0.5,
+        )
+        elector._set(True)
+        elector._renewed_at = elector.clock()
+        elector.changed.clear()
+        started = asyncio.get_running_loop().time()
+        task = asyncio.create_task(elector.run())
+        await asyncio.wait_for(elector.changed.wait(), 5)
+        took = asyncio.get_running_loop().time() - started
+        assert elector.is_leader is False
+        assert 0.4 <= took <= 1.2, took
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+    asyncio.run(main())
+
+
+class _Flaky(_Leases):
+    """The lease store, failing the next `failures` reads with a connection error."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failures = 0
+
+    async def get(self, _resource: str, name: str, namespace: str) -> dict[str, Any]:
+        if self.failures:
+            self.failures -= 1
+            raise aiohttp.ClientConnectionError("connection reset")
+        return await super().get(_resource, name, namespace)
+
+
+def test_a_failed_renewal_is_retried_until_the_deadline_then_the_leader_stops() -> None:
+    """client-go retries a renewal every retry period until the renew deadline: one
+    dropped connection does not make the leader flap (and re-examine every workload)."""
+
+    async def main() -> None:
+        leases, clock = _Flaky(), _Clock()
+        a = LeaderElector(leases, "ns", "d", "replica-a", 15, 2, 10, clock)  # type: ignore[arg-type]
+        await a.step()
+        assert a.is_leader
+        leases.failures = 99
+        clock.now += 2
+        await a.step()
+        assert a.is_leader  # 2 s without renewal, deadline 10 s
+        clock.now += 8
+        await a.step()
+        assert not a.is_leader  # 10 s: stop writing
+        leases.failures = 0
+        await a.step()
+        assert a.is_leader  # its own lease, renewed again
+
+    asyncio.run(main())
+
+
+def test_a_leader_that_sees_another_holder_stops_at_once() -> None:
+    async def main() -> None:
+        leases, clock = _Leases(), _Clock()
+        a = LeaderElector(leases, "ns", "d", "replica-a", 15, 2, 10, clock)  # type: ignore[arg-type]
+        await a.step()
+        assert leases.lease is not None
+        spec = leases.lease["spec"]
+        leases._store({**leases.lease, "spec": {**spec, "holderIdentity": "replica-b"}})
+        await a.step()
+        assert not a.is_leader
+
+    asyncio.run(main())
+
+
+def test_leader_against_the_emulator_when_stalled_and_skewed() -> None:
+    async def main() -> None:
+        server = Emulator("manager")
+        await server.start()
+        try:
+
+            async def connect() -> Kube:
+                return await Kube.from_kubeconfig(server.kubeconfig(), "manager")
+
+            await leader_scenarios.stalled_leader(connect)
+            await leader_scenarios.skewed_holder(connect)
+        finally:
+            await server.stop()
 
     asyncio.run(main())
 

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from components.checks.quantities import is_extended, quota_quantities
-from tests.conftest import base, load
+from tests.conftest import base, load, only, problems_of
 from tests.stack_texts import cli, write_stack
 
 RESOURCES = "queues.clusterQueues[0].resourceGroups[0].flavors[0].resources"
@@ -154,3 +154,38 @@ def test_validate_warns_about_cpu_8000(tmp_path: Path) -> None:
     result = cli("validate", "--stack", str(path))
     assert result.returncode == 0, result.stderr  # a warning: the stack is valid
     assert f"warning: {RESOURCES}.cpu: cpu 8000 is 8000 CPU cores" in result.stderr
+
+
+# --- fractional bytes and int64 sums (issue 29) ------------------------------------------
+
+
+def _cq_resources(config: dict, **resources: object) -> dict:
+    config["queues"]["clusterQueues"][0]["resourceGroups"][0]["flavors"][0]["resources"] = resources
+    return config
+
+
+FLAVOR = "queues.clusterQueues[0].resourceGroups[0].flavors[0]"
+
+
+def test_a_fractional_byte_quota_is_refused() -> None:
+    config = _cq_resources(base(), cpu=4, memory="100m")  # a tenth of a byte
+    problem = only(problems_of(config), f"{FLAVOR}.resources.memory")
+    assert "a fraction of a byte" in problem.message and "must be an integer" in problem.message
+    config = _cq_resources(base(), cpu=4, memory="1.1Ki")  # 1126.4 bytes
+    assert "1126.4 bytes" in only(problems_of(config), f"{FLAVOR}.resources.memory").message
+
+
+def test_a_whole_byte_quota_with_a_fraction_written_is_accepted() -> None:
+    config = _cq_resources(base(), cpu="1.5", memory="1.5Gi")
+    assert [p for p in problems_of(config) if p.severity == "error"] == []
+
+
+def test_a_manager_sum_past_int64_is_refused_and_a_managerquota_accepted() -> None:
+    big = "5000000000000000"  # 5e15 each fits (at most 9.2e15); two workers' sum does not
+    config = _cq_resources(base(), cpu=big, memory="8Gi")
+    problem = only(problems_of(config), "queues.clusterQueues[0].managerQuota.default-flavor.cpu")
+    assert "add up to" in problem.message and "int64" in problem.message
+    config["queues"]["clusterQueues"][0]["managerQuota"] = {
+        "default-flavor": {"cpu": big, "memory": "16Gi"}
+    }
+    assert [p for p in problems_of(config) if p.severity == "error"] == []

@@ -76,11 +76,16 @@ def run_up(
         bin_dir / "docker",
         f'echo "docker $*" >> {log}\n[ "$1" = info ] && exit {0 if docker_ok else 1}\nexit 0\n',
     )
-    _fake(tools / "kind", f'echo "kind $*" >> {log}\n[ "$1" = version ] && echo 0.33.0\nexit 0\n')
-    _fake(tools / "pulumi" / "pulumi", FAKE_PULUMI.replace("LOG", str(log)))
+    _fake(
+        tools / "kind",
+        f'echo "kind $*" >> {log}\n[ "$1" = version ] && echo "kind v0.33.0 go1.26.8 linux/amd64"'
+        "\nexit 0\n",
+    )
+    _fake(tools / "pulumi", FAKE_PULUMI.replace("LOG", str(log)))
     # Only what the test sets: a passphrase in the caller's environment must not leak in.
     environment = {
-        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        # The fakes first: up.sh uses a kind or Pulumi CLI of the pinned version on PATH.
+        "PATH": f"{tools}:{bin_dir}:{os.environ['PATH']}",
         "HOME": str(tmp_path),
         "MKF_TOOLS_DIR": str(tools),
         "FAKE_OUTPUTS": OUTPUTS,

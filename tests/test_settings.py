@@ -104,6 +104,24 @@ def test_every_mistake_is_listed_at_once(tmp_path: Path) -> None:
     ]
 
 
+def test_the_renew_deadline_follows_client_gos_rules(tmp_path: Path) -> None:
+    """leaseDuration > renewDeadline > 1.2 x retryPeriod (client-go NewLeaderElector)."""
+    (line,) = refused(tmp_path, "leaseDurationSeconds: 10\nleaseRenewDeadlineSeconds: 10\n")
+    assert "leaseRenewDeadlineSeconds (10) must be below leaseDurationSeconds (10)" in line
+    (line,) = refused(tmp_path, "leaseRenewSeconds: 5\nleaseRenewDeadlineSeconds: 6\n")
+    assert "must be above 1.2 x leaseRenewSeconds (6)" in line
+    # Derived: two thirds of 15 is 10, not above 1.2 x 9.
+    (line,) = refused(tmp_path, "leaseRenewSeconds: 9\n")
+    assert "the renew deadline (two thirds of leaseDurationSeconds, 10)" in line
+    path = tmp_path / "ok.yaml"
+    path.write_text(
+        "leaseDurationSeconds: 30\nleaseRenewSeconds: 2\nleaseRenewDeadlineSeconds: 20\n"
+    )
+    assert load_settings(path).lease_renew_deadline_seconds == 20
+    path.write_text("{}\n")
+    assert load_settings(path).lease_renew_deadline_seconds is None  # 10 s, from 15 s
+
+
 def test_rules_across_keys(tmp_path: Path) -> None:
     (line,) = refused(tmp_path, "leaseDurationSeconds: 10\nleaseRenewSeconds: 10\n")
     assert "leaseRenewSeconds (10) must be below leaseDurationSeconds (10)" in line

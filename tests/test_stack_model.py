@@ -9,6 +9,8 @@ from components.checks.validate import validate
 from components.model.problems import Problem
 from components.model.spec import load_spec
 from components.model.stack_file import read_stack_text, with_lines
+from components.model.versions import KIND_NODE_IMAGES
+from tests.conftest import base, only, problems_of
 from tests.stack_texts import SMALL
 
 GKE = """\
@@ -415,3 +417,16 @@ def problems_in_checked(text: str) -> list[Problem]:
     except FleetConfigError as exc:
         return exc.problems
     return []
+
+
+def test_a_node_image_whose_tag_and_pinned_digest_disagree_is_refused() -> None:
+    """kind pulls by digest: a v1.35.8 tag on v1.36.4's digest runs 1.36 while every
+    version check judged 1.35."""
+    digest_136 = KIND_NODE_IMAGES["1.36"].split("@")[1]
+    config = base()
+    config["workers"][0]["kind"] = {"nodeImage": f"kindest/node:v1.35.8@{digest_136}"}
+    problem = only(problems_of(config), "workers[0].kind.nodeImage")
+    assert "tagged v1.35.8 but its digest is that of kindest/node:v1.36.4" in problem.message
+    assert KIND_NODE_IMAGES["1.36"] in problem.hint
+    config["workers"][0]["kind"] = {"nodeImage": KIND_NODE_IMAGES["1.35"]}
+    assert [p for p in problems_of(config) if p.severity == "error"] == []

@@ -4,6 +4,7 @@ the JSON and the exit codes."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import subprocess
 import sys
@@ -15,7 +16,14 @@ import pytest
 import yaml
 
 from components.cli.fleet_dir import FleetDirError, read_stack_outputs
-from components.cli.status import MULTIKUEUE_CLUSTERS, Installs, _final, collect, wait_ready
+from components.cli.status import (
+    MULTIKUEUE_CLUSTERS,
+    Installs,
+    _final,
+    collect,
+    kubeconfig_tls_problem,
+    wait_ready,
+)
 from tests.apiserver import missing
 from tests.fleet_harness import NS, K, admission_check, cluster_queue, multikueue_cluster
 from tests.kube_emulator import Emulator
@@ -495,3 +503,84 @@ def test_a_local_dispatcher_and_an_existing_kueue_on_a_real_api_server(
     assert (held.ready, held.message) == (True, "proc-a holds the Lease")
     assert (released.ready, released.reason) == (False, "NotRunning")
     assert (served.ready, served.reason) == (True, "Served")
+
+
+def _with_ca(kubeconfig: dict[str, Any], ca_data: str) -> dict[str, Any]:
+    for entry in kubeconfig["clusters"]:
+        entry["cluster"] = {**entry["cluster"], "certificate-authority-data": ca_data}
+        entry["cluster"].pop("insecure-skip-tls-verify", None)
+    return kubeconfig
+
+
+def _self_signed_ca_data(tmp_path: Path) -> str:
+    key, cert = tmp_path / "ca.key", tmp_path / "ca.crt"
+    subprocess.run(
+        [
+            *("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"),
+            *("-subj", "/CN=test-ca", "-keyout", str(key), "-out", str(cert)),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    return base64.b64encode(cert.read_bytes()).decode()
+
+
+@pytest.mark.parametrize(
+    ("ca_data", "said"),
+    [
+        (base64.b64encode(b"not a certificate").decode(), "decodes to no PEM certificate"),
+        ("%%% not base64 %%%", "is not base64 text of a PEM certificate"),
+        (
+            base64.b64encode(
+                b"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"
+            ).decode(),
+            "holds no usable certificate",
+        ),
+    ],
+)
+def test_a_kubeconfig_whose_ca_is_not_a_certificate_is_named(
+    tmp_path: Path, ca_data: str, said: str
+) -> None:
+    """It was an SSLError naming neither the cluster nor the file."""
+    kubeconfig = _with_ca(Emulator("m").kubeconfig(), ca_data)
+    (tmp_path / "m.yaml").write_text(yaml.safe_dump(kubeconfig))
+    clusters = [{"name": "manager", "role": "manager", "kubeconfig": "m.yaml"}]
+    (tmp_path / "summary.json").write_text(json.dumps({"clusters": clusters}))
+    result = subprocess.run(
+        [sys.executable, "-m", "components", "status", "--dir", str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert f"{tmp_path / 'm.yaml'} (cluster manager): its certificate-authority-data" in line
+    assert said in line
+
+
+def test_a_kubeconfig_with_a_real_ca_is_used(tmp_path: Path) -> None:
+    """A real certificate (and a kubeconfig without CA data) passes the check."""
+    kubeconfig = _with_ca(Emulator("m").kubeconfig(), _self_signed_ca_data(tmp_path))
+    assert kubeconfig_tls_problem(kubeconfig) is None
+    assert kubeconfig_tls_problem(Emulator("m").kubeconfig()) is None
+
+
+def test_a_stack_output_kubeconfig_whose_ca_is_not_a_certificate_is_named(tmp_path: Path) -> None:
+    """`status --stack`: the same check on the kubeconfigs the stack's outputs hold, which
+    have no file to name: the stack's output and the cluster."""
+    kubeconfig = _with_ca(Emulator("m").kubeconfig(), base64.b64encode(b"no cert").decode())
+    outputs = {
+        "clusters": [{"name": "manager", "role": "manager"}],
+        "kubeconfigs": {"manager": yaml.safe_dump(kubeconfig)},
+    }
+
+    def run(command: list[str], **_: Any) -> Any:
+        return subprocess.CompletedProcess(command, 0, json.dumps(outputs), "")
+
+    with pytest.raises(FleetDirError) as raised:
+        read_stack_outputs("loopback", tmp_path, run, lambda _: "/bin/pulumi")
+    said = str(raised.value)
+    assert said.startswith("stack loopback's output kubeconfigs.manager (cluster manager): ")
+    assert "decodes to no PEM certificate" in said and "pulumi up --stack loopback" in said

@@ -8,15 +8,20 @@ Kubernetes' own rules behind them (v1.36, the version tools/go.mod pins):
   prefix outside kubernetes.io (`nvidia.com/gpu`, `amd.com/gpu`) is an extended resource;
 - pkg/apis/core/validation/validation.go, ValidateResourceQuantityValue: an extended
   resource in a pod's requests "must be an integer", so a fractional quota never admits
-  anything a fraction was meant for.
+  anything a fraction was meant for;
+- pkg/api/pod/warnings.go: memory and ephemeral-storage with a fractional byte value
+  (`value.MilliValue()%1000 != 0`) are "invalid, must be an integer" (#79950): no pod asks
+  for part of a byte, so such a quota is a typo (`100m` of memory is a tenth of a byte).
+Kueue v0.19.2 keeps quotas as int64 (pkg/resources: CPU in thousandths, the rest in units):
+a manager quota summed over the workers can pass that where no single quota does.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from decimal import Decimal
+from decimal import ROUND_CEILING, Decimal
 
-from components.model.fieldtypes import QUANTITY
+from components.model.fieldtypes import QUANTITY, QUANTITY_MAX, quantity_value
 from components.model.problems import Problem, key_path
 from components.model.spec import FleetSpec
 
@@ -63,6 +68,15 @@ def _likely_bytes(number: Decimal) -> str:
     return f"{_as_written(number)}Gi"
 
 
+def _whole_bytes(exact: Decimal) -> str:
+    whole = int(exact.to_integral_value(rounding=ROUND_CEILING))
+    for power, suffix in reversed(list(enumerate(BINARY_SUFFIXES, start=1))):
+        if whole >= 1024**power and whole % 1024**power == 0:
+            return f"{whole // 1024**power}{suffix}"
+    mebibytes = -(-whole // MEBIBYTE)
+    return f"{mebibytes}Mi" if whole >= MEBIBYTE else str(whole)
+
+
 def quantity_problems(resource: str, value: str, path: str) -> Iterator[Problem]:
     """The mistakes in one quota value of `resource`."""
     parsed = _number(value)
@@ -77,6 +91,16 @@ def quantity_problems(resource: str, value: str, path: str) -> Iterator[Problem]
             "too little to admit any pod",
             f"did you mean {likely}? Write the unit: {likely}",
         )
+        return
+    exact = quantity_value(value)
+    if counts_bytes(resource) and exact is not None and exact != exact.to_integral_value():
+        yield Problem(
+            path,
+            f"{resource} {value} is {_as_written(exact)} bytes, a fraction of a byte, which "
+            "Kubernetes calls invalid for memory and storage ('must be an integer')",
+            f"write a whole number of bytes with a unit, such as {_whole_bytes(exact)}",
+        )
+        return
     if resource == "cpu" and not suffix and number >= CPU_CORES_LIKELY_MILLI:
         # cpu counts cores; 8000 is far more than one queue on one cluster usually gets, and
         # is what 8000m (8 cores) looks like with its unit forgotten. A warning, silenced by
@@ -137,3 +161,26 @@ def quota_quantities(spec: FleetSpec) -> Iterator[Problem]:
                 base = key_path(key_path(key_path(worker.path, "quotas"), cq_name), flavor)
                 for resource, value in resources.items():
                     yield from quantity_problems(resource, value, key_path(base, resource))
+
+
+def manager_quota_sums_fit(spec: FleetSpec) -> Iterator[Problem]:
+    """A ClusterQueue without managerQuota gets the workers' sum on the manager; each
+    worker's quota fits Kueue's int64, their sum may not."""
+    from components.objects.queues import worker_quota_sum
+
+    for cq in spec.queues.cluster_queues:
+        chosen = cq.manager_quota or {}
+        for flavor, resources in worker_quota_sum(spec, cq).items():
+            for resource, total in resources.items():
+                if resource in chosen.get(flavor, {}):
+                    continue
+                value = quantity_value(total)
+                if value is not None and value > QUANTITY_MAX:
+                    yield Problem(
+                        key_path(key_path(key_path(cq.path, "managerQuota"), flavor), resource),
+                        f"the workers' quotas of {resource} in '{flavor}' add up to {total}, "
+                        "the manager's quota when managerQuota is unset, which is more than "
+                        f"Kueue can count (int64 thousandths: at most {QUANTITY_MAX:.0f})",
+                        "lower the workers' quotas, or set this managerQuota to what the "
+                        "manager may admit",
+                    )

@@ -18,9 +18,9 @@ from collections.abc import Callable, Iterable, Iterator
 
 import yaml
 
-from components.checks import kueue_rules
+from components.checks import cloud, consumers, kueue_rules
 from components.checks.existing_kueue import existing_kueue
-from components.checks.quantities import quota_quantities
+from components.checks.quantities import manager_quota_sums_fit, quota_quantities
 from components.model import kueue_gates, quantity
 from components.model.fieldtypes import is_label_value, minor_tuple
 from components.model.frameworks import (
@@ -1033,7 +1033,11 @@ RULES: list[Rule] = [
     manager_quota,
     quotas_admit_something,
     quota_quantities,
+    manager_quota_sums_fit,
     local_queues,
+    # Values checked against the component that consumes them (consumers.py).
+    *consumers.RULES,
+    *cloud.RULES,
     # Kueue's own limits and rules for the objects the fleet writes, with their upstream
     # references (kueue_rules.RULE_INVENTORY).
     *kueue_rules.RULES,

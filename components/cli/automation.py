@@ -37,7 +37,7 @@ import signal
 import subprocess
 import threading
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,10 +46,16 @@ import yaml
 from pulumi.automation import CommandResult, PulumiCommand
 from pulumi.automation.errors import create_command_error
 
+from components.checks.consumers import context_problem, existing_worker_servers
 from components.checks.load import load_stack
 from components.model.spec import PROJECT
 from components.model.stack_file import parse_stack_text, stack_path
-from components.resources.program_env import missing_cloud_sdks, missing_message, program_env
+from components.resources.program_env import (
+    CREDENTIAL_PLUGINS,
+    missing_cloud_sdks,
+    missing_message,
+    program_env,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 Log = Callable[[str], Any]
@@ -123,12 +129,19 @@ def stack_name(base: str, suffix: str) -> str:
 def require_tools(
     kind_stack: bool,
     builds_image: bool = False,
+    providers: Iterable[str] = (),
     which: Callable[[str], str | None] = shutil.which,
     docker_running: Callable[[], bool] | None = None,
 ) -> None:
     """kind needs kind and Docker; building the dispatcher image needs Docker on any
-    stack (it is pushed to a registry when the manager is not kind)."""
+    stack (it is pushed to a registry when the manager is not kind); a GKE or EKS cluster
+    needs the credential plugin its kubeconfig runs (program_env.CREDENTIAL_PLUGINS)."""
     missing = []
+    for provider in sorted(set(providers)):
+        if provider in CREDENTIAL_PLUGINS:
+            command, how = CREDENTIAL_PLUGINS[provider]
+            if which(command) is None:
+                missing.append(f"{command}, which {provider} kubeconfigs run: install {how}")
     if which("pulumi") is None:
         missing.append(
             "the Pulumi CLI (scripts/up.sh installs it into .tools/bin; put that on PATH)"
@@ -341,7 +354,7 @@ class Driver:
         options: Options,
         automation: Any = None,
         log: Log = print,
-        tools: Callable[[bool, bool], None] = require_tools,
+        tools: Callable[[bool, bool, set[str]], None] = require_tools,
     ) -> None:
         # A faked Automation API (tests) brings its own CLI; the real one gets the owned one.
         self.owned_cli = automation is None
@@ -473,8 +486,15 @@ class Driver:
         o = self.options
         base_file = stack_path(o.base)
         spec, _ = load_stack(str(base_file))  # validated before anything is created
-        self.tools(any(c.provider == "kind" for c in spec.clusters), spec.dispatcher.builds_image)
         providers = {c.provider for c in spec.clusters}
+        self.tools("kind" in providers, spec.dispatcher.builds_image, providers)
+        # The kubeconfig of this machine, which `validate` leaves alone unless the stack
+        # names the file (components/checks/consumers.py).
+        found = [context_problem(c) for c in spec.clusters if c.existing is not None]
+        found += list(existing_worker_servers(spec, this_machine=True))
+        for problem in found:
+            if problem is not None and problem.severity == "error":
+                raise DriverError(f"{problem.path}: {problem.message}; fix: {problem.hint}")
         missing = missing_cloud_sdks(o.project, providers)
         if missing:
             raise DriverError(

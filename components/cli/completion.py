@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass, field
 
+from controller.terminal import seconds
+
 # An option whose metavar is STACK takes a stack name: completed from
 # stacks/Pulumi.<name>.yaml in the current directory.
 STACK_METAVAR = "STACK"
@@ -48,7 +50,7 @@ def command_tree(parser: argparse.ArgumentParser, path: str) -> dict[str, Node]:
         for option in action.option_strings:
             if action.choices:
                 node.values[option] = [str(c) for c in action.choices]
-            elif action.type in (int, float):
+            elif action.type in (int, float, seconds):
                 node.values[option] = []  # a number: nothing to offer
             elif action.metavar == STACK_METAVAR:
                 node.stack_options.append(option)

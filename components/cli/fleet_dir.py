@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from components.cli.capacity import Slot, usage_from_cluster_queues
-from components.cli.status import CLUSTER_QUEUES, Installs
+from components.cli.status import CLUSTER_QUEUES, Installs, kubeconfig_tls_problem
 from controller.kube import ApiError, Kube
 
 
@@ -59,6 +59,13 @@ def read_fleet_dir(folder: Path) -> FleetDir:
             f"{summary_file} or a kubeconfig it names cannot be read ({type(exc).__name__}: "
             f"{exc}): run `mkf up` (or scripts/up.sh) again to rewrite them"
         ) from None
+    for c in clusters:
+        problem = kubeconfig_tls_problem(kubeconfigs[c["name"]])
+        if problem:
+            raise FleetDirError(
+                f"{folder / c['kubeconfig']} (cluster {c['name']}): {problem}; run `mkf up` "
+                "(or scripts/up.sh) again to rewrite it, or fix the file"
+            )
     return FleetDir(summary, kubeconfigs, roles, installs)
 
 
@@ -88,12 +95,20 @@ def read_stack_outputs(
         )
     try:
         outputs = json.loads(done.stdout or "{}")
-        return fleet_from_outputs(outputs)
+        fleet = fleet_from_outputs(outputs)
     except (ValueError, KeyError, TypeError, yaml.YAMLError) as exc:
         raise FleetDirError(
             f"stack {stack} has no fleet in its outputs ({type(exc).__name__}: {exc}): run "
             f"`pulumi up --stack {stack}` first"
         ) from None
+    for name, kubeconfig in fleet.kubeconfigs.items():
+        problem = kubeconfig_tls_problem(kubeconfig)
+        if problem:
+            raise FleetDirError(
+                f"stack {stack}'s output kubeconfigs.{name} (cluster {name}): {problem}; run "
+                f"`pulumi up --stack {stack}` again to rewrite it"
+            )
+    return fleet
 
 
 def fleet_from_outputs(outputs: Mapping[str, Any]) -> FleetDir:

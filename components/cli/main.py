@@ -32,7 +32,7 @@ from components.cli.render import (
 from components.cli.report import Reporter, problem_json
 from components.model.problems import FleetConfigError, Problem, errors, warnings
 from components.model.stack_file import stack_name_of, stack_path
-from controller.terminal import common_flags, flag, quietly_on_broken_pipe
+from controller.terminal import common_flags, flag, quietly_on_broken_pipe, seconds
 
 # Exit codes of every command that compares or checks (see the module's docstring).
 SAME, DIFFERS, FAILED = 0, 1, 2
@@ -53,7 +53,19 @@ def _shown(path: Path) -> str:
 def _locations(args: argparse.Namespace) -> list[str]:
     if getattr(args, "all", False):
         folder = Path(args.stacks_dir) if args.stacks_dir else stack_path("*").parent
-        return [_shown(p) for p in sorted(folder.glob("Pulumi.*.yaml"))]
+        if not folder.is_dir():
+            what = "is not a folder" if folder.exists() else "does not exist"
+            raise CliError(
+                f"--stacks-dir {folder} {what}; name the folder that holds the "
+                "Pulumi.<stack>.yaml files (default: stacks/)"
+            )
+        found = [_shown(p) for p in sorted(folder.glob("Pulumi.*.yaml"))]
+        if not found:
+            raise CliError(
+                f"no stack files (Pulumi.*.yaml) in {_shown(folder)}; name the folder that "
+                "holds them with --stacks-dir"
+            )
+        return found
     return [s if s.endswith(".yaml") else _shown(stack_path(s)) for s in args.stack]
 
 
@@ -553,14 +565,14 @@ def configure(parser: argparse.ArgumentParser) -> argparse._SubParsersAction:
     st.add_argument("--json", action="store_true", help=argparse.SUPPRESS)  # before -o json
     st.add_argument(
         "--wait",
-        type=float,
+        type=seconds,
         default=0,
         help="seconds to wait until ready; stops sooner on a failure no wait mends (progress "
         "on stderr)",
     )
     st.add_argument(
         "--timeout",
-        type=float,
+        type=seconds,
         default=5,
         help="seconds each cluster has to answer before it is reported unreachable (default 5)",
     )
@@ -586,13 +598,13 @@ def configure(parser: argparse.ArgumentParser) -> argparse._SubParsersAction:
             name, ("up", 3600)
         )
         p.add_argument(
-            "--timeout", type=float, default=limit, help=f"seconds for {what} (default {limit})"
+            "--timeout", type=seconds, default=limit, help=f"seconds for {what} (default {limit})"
         )
         if name in ("up", "run"):
             p.add_argument("--out", default=".fleet", help="where kubeconfigs and summary.json go")
             p.add_argument(
                 "--ready-timeout",
-                type=float,
+                type=seconds,
                 default=900,
                 help="seconds to wait until the fleet is ready",
             )

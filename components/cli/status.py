@@ -10,7 +10,9 @@ dispatcher's Deployment, or for `dispatcher.run: local` that a process holds its
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
+import ssl
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
@@ -246,6 +248,31 @@ async def _dispatcher_lease(kube: Kube, cluster: str) -> Check:
             "(docs/dispatcher.md)",
         )
     return Check(cluster, "Dispatcher", name, True, "Leading", f"{holder} holds the Lease")
+
+
+def kubeconfig_tls_problem(kubeconfig: Mapping[str, Any]) -> str | None:
+    """Why the client could not even be built from this kubeconfig: CA data that is not
+    base64 of a PEM certificate (the TLS library refuses it with an SSLError that names
+    neither the cluster nor the file). None when it is usable."""
+    current = kubeconfig.get("current-context")
+    contexts = {c.get("name"): c.get("context") or {} for c in kubeconfig.get("contexts") or []}
+    cluster_name = (contexts.get(current) or {}).get("cluster")
+    clusters = {c.get("name"): c.get("cluster") or {} for c in kubeconfig.get("clusters") or []}
+    data = (clusters.get(cluster_name) or {}).get("certificate-authority-data")
+    if not data:
+        return None
+    try:
+        pem = base64.b64decode(str(data), validate=True).decode("ascii")
+    except (ValueError, UnicodeDecodeError):
+        return "its certificate-authority-data is not base64 text of a PEM certificate"
+    if "-----BEGIN CERTIFICATE-----" not in pem:
+        return "its certificate-authority-data decodes to no PEM certificate"
+    try:
+        ssl.create_default_context(cadata=pem)
+    except ssl.SSLError as exc:
+        reason = exc.reason or str(exc)
+        return f"its certificate-authority-data holds no usable certificate ({reason})"
+    return None
 
 
 def _unreachable(name: str, role: str, kube: Kube, reason: str) -> Check:

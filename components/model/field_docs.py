@@ -68,6 +68,10 @@ FIELD_DOCS: dict[str, str] = {
     "KindSettings.workerNodes": "Worker nodes besides the control plane (0 to 10).",
     "KindSettings.allowUnpinnedNodeImage": "Accept a `nodeImage` without a digest (a tag can "
     "move to an image this kind release does not support).",
+    "KindSettings.registryMirrors": "Pull through mirrors: `<registry>: <url>`, for example "
+    "`registry.k8s.io: http://mirror:5000`; the nodes' containerd asks the mirror first and "
+    "the registry after it. A mirror that is a container on the same Docker is joined to the "
+    "`kind` network. The fleet's objects keep their upstream image names.",
     "ExistingSettings.context": "The kubeconfig context of the cluster; the stack keeps only "
     "that context, its cluster and its user.",
     "ExistingSettings.kubeconfigPath": "The kubeconfig file. Unset: `KUBECONFIG`, else "

@@ -428,6 +428,36 @@ def _https_url(value: Any) -> str:
 HttpsUrl = _typed(_https_url, {"type": "string", "pattern": "^https://"})
 
 
+REGISTRY_HOST = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?(:\d{1,5})?")
+
+
+def _registry_host(value: Any) -> str:
+    text = _plain_text(value)
+    if not REGISTRY_HOST.fullmatch(text) or "/" in text:
+        raise fail(
+            f"'{show(text)}' is not a registry host",
+            "write the registry as image names start with it: registry.k8s.io, docker.io, "
+            "or HOST:PORT",
+        )
+    return text
+
+
+def _mirror_url(value: Any) -> str:
+    # containerd's hosts.toml takes a scheme and host, and an optional path
+    # (docs/hosts.md at containerd v2.3.4: `[host."https://mirror.example.com/v2"]`).
+    text = _plain_text(value)
+    if not re.fullmatch(r"https?://[A-Za-z0-9.\-\[\]:]+(:\d+)?(/\S*)?", text):
+        raise fail(
+            f"'{show(text)}' is not a registry mirror URL",
+            "write it as http://HOST[:PORT] or https://HOST[:PORT], as the kind nodes reach it",
+        )
+    return text
+
+
+RegistryHost = _typed(_registry_host, {"type": "string"})
+MirrorUrl = _typed(_mirror_url, {"type": "string", "pattern": "^https?://"})
+
+
 def _absolute_path(value: Any) -> str:
     text = _plain_text(value)
     if not text.startswith("/") or any(c.isspace() for c in text):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from components.model.versions import Bundle
+from components.model.versions import MPI_OPERATOR_URL, MPI_OPERATOR_VERSION, Bundle
 
 
 @dataclass(frozen=True)
@@ -99,6 +99,7 @@ FRAMEWORKS: dict[str, Framework] = {
                 # (hack/testing/e2e-common.sh, install_kubeflow_trainer). JobSet's release
                 # prefixes every object `jobset-` but its CRD.
                 without=(r"jobset-.*", r"jobsets\.jobset\.x-k8s\.io"),
+                source_sha256="f8ede5f738c27f2abef5700c4df58121da5fdde6d808c0463808fbdf4a16454a",
             ),
             # TrainJobs need their (Cluster)TrainingRuntimes on every cluster that runs them.
             Bundle(
@@ -107,6 +108,7 @@ FRAMEWORKS: dict[str, Framework] = {
                 "https://github.com/kubeflow/trainer.git/manifests/overlays/runtimes?ref=v2.2.1",
                 "kustomize",
                 "kubeflow-system",
+                source_sha256="f8ede5f738c27f2abef5700c4df58121da5fdde6d808c0463808fbdf4a16454a",
             ),
         ),
         # Trainer v2 runs every TrainJob as a JobSet.
@@ -140,6 +142,7 @@ FRAMEWORKS: dict[str, Framework] = {
                 # one cluster and MPIJobs are the MPI Operator's alone.
                 without=(r"mpijobs\.kubeflow\.org",),
                 patches=(("Deployment", "training-operator", TRAINING_OPERATOR_SCHEMES),),
+                source_sha256="098aa47220c691c81848d904681f93bc30e4662660eb41e2a8dd87faa633ddf8",
             ),
         ),
     ),
@@ -150,9 +153,8 @@ FRAMEWORKS: dict[str, Framework] = {
         (
             Bundle(
                 "mpi-operator",
-                "v0.8.2",
-                "https://raw.githubusercontent.com/kubeflow/mpi-operator/v0.8.2/deploy/v2beta1/"
-                "mpi-operator.yaml",
+                MPI_OPERATOR_VERSION,
+                MPI_OPERATOR_URL,
                 "manifests",
                 "mpi-operator",
             ),
@@ -169,6 +171,7 @@ FRAMEWORKS: dict[str, Framework] = {
                 "https://github.com/ray-project/kuberay/ray-operator/config/default?ref=v1.6.2",
                 "kustomize",
                 "default",
+                source_sha256="affb50cf88a2b461dcb4111c5599a8491a16118c0f08a60729f2c0dd8873420c",
             ),
         ),
     ),

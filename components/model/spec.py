@@ -47,7 +47,9 @@ from components.model.fieldtypes import (
     LabelKey,
     LabelValue,
     MachineType,
+    MirrorUrl,
     Quantity,
+    RegistryHost,
     Repository,
     ResourceName,
     StrictBool,
@@ -215,6 +217,21 @@ def _item_name(items: Any, field: str = "name") -> None:
 # --- clusters ----------------------------------------------------------------------------
 
 
+def _pinned_tag_of_digest(image: str) -> str | None:
+    """The tag (vX.Y.Z) kind's release notes give the digest of `image`, when it is one of
+    the digests pinned in versions.py; None for another digest (which cannot be told)."""
+    digest = image.rpartition("@")[2] if "@" in image else ""
+    for pinned in KIND_NODE_IMAGES.values():
+        name, _, pinned_digest = pinned.partition("@")
+        if digest and digest == pinned_digest:
+            return name.rsplit(":", 1)[-1]
+    return None
+
+
+def _pinned_image_of_tag(tag: str) -> str:
+    return next(p for p in KIND_NODE_IMAGES.values() if p.split("@")[0].endswith(f":{tag}"))
+
+
 class KindSettings(_Model):
     # None in the file: the image pinned for the cluster's Kubernetes version.
     node_image: Image | None = None
@@ -222,6 +239,11 @@ class KindSettings(_Model):
     # A node image without an @sha256 digest is refused unless this is set: kind supports
     # an image only with the kind release that built it, and a tag can move.
     allow_unpinned_node_image: StrictBool = False
+    # Pull through a mirror: each registry an image name starts with, and where the nodes'
+    # containerd gets its images instead (kind's local-registry pattern: containerd's
+    # config_path and a hosts.toml per registry). The fleet's objects keep their upstream
+    # image names.
+    registry_mirrors: dict[RegistryHost, MirrorUrl] = {}
 
 
 class ExistingSettings(_Model):
@@ -394,6 +416,19 @@ class ClusterSpec(_Model):
                     "kind.allowUnpinnedNodeImage: true to use a moving tag anyway",
                 )
             )
+        known = _pinned_tag_of_digest(image)
+        if known is not None and match and known != image.split("@", 1)[0].rsplit(":", 1)[-1]:
+            # The digest is what kind pulls: the tag would be a lie about the version run,
+            # and every version check here would judge the tag's version.
+            errors.append(
+                (
+                    ("kind", "nodeImage"),
+                    f"node image '{show(image)}' is tagged {image.split('@')[0].rsplit(':')[-1]}"
+                    f" but its digest is that of kindest/node:{known}",
+                    f"use {_pinned_image_of_tag(known)}, or the digest that belongs to the tag",
+                )
+            )
+            return version, image, True
         if from_image is None and version is None:
             errors.append(
                 (

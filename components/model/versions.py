@@ -96,6 +96,10 @@ class Bundle:
     # kustomize: strategic-merge patches of the kustomization's objects, each (kind, name,
     # patch as YAML), where the release's defaults clash with another bundle's.
     patches: tuple[tuple[str, str, str], ...] = ()
+    # kustomize: the SHA-256 of the kustomization's source tree in the Go module of the tag
+    # (components/upstream/gomodule.py, tree_sha256 and KUSTOMIZATIONS): what is built is
+    # that tree, never the remote URL.
+    source_sha256: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -137,6 +141,12 @@ def clusterprofile_crd_bundle() -> Bundle:
     )
 
 
+MPI_OPERATOR_VERSION = "v0.8.2"
+MPI_OPERATOR_URL = (
+    f"https://raw.githubusercontent.com/kubeflow/mpi-operator/{MPI_OPERATOR_VERSION}/deploy/"
+    "v2beta1/mpi-operator.yaml"
+)
+
 # The SHA-256 of each pinned artifact's whole text. A download, or the same artifact made
 # from its Go module (components/upstream/gomodule.py), is used only when it matches.
 PINNED_SHA256: dict[str, str] = {
@@ -147,5 +157,24 @@ PINNED_SHA256: dict[str, str] = {
     # cluster-inventory-api v0.1.3, config/crd/bases/multicluster.x-k8s.io_clusterprofiles.yaml.
     clusterprofile_crd_bundle().url: (
         "6ff09e298672dac644e85926774e1e5f9768c8a2c94b36e54408f737e05bd1c6"
+    ),
+    # MPI Operator v0.8.2, deploy/v2beta1/mpi-operator.yaml: a file checked in at the tag,
+    # served as is by raw.githubusercontent.com; this is the digest of that file in the Go
+    # module github.com/kubeflow/mpi-operator@v0.8.2 (whose zip tools/go.sum pins).
+    MPI_OPERATOR_URL: "a7eafe901bebde1410ae0448c2d1ada214a64b2686f6aa44e74eff978573033f",
+    # Release manifests that `make artifacts` builds with kustomize at release time (JobSet
+    # v0.12.0 and LWS v0.9.0 with kustomize v5.2.1, AppWrapper v1.2.2 with its go.mod's):
+    # the digests of that recipe run on the Go module of the tag with the pinned kustomize
+    # v5.8.1 (components/upstream/gomodule.py, release_build), the same recipe that gives
+    # Kueue's release byte for byte (above). A download is used when it has these bytes;
+    # otherwise the module build is.
+    "https://github.com/kubernetes-sigs/jobset/releases/download/v0.12.0/manifests.yaml": (
+        "a41aaf12dd0b7b0a3d626b8d6107f32c3dc889d7e7830adc46b8cdb77a8963bb"
+    ),
+    "https://github.com/kubernetes-sigs/lws/releases/download/v0.9.0/manifests.yaml": (
+        "9d0d36fbfd13240a04c80029c154e0fa1c4b2e09e2611400b44550e1059fe12f"
+    ),
+    "https://github.com/project-codeflare/appwrapper/releases/download/v1.2.2/install.yaml": (
+        "e54b18f6cf4c91ddd9129f674a43b1a7e5c8b77c3e41cfb46e76cdf8bf852f8d"
     ),
 }

@@ -208,7 +208,14 @@ def deployment(spec: FleetSpec, image: str, config_text: str) -> dict[str, Any]:
             "readOnlyRootFilesystem": True,
             "capabilities": {"drop": ["ALL"]},
         },
-        "volumeMounts": [{"name": "config", "mountPath": "/etc/dispatcher", "readOnly": True}],
+        # The root filesystem is read-only, but the Kubernetes client writes each worker's CA
+        # data to a file when it builds that worker's client (kubernetes_asyncio 36.1.0
+        # config/kube_config.py, FileOrData.as_file -> tempfile.mkstemp): without a
+        # writable /tmp every worker is skipped and nothing is ever dispatched.
+        "volumeMounts": [
+            {"name": "config", "mountPath": "/etc/dispatcher", "readOnly": True},
+            {"name": "tmp", "mountPath": "/tmp"},
+        ],
     }
     # A settings change rolls the pods: they read the file once, at start.
     checksum = hashlib.sha256(config_text.encode()).hexdigest()[:16]
@@ -232,7 +239,11 @@ def deployment(spec: FleetSpec, image: str, config_text: str) -> dict[str, Any]:
                         "seccompProfile": {"type": "RuntimeDefault"},
                     },
                     "containers": [container],
-                    "volumes": [{"name": "config", "configMap": {"name": NAME}}],
+                    "volumes": [
+                        {"name": "config", "configMap": {"name": NAME}},
+                        # Small files only (CA data per worker), in memory.
+                        {"name": "tmp", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}},
+                    ],
                     "topologySpreadConstraints": [
                         {
                             "maxSkew": 1,

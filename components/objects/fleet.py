@@ -66,9 +66,29 @@ def bundles(spec: FleetSpec, cluster: ClusterSpec) -> tuple[Bundle, ...]:
         found.append(kueue_bundle(spec.kueue.version, kueue_pod_annotations(spec, cluster)))
         if cluster.role == "manager" and spec.credentials.mode == "clusterProfile":
             found.append(clusterprofile_crd_bundle())
-    keys = [key for key in cluster.frameworks if key in FRAMEWORKS]
-    found += [b for key in keys for b in FRAMEWORKS[key].bundles]
+    found += [b for key in frameworks_in_install_order(cluster) for b in FRAMEWORKS[key].bundles]
     return tuple(found)
+
+
+def frameworks_in_install_order(cluster: ClusterSpec) -> list[str]:
+    """The cluster's frameworks, each after those it requires (Trainer after JobSet: its
+    controller runs every TrainJob as a JobSet and must find JobSet's CRD and webhook;
+    Kueue v0.19.2 hack/testing/e2e-common.sh installs JobSet before Kubeflow Trainer),
+    otherwise in the order written."""
+    keys = [key for key in cluster.frameworks if key in FRAMEWORKS]
+    ordered: list[str] = []
+
+    def place(key: str) -> None:
+        if key in ordered:
+            return
+        for needed in FRAMEWORKS[key].requires:
+            if needed in keys:
+                place(needed)
+        ordered.append(key)
+
+    for key in keys:
+        place(key)
+    return ordered
 
 
 def cluster_objects(

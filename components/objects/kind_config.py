@@ -13,12 +13,37 @@ KIND_API = "kind.x-k8s.io/v1alpha4"
 OWNER_LABEL = "multikueue-fleet.x-k8s.io/stack"
 
 
-def kind_config(spec: FleetSpec, cluster: ClusterSpec, owner: str | None = None) -> dict[str, Any]:
+# containerd reads a hosts.toml per registry from here (kind's local-registry page,
+# site/content/docs/user/local-registry.md at v0.33.0); clusters.py writes them on each node.
+CERTS_DIR = "/etc/containerd/certs.d"
+CONTAINERD_MIRRORS_PATCH = f"""[plugins."io.containerd.grpc.v1.cri".registry]
+  config_path = "{CERTS_DIR}"
+"""
+# kubelet 1.35+ refuses a cgroup v1 host unless told otherwise (KEP-5573,
+# kubernetes/kubernetes#134298; pkg/kubelet/apis/config/types.go at v1.36.4 FailCgroupV1),
+# and kind v0.33.0 only warns that v1 is deprecated, then times out waiting for the control
+# plane ("client rate limiter Wait returned an error").
+CGROUP_V1_KUBELET_PATCH = "kind: KubeletConfiguration\nfailCgroupV1: false\n"
+FAIL_CGROUP_V1_FROM = (1, 35)
+
+
+def hosts_toml(registry: str, mirror: str) -> str:
+    """containerd's hosts.toml for one registry: the mirror first, the registry itself after
+    it (containerd v2.3.4 docs/hosts.md)."""
+    upstream = "https://registry-1.docker.io" if registry == "docker.io" else f"https://{registry}"
+    return f'server = "{upstream}"\n\n[host."{mirror}"]\n  capabilities = ["pull", "resolve"]\n'
+
+
+def kind_config(
+    spec: FleetSpec, cluster: ClusterSpec, owner: str | None = None, cgroup_v1: bool = False
+) -> dict[str, Any]:
     """A control plane plus `workerNodes` workers; the cluster's node labels go on every
     node that runs workloads (the workers, or the control plane when it runs alone), so
     flavors and topologies select them as they would on a real cluster. `owner` (the
     stack) is labelled on the control plane (kind v0.32.0 pkg/apis/config/v1alpha4/types.go
-    Node.Labels)."""
+    Node.Labels). With registry mirrors, containerd reads hosts.toml files (written on each
+    node once it runs); on a cgroup v1 Docker host, kubelets of 1.35 and later are told to
+    accept it."""
     assert cluster.kind is not None
     labels = dict(cluster.node_labels)
     control_plane: dict[str, Any] = {"role": "control-plane", "image": cluster.kind.node_image}
@@ -32,12 +57,18 @@ def kind_config(spec: FleetSpec, cluster: ClusterSpec, owner: str | None = None)
         if labels:
             node["labels"] = labels
         nodes.append(node)
-    return {
+    config: dict[str, Any] = {
         "kind": "Cluster",
         "apiVersion": KIND_API,
         "name": cluster.physical_name(spec.fleet_name),
         "nodes": nodes,
     }
+    if cluster.kind.registry_mirrors:
+        config["containerdConfigPatches"] = [CONTAINERD_MIRRORS_PATCH]
+    version = cluster.kubernetes_version
+    if cgroup_v1 and version and tuple(map(int, version.split("."))) >= FAIL_CGROUP_V1_FROM:
+        config["kubeadmConfigPatches"] = [CGROUP_V1_KUBELET_PATCH]
+    return config
 
 
 def internal_server(spec: FleetSpec, cluster: ClusterSpec) -> str:

@@ -3,6 +3,7 @@ against the rules Kueue 0.19 applies before it will connect (research/kueue-api.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 from pathlib import Path
@@ -14,7 +15,6 @@ import yaml
 from components.model.spec import ExistingSettings
 
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_IPV4 = re.compile(r"^\d{1,3}(\.\d{1,3}){3}$")
 
 
 def worker_kubeconfig(
@@ -32,6 +32,32 @@ def worker_kubeconfig(
         "users": [{"name": user, "user": {"token": token}}],
         "contexts": [{"name": cluster, "context": {"cluster": cluster, "user": user}}],
         "current-context": cluster,
+    }
+
+
+# The context a reader kubeconfig of a kind worker also has: the same token, at the address
+# the worker's API server is published on this machine (`kind get kubeconfig`), for a
+# dispatcher or `mkf controller explain` that runs on the host, where the in-network name
+# <cluster>-control-plane does not resolve. controller/kube.py picks it outside a pod.
+FROM_HOST_CONTEXT = "from-host"
+
+
+def with_host_context(config: dict[str, Any], host_server: str) -> dict[str, Any]:
+    """`config` (one cluster, one user) plus FROM_HOST_CONTEXT at `host_server`; the current
+    context stays the in-network one. kind's API server certificate names 127.0.0.1 and
+    localhost (kind v0.33.0 pkg/cluster/internal/kubeadm/config.go certSANs)."""
+    cluster = config["clusters"][0]
+    user = config["users"][0]["name"]
+    return {
+        **config,
+        "clusters": [
+            *config["clusters"],
+            {"name": FROM_HOST_CONTEXT, "cluster": {**cluster["cluster"], "server": host_server}},
+        ],
+        "contexts": [
+            *config["contexts"],
+            {"name": FROM_HOST_CONTEXT, "context": {"cluster": FROM_HOST_CONTEXT, "user": user}},
+        ],
     }
 
 
@@ -127,11 +153,77 @@ def reduce_to_context(text: str, context: str) -> str:
     return yaml.safe_dump(reduced, sort_keys=False)
 
 
-def _host_ok(server: str) -> bool:
-    host = (urlsplit(server).hostname or "").lower()
-    if _IPV4.match(host) or ":" in host:
+def _split_host_port(hostport: str) -> str | None:
+    """Go's net.SplitHostPort, host part only; None where Go returns an error."""
+    if hostport.startswith("["):
+        end = hostport.find("]")
+        if end < 0 or hostport[end + 1 : end + 2] != ":":
+            return None
+        return hostport[1:end]
+    if hostport.count(":") != 1:
+        return None  # "missing port" or "too many colons"
+    return hostport.split(":", 1)[0]
+
+
+def _is_go_ip(host: str) -> bool:
+    """Go's net.ParseIP: dotted IPv4 (no leading zeros) or IPv6 without a zone."""
+    if "%" in host:
+        return False
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
+def server_host(server: str) -> str:
+    """The host of an API server URL as Kueue takes it: lower-cased, the port and the
+    brackets of an IPv6 address removed when Go's net.SplitHostPort would."""
+    try:
+        hostport = urlsplit(server.strip().lower()).netloc.rpartition("@")[2]
+    except ValueError:
+        return ""
+    split = _split_host_port(hostport)
+    return hostport if split is None else split
+
+
+def kueue_trusts_server(server: str) -> bool:
+    """Kueue v0.19.2 pkg/controller/admissionchecks/multikueue/multikueuecluster.go,
+    isValidHostname: the URL's host (net.SplitHostPort, else the whole u.Host) must be an
+    IP (net.ParseIP) or a DNS-1123 subdomain, else the MultiKueueCluster is inactive with
+    "untrusted server endpoint". So `https://[::1]` (brackets, no port) is untrusted while
+    `https://[::1]:6443` is trusted."""
+    host = server_host(server)
+    if _is_go_ip(host):
         return True
     return bool(host) and len(host) <= 253 and bool(_DNS_SUBDOMAIN.match(host))
+
+
+def is_loopback_host(host: str) -> bool:
+    """A host that names the machine itself: inside a pod, the pod (RFC 6761 reserves
+    `localhost` and names under it for the loopback address)."""
+    host = host.strip("[]").rstrip(".")
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    if not _is_go_ip(host):
+        return False
+    address = ipaddress.ip_address(host)
+    mapped = getattr(address, "ipv4_mapped", None)
+    return address.is_loopback or address.is_unspecified or bool(mapped and mapped.is_loopback)
+
+
+def kubeconfig_server(text: str) -> str:
+    """The server of the current context of a kubeconfig text; "" when there is none."""
+    try:
+        config = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return ""
+    if not isinstance(config, dict) or not isinstance(config.get("current-context"), str):
+        return ""
+    try:
+        return context_cluster(text, config["current-context"])[0]
+    except ValueError:
+        return ""
 
 
 def kueue_rejections(text: str) -> list[str]:
@@ -157,7 +249,7 @@ def kueue_rejections(text: str) -> list[str]:
         server = cluster.get("server") or ""
         if not server:
             reasons.append(f"cluster '{name}' has no server")
-        elif not _host_ok(server):
+        elif not kueue_trusts_server(server):
             reasons.append(f"cluster '{name}' server host is neither an IP nor a DNS name")
         if cluster.get("insecure-skip-tls-verify"):
             reasons.append(f"cluster '{name}' sets insecure-skip-tls-verify")

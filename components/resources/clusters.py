@@ -15,10 +15,10 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 import yaml
-from pulumi.dynamic import CreateResult, DiffResult, ReadResult, ResourceProvider
+from pulumi.dynamic import CreateResult, DiffResult, ReadResult, ResourceProvider, UpdateResult
 
 from components.model.spec import GPU_TAINT, ClusterSpec, FleetSpec
-from components.objects.kind_config import OWNER_LABEL, kind_config
+from components.objects.kind_config import CERTS_DIR, OWNER_LABEL, hosts_toml, kind_config
 from components.objects.kubeconfig import (
     context_cluster,
     existing_kubeconfig_path,
@@ -109,6 +109,44 @@ def node_owner(kind: str, name: str) -> str | None:
     return (node.metadata.labels or {}).get(OWNER_LABEL, "")
 
 
+def docker_cgroup_v1() -> bool:
+    """Whether Docker's host runs cgroup v1 (False when Docker does not answer: a preview
+    elsewhere)."""
+    try:
+        return run(["docker", "info", "--format", "{{.CgroupVersion}}"], timeout=30).strip() == "1"
+    except CommandFailed:
+        return False
+
+
+# The Docker network kind puts every node on (kind v0.33.0
+# pkg/cluster/internal/providers/docker/network.go, fixedNetworkName).
+KIND_NETWORK = "kind"
+
+
+def configure_mirrors(kind: str, name: str, mirrors: dict[str, str]) -> None:
+    """A hosts.toml per mirrored registry on every node of the cluster (containerd reads them
+    at each pull, so a running node needs no restart), and each mirror that is a container of
+    this Docker joined to the kind network, where the nodes resolve it by name."""
+    nodes = run([kind, "get", "nodes", "--name", name]).split()
+    for registry, mirror in sorted(mirrors.items()):
+        folder = f"{CERTS_DIR}/{registry}"
+        for node in nodes:
+            run(
+                ["docker", "exec", "-i", node, "sh", "-c",
+                 f"mkdir -p '{folder}' && cat > '{folder}/hosts.toml'"],
+                stdin=hosts_toml(registry, mirror),
+            )  # fmt: skip
+        host = re.sub(r"^https?://", "", mirror).split("/")[0].rsplit(":", 1)[0]
+        try:
+            networks = run(
+                ["docker", "inspect", "--format", "{{json .NetworkSettings.Networks}}", host]
+            )
+        except CommandFailed:
+            continue  # not a container here: a mirror the nodes reach some other way
+        if KIND_NETWORK not in json.loads(networks or "{}"):
+            run(["docker", "network", "connect", KIND_NETWORK, host])
+
+
 class KindClusterProvider(ResourceProvider):
     """A kind cluster. Every kind command gets `--kubeconfig` with a file of the stack's own
     (kind v0.32.0 pkg/cmd/kind/create/cluster/createcluster.go and delete/cluster: the flag
@@ -150,6 +188,7 @@ class KindClusterProvider(ResourceProvider):
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         create = [kind, "create", "cluster", "--name", name, "--config", "-", "--wait", "5m"]
         run([*create, "--kubeconfig", path], stdin=props["config"], timeout=KIND_CREATE_TIMEOUT)
+        configure_mirrors(kind, name, props.get("registry_mirrors") or {})
         return CreateResult(id_=name, outs=self._outputs(props))
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
@@ -164,7 +203,15 @@ class KindClusterProvider(ResourceProvider):
         # The kubeconfig path and the kind binary's location are where, not what: a moved
         # checkout must not replace the cluster.
         replaces = [k for k in ("name", "config", "owner") if olds.get(k) != news.get(k)]
-        return DiffResult(changes=bool(replaces), replaces=replaces, delete_before_replace=True)
+        # Other mirror URLs are other hosts.toml files on the running nodes: an update.
+        mirrors = (olds.get("registry_mirrors") or {}) != (news.get("registry_mirrors") or {})
+        return DiffResult(
+            changes=bool(replaces) or mirrors, replaces=replaces, delete_before_replace=True
+        )
+
+    def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+        configure_mirrors(news["kind_binary"], news["name"], news.get("registry_mirrors") or {})
+        return UpdateResult(outs=self._outputs(news))
 
     def delete(self, _id: str, props: dict[str, Any]) -> None:
         # Deleting a cluster that is already gone succeeds: destroy stays safe to repeat.
@@ -195,6 +242,7 @@ class KindCluster(pulumi.dynamic.Resource, module="kind", name="Cluster"):
         kind_binary: str,
         owner: str,
         kubeconfig_path: str,
+        registry_mirrors: dict[str, str],
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__(
@@ -203,6 +251,7 @@ class KindCluster(pulumi.dynamic.Resource, module="kind", name="Cluster"):
             {
                 "name": cluster_name,
                 "config": config,
+                "registry_mirrors": registry_mirrors,
                 "kind_binary": kind_binary,
                 "owner": owner,
                 "kubeconfig_path": kubeconfig_path,
@@ -236,7 +285,9 @@ class KindClusterComponent(pulumi.ComponentResource):
         super().__init__("multikueue-fleet:cluster:Kind", name, None, opts)
         owner = stack_owner()
         physical = cluster.physical_name(spec.fleet_name)
-        config = yaml.safe_dump(kind_config(spec, cluster, owner), sort_keys=False)
+        config = yaml.safe_dump(
+            kind_config(spec, cluster, owner, docker_cgroup_v1()), sort_keys=False
+        )
         self.cluster = KindCluster(
             f"{name}-kind",
             physical,
@@ -244,6 +295,7 @@ class KindClusterComponent(pulumi.ComponentResource):
             kind_binary,
             owner,
             kind_kubeconfig_path(pulumi.get_stack(), physical),
+            dict(cluster.kind.registry_mirrors),
             pulumi.ResourceOptions(parent=self),
         )
         kubeconfig = pulumi.Output.secret(self.cluster.kubeconfig)

@@ -5,7 +5,8 @@ ConfigFile, kustomize Directory); the project's own objects are one resource eac
 (components/resources/kube_objects.py), so a preview lists them all with their fields.
 
 Order on each cluster: job frameworks, each bundle after the one before it (Trainer's
-runtimes after the Trainer manager whose webhook guards them), and (the ClusterProfile
+runtimes after the Trainer manager whose webhook guards them) and each framework after
+those it requires (Trainer after JobSet), and (the ClusterProfile
 CRD, on the manager in that mode) -> Kueue, waited for until its Deployment and webhook
 Service are ready -> worker identities and queues; then the manager's MultiKueue objects
 once every worker's token exists and every worker's frameworks are installed; the
@@ -43,7 +44,7 @@ from components.model.spec import ClusterSpec, FleetSpec
 from components.model.versions import kueue_bundle
 from components.objects import dispatcher
 from components.objects.fleet import bundles, cluster_objects
-from components.objects.kubeconfig import context_cluster, worker_kubeconfig
+from components.objects.kubeconfig import context_cluster, with_host_context, worker_kubeconfig
 from components.objects.kueue_install import kueue_objects
 from components.objects.labels import KUEUE_NAMESPACE, with_fleet_labels
 from components.objects.manifests import yaml_text
@@ -67,7 +68,7 @@ from components.resources.providers import (
     ServiceAccountToken,
     source_hash,
 )
-from components.upstream.releases import fetch, kustomize_directory
+from components.upstream.releases import fetch, verified_file, verified_kustomization
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -126,14 +127,33 @@ def token_kubeconfig(
     token: ServiceAccountToken,
     user: str = "",
     sort_keys: bool = True,
+    host_server: pulumi.Input[str] | None = None,
 ) -> pulumi.Output[str]:
-    """A kubeconfig (secret) with the token's user for `cluster` at `server`. `sort_keys`
-    stays as each kubeconfig was first written: another order is a change of its Secret."""
+    """A kubeconfig (secret) with the token's user for `cluster` at `server`, and with
+    `host_server` a FROM_HOST_CONTEXT as well. `sort_keys` stays as each kubeconfig was first
+    written: another order is a change of its Secret."""
+
+    def text(a: list[str]) -> str:
+        config = worker_kubeconfig(cluster, a[0], a[1], a[2], user=user)
+        if a[3]:
+            config = with_host_context(config, a[3])
+        return yaml.safe_dump(config, sort_keys=sort_keys)
+
     return pulumi.Output.secret(
-        pulumi.Output.all(server, token.ca_data, token.token).apply(
-            lambda a: yaml.safe_dump(
-                worker_kubeconfig(cluster, a[0], a[1], a[2], user=user), sort_keys=sort_keys
-            )
+        pulumi.Output.all(server, token.ca_data, token.token, host_server or "").apply(text)
+    )
+
+
+def host_server_of(handle: ClusterHandle) -> pulumi.Output[str] | None:
+    """Where this machine reaches a kind cluster's API server (its kubeconfig's server)."""
+    kind = kind_cluster_of(handle)
+    if kind is None:
+        return None
+    return kind.kubeconfig.apply(  # type: ignore[attr-defined]
+        lambda text: (
+            (yaml.safe_load(text or "{}").get("clusters") or [{}])[0]
+            .get("cluster", {})
+            .get("server", "")
         )
     )
 
@@ -185,6 +205,37 @@ class KueueInstall(pulumi.ComponentResource):
         self.register_outputs({})
 
 
+def _as_list(depends_on: Any) -> list[Any]:
+    if depends_on is None:
+        return []
+    return list(depends_on) if isinstance(depends_on, (list, tuple)) else [depends_on]
+
+
+def verified_manifests(spec: FleetSpec, fetcher: Callable[[str], str]) -> dict[str, str]:
+    """Bundle URL -> what Pulumi applies instead: the verified local file of a manifest
+    bundle, the verified local kustomization of a kustomize bundle (Kueue's own text is
+    read through `fetcher` by KueueInstall, from the same cache). A fetch or digest failure
+    is one line naming the bundle (a RunError: no traceback)."""
+    files: dict[str, str] = {}
+    for bundle in [b for c in spec.clusters for b in bundles(spec, c)]:
+        if bundle.url in files:
+            continue
+        try:
+            if bundle.name == "kueue":
+                fetcher(bundle.url)
+                continue
+            if bundle.method == "kustomize":
+                files[bundle.url] = verified_kustomization(bundle)
+            else:
+                files[bundle.url] = verified_file(bundle.url, fetcher)
+        except (RuntimeError, OSError) as exc:
+            raise pulumi.RunError(
+                f"upstream {bundle.name} {bundle.version} ({bundle.url}): {exc}; nothing was "
+                "changed on any cluster"
+            ) from None
+    return files
+
+
 class Frameworks(pulumi.ComponentResource):
     """A cluster's job frameworks. A framework's bundles go in their listed order, each after
     the one before is ready: Trainer's ClusterTrainingRuntimes pass a validating webhook
@@ -196,8 +247,14 @@ class Frameworks(pulumi.ComponentResource):
     (Fleet._kueue_after_frameworks)."""
 
     def __init__(
-        self, name: str, spec: FleetSpec, cluster: ClusterSpec, opts: pulumi.ResourceOptions
+        self,
+        name: str,
+        spec: FleetSpec,
+        cluster: ClusterSpec,
+        files: Mapping[str, str],
+        opts: pulumi.ResourceOptions,
     ) -> None:
+        """`files`: release URL -> the verified local copy Pulumi applies."""
         super().__init__("multikueue-fleet:frameworks:Install", name, None, opts)
         self.installs: list[pulumi.Resource] = []
         framework_of = {b.name: key for key, f in FRAMEWORKS.items() for b in f.bundles}
@@ -205,21 +262,24 @@ class Frameworks(pulumi.ComponentResource):
         for bundle in bundles(spec, cluster):
             if bundle.name in ("kueue", "clusterprofile-crd"):  # installed on their own
                 continue
-            before = previous.get(framework_of[bundle.name])
+            framework = framework_of[bundle.name]
+            before = previous.get(framework)
             # A component's depends_on does not hold back its children: the first bundle of
             # a framework waits for what the component waits for (nothing, or the check of
-            # an existing Kueue), the next ones for the bundle before.
+            # an existing Kueue) and for the frameworks it requires (Trainer for JobSet,
+            # which `bundles` puts first), the next ones for the bundle before.
+            required = [previous[r] for r in FRAMEWORKS[framework].requires if r in previous]
             child = pulumi.ResourceOptions(
                 parent=self,
-                depends_on=[before] if before else opts.depends_on,
+                depends_on=[before] if before else [*_as_list(opts.depends_on), *required],
                 transforms=opts.transforms,
             )
             if bundle.method == "kustomize":
                 install: pulumi.Resource = Directory(
-                    f"{name}-{bundle.name}", directory=kustomize_directory(bundle), opts=child
+                    f"{name}-{bundle.name}", directory=files[bundle.url], opts=child
                 )
             else:
-                install = ConfigFile(f"{name}-{bundle.name}", file=bundle.url, opts=child)
+                install = ConfigFile(f"{name}-{bundle.name}", file=files[bundle.url], opts=child)
             previous[framework_of[bundle.name]] = install
             self.installs.append(install)
         self.register_outputs({})
@@ -278,7 +338,9 @@ class WorkerAccess(pulumi.ComponentResource):
         self.reader_kubeconfig: pulumi.Output[str] | None = None
         if spec.dispatcher.enabled:
             reader = token("reader-token", FLEET_NAMESPACE, READER_TOKEN)
-            self.reader_kubeconfig = kubeconfig_from(reader)
+            self.reader_kubeconfig = token_kubeconfig(
+                worker.name, handle.server, reader, host_server=host_server_of(handle)
+            )
         self.register_outputs({})
 
 
@@ -299,6 +361,9 @@ class Fleet(pulumi.ComponentResource):
         # With dispatcher.run: local, what the process is run with (stack outputs).
         self.dispatcher_kubeconfig: pulumi.Output[str] | None = None
         self.dispatcher_settings: pulumi.Output[str] | None = None
+        # Every upstream manifest fetched and checked against its pinned digest before any
+        # resource is registered: a mismatch stops the program with nothing changed.
+        self.files = verified_manifests(spec, fetcher)
         kueue: dict[str, pulumi.Resource] = {}
         frameworks: dict[str, Frameworks] = {}
         for cluster in spec.clusters:
@@ -461,6 +526,7 @@ class Fleet(pulumi.ComponentResource):
                 f"{cluster.name}-frameworks",
                 self.spec,
                 cluster,
+                self.files,
                 self._on(handle, after, group=True),
             )
 
@@ -480,7 +546,7 @@ class Fleet(pulumi.ComponentResource):
             before.append(
                 ConfigFile(
                     f"{cluster.name}-clusterprofile-crd",
-                    file=crd.url,
+                    file=self.files[crd.url],
                     opts=self._on(handle, [], group=True),
                 )
             )

@@ -24,6 +24,19 @@ CLOUD_SDKS: dict[str, tuple[str, ...]] = {
     "gke": ("pulumi_gcp",),
     "eks": ("pulumi_aws", "pulumi_eks"),
 }
+# Cluster provider -> the credential plugin its kubeconfigs run (an exec entry) and how to
+# get it. The stack's own kubeconfig of a GKE cluster runs gke-gcloud-auth-plugin
+# (components/resources/clusters.py, GkeClusterComponent); pulumi-eks writes one that runs
+# `aws eks get-token`. Without it, `up` creates the clusters and then fails at its first
+# Kubernetes call, so the pre-flight asks for it first.
+CREDENTIAL_PLUGINS: dict[str, tuple[str, str]] = {
+    "gke": (
+        "gke-gcloud-auth-plugin",
+        "`gcloud components install gke-gcloud-auth-plugin`, or Debian's "
+        "google-cloud-cli-gke-gcloud-auth-plugin package",
+    ),
+    "eks": ("aws", "the AWS CLI v2 (its kubeconfigs run `aws eks get-token`)"),
+}
 _FIND = (
     "import importlib.util, sys; "
     "print(*[m for m in sys.argv[1:] if not importlib.util.find_spec(m)])"

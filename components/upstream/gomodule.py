@@ -24,7 +24,10 @@ from components.model.frameworks import FRAMEWORKS
 from components.model.versions import (
     CLUSTER_INVENTORY_API_VERSION,
     KUEUE_VERSION,
+    MPI_OPERATOR_URL,
+    MPI_OPERATOR_VERSION,
     PINNED_SHA256,
+    Bundle,
     clusterprofile_crd_bundle,
     kueue_bundle,
 )
@@ -62,31 +65,40 @@ def module_dir(module: str, version: str) -> Path:
     return Path(info["Dir"])
 
 
-def kueue_manifest(module: Path) -> str:
-    """What Kueue's `make artifacts` puts in the release's manifests.yaml (Makefile at
-    v0.19.2, targets prepare-manifests and artifacts): `kustomize edit set image
-    controller=registry.k8s.io/kueue/kueue:<tag>` in config/components/manager, then
-    `kustomize build config/default`. The module cache is read-only, so on a copy."""
-    kustomize = toolchain.build(["kustomize"], log=lambda _line: None)["kustomize"]
-    with tempfile.TemporaryDirectory(prefix="kueue-config-") as tmp:
-        config = Path(tmp) / "config"
-        shutil.copytree(module / "config", config)
-        for path in config.rglob("*"):
-            path.chmod(0o755 if path.is_dir() else 0o644)
-        image = f"controller=registry.k8s.io/kueue/kueue:{KUEUE_VERSION}"
-        for args, cwd in (
-            (["edit", "set", "image", image], config / "components" / "manager"),
-            (["build", str(config / "default")], Path(tmp)),
-        ):
-            result = subprocess.run(
-                [str(kustomize), *args], cwd=cwd, capture_output=True, text=True, check=False
-            )
-            if result.returncode != 0:
-                raise ModuleSourceError(
-                    f"kustomize {args[0]} failed on Kueue {KUEUE_VERSION}'s config: "
-                    + " | ".join(result.stderr.strip().splitlines()[-3:])
+def release_build(manager_dir: str, image: str) -> Callable[[Path], str]:
+    """A release manifest as a kubebuilder project's `make artifacts` makes it:
+    `kustomize edit set image controller=<image>` in `manager_dir`, then `kustomize build
+    config/default` (Kueue's Makefile at v0.19.2, prepare-manifests and artifacts; JobSet's
+    at v0.12.0 and LWS's at v0.9.0, artifacts; AppWrapper's at v1.2.2, build-installer).
+    The module cache is read-only, so on a copy; the kustomize is the pinned one."""
+
+    def make(module: Path) -> str:
+        kustomize = toolchain.build(["kustomize"], log=lambda _line: None)["kustomize"]
+        with tempfile.TemporaryDirectory(prefix="release-config-") as tmp:
+            config = Path(tmp) / "config"
+            shutil.copytree(module / "config", config)
+            for path in config.rglob("*"):
+                path.chmod(0o755 if path.is_dir() else 0o644)
+            for args, cwd in (
+                (["edit", "set", "image", f"controller={image}"], Path(tmp) / manager_dir),
+                (["build", str(config / "default")], Path(tmp)),
+            ):
+                result = subprocess.run(
+                    [str(kustomize), *args], cwd=cwd, capture_output=True, text=True, check=False
                 )
-        return result.stdout
+                if result.returncode != 0:
+                    raise ModuleSourceError(
+                        f"kustomize {args[0]} failed on {module.name}'s config: "
+                        + " | ".join(result.stderr.strip().splitlines()[-3:])
+                    )
+            return result.stdout
+
+    return make
+
+
+kueue_manifest = release_build(
+    "config/components/manager", f"registry.k8s.io/kueue/kueue:{KUEUE_VERSION}"
+)
 
 
 def clusterprofile_crd(module: Path) -> str:
@@ -95,7 +107,43 @@ def clusterprofile_crd(module: Path) -> str:
     ).read_text()
 
 
+def mpi_operator_manifest(module: Path) -> str:
+    """The release's install file is checked in at the tag (deploy/v2beta1)."""
+    return (module / "deploy" / "v2beta1" / "mpi-operator.yaml").read_text()
+
+
+def _framework_release(name: str, module: str, manager_dir: str, image: str) -> ModuleArtifact:
+    (bundle,) = FRAMEWORKS[name].bundles
+    return ModuleArtifact(module, bundle.version, release_build(manager_dir, image))
+
+
+# Release manifests built by kustomize at release time: made the same way from the module.
+_RELEASE_BUILDS = {
+    FRAMEWORKS["jobset"].bundles[0].url: _framework_release(
+        "jobset",
+        "sigs.k8s.io/jobset",
+        "config/components/manager",
+        f"registry.k8s.io/jobset/jobset:{FRAMEWORKS['jobset'].bundles[0].version}",
+    ),
+    FRAMEWORKS["leaderworkerset"].bundles[0].url: _framework_release(
+        "leaderworkerset",
+        "sigs.k8s.io/lws",
+        "config/manager",
+        f"registry.k8s.io/lws/lws:{FRAMEWORKS['leaderworkerset'].bundles[0].version}",
+    ),
+    FRAMEWORKS["appwrapper"].bundles[0].url: _framework_release(
+        "appwrapper",
+        "github.com/project-codeflare/appwrapper",
+        "config/manager",
+        f"quay.io/ibm/appwrapper:{FRAMEWORKS['appwrapper'].bundles[0].version}",
+    ),
+}
+
 SOURCES: dict[str, ModuleArtifact] = {
+    **_RELEASE_BUILDS,
+    MPI_OPERATOR_URL: ModuleArtifact(
+        "github.com/kubeflow/mpi-operator", MPI_OPERATOR_VERSION, mpi_operator_manifest
+    ),
     kueue_bundle(KUEUE_VERSION).url: ModuleArtifact(
         "sigs.k8s.io/kueue", KUEUE_VERSION, kueue_manifest
     ),
@@ -168,3 +216,94 @@ def framework_crds(key: str) -> list[dict[str, Any]]:
             if spec.get("group") in groups and doc["metadata"]["name"] not in found:
                 found[doc["metadata"]["name"]] = doc
     return list(found.values())
+
+
+@dataclass(frozen=True)
+class KustomizationSource:
+    """Where a kustomize bundle's remote kustomization lives in the Go module of its tag:
+    `folder` (a directory of the module, copied whole with everything it refers to) and
+    `entry` (the kustomization inside it that the bundle's URL names). `drop` lists lines
+    taken out of a file of the copy after its digest was checked, each (file, line): the
+    edits the upstream file itself asks for when a part is installed another way."""
+
+    module: str
+    version: str
+    folder: str
+    entry: str
+    drop: tuple[tuple[str, str], ...] = ()
+
+
+KUSTOMIZATIONS: dict[str, KustomizationSource] = {
+    "kubeflow-trainer": KustomizationSource(
+        "github.com/kubeflow/trainer/v2",
+        "v2.2.1",
+        "manifests",
+        "overlays/manager",
+        # "Comment this line if JobSet is installed on the Kubernetes cluster": the `jobset`
+        # framework installs JobSet (the line pulls JobSet v0.11.0's release from GitHub).
+        (("overlays/manager/kustomization.yaml", "  - ../../third-party/jobset"),),
+    ),
+    "kubeflow-trainer-runtimes": KustomizationSource(
+        "github.com/kubeflow/trainer/v2", "v2.2.1", "manifests", "overlays/runtimes"
+    ),
+    "training-operator": KustomizationSource(
+        "github.com/kubeflow/training-operator", "v1.9.3", "manifests", "overlays/standalone"
+    ),
+    "kuberay": KustomizationSource(
+        "github.com/ray-project/kuberay/ray-operator", "v1.6.2", "config", "default"
+    ),
+}
+
+
+def tree_sha256(root: Path) -> str:
+    """One SHA-256 of a directory tree: every file's path (relative, '/'-separated, sorted)
+    and the SHA-256 of its bytes."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        content = hashlib.sha256(path.read_bytes()).hexdigest()
+        digest.update(f"{path.relative_to(root).as_posix()}\0{content}\n".encode())
+    return digest.hexdigest()
+
+
+def _drop_line(file: Path, line: str, bundle: str) -> None:
+    """Takes out the line that is `line` once its trailing comment is ignored."""
+    lines = file.read_text().splitlines(keepends=True)
+    kept = [x for x in lines if x.split(" #", 1)[0].rstrip() != line]
+    if len(kept) == len(lines):
+        raise ModuleSourceError(f"{bundle}: the line {line!r} is not in {file.name}")
+    file.write_text("".join(kept))
+
+
+def kustomization_source(bundle: Bundle, into: Path) -> Path:
+    """The bundle's kustomization, copied from the Go module of its tag (checked by
+    tools/go.sum) into `into`, its tree checked against `bundle.source_sha256`; the path of
+    the kustomization to build. ModuleSourceError on a mismatch or an unknown bundle."""
+    source = KUSTOMIZATIONS.get(bundle.name)
+    if source is None or not bundle.source_sha256:
+        raise ModuleSourceError(f"no pinned Go module source is known for {bundle.url}")
+    if source.version != bundle.version:
+        raise ModuleSourceError(
+            f"{bundle.name} is {bundle.version} but its module source is {source.version}"
+        )
+    # A copy is only ever made (whole, then renamed into place) from a tree that matched:
+    # one already in the cache is used as a cached release file is.
+    copy = into / f"{bundle.name}-{bundle.source_sha256[:16]}"
+    if not copy.is_dir():
+        folder = module_dir(source.module, source.version) / source.folder
+        got = tree_sha256(folder)
+        if got != bundle.source_sha256:
+            raise ModuleSourceError(
+                f"{source.module}@{source.version}/{source.folder} has tree SHA-256 {got}, "
+                f"not the pinned {bundle.source_sha256}: the module changed; do not deploy it"
+            )
+        temp = Path(tempfile.mkdtemp(dir=into, prefix=f".{bundle.name}-"))
+        try:
+            shutil.copytree(folder, temp / "tree")
+            for path in (temp / "tree").rglob("*"):
+                path.chmod(0o755 if path.is_dir() else 0o644)
+            for name, line in source.drop:
+                _drop_line(temp / "tree" / name, line, bundle.name)
+            (temp / "tree").rename(copy)
+        finally:
+            shutil.rmtree(temp, ignore_errors=True)
+    return copy / source.entry

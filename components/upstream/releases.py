@@ -109,10 +109,25 @@ def _download(url: str, timeout: float, expect_kinds: Iterable[str]) -> str:
     return text
 
 
-def local_kustomization(bundle: Bundle) -> dict[str, Any]:
-    """A kustomization of the bundle's remote one that deletes the objects named by
-    `bundle.without` (a strategic-merge `$patch: delete` per name pattern) and applies
-    `bundle.patches`."""
+def verified_file(url: str, fetcher: Fetch = fetch) -> str:
+    """A local file holding the artifact at `url` as `fetcher` returned it (downloaded or made
+    from its Go module, checked against its pinned SHA-256 where one is pinned, and cached):
+    what Pulumi applies, so that the provider never downloads an upstream manifest itself,
+    unchecked. Relative to the project when the cache is inside it (the default), so the
+    path in the stack's state is the same on every machine."""
+    text = fetcher(url)
+    folder = _cache_dir() / "verified"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{cache_key(url)}.yaml"
+    if not path.is_file() or path.read_text() != text:
+        _write_atomically(path, text)
+    return _shown(path)
+
+
+def local_kustomization(bundle: Bundle, resource: str | None = None) -> dict[str, Any]:
+    """A kustomization of `resource` (the bundle's remote one unless given: a local copy)
+    that deletes the objects named by `bundle.without` (a strategic-merge `$patch: delete`
+    per name pattern) and applies `bundle.patches`."""
     deletes = [
         {
             "target": {"name": pattern},
@@ -134,21 +149,47 @@ def local_kustomization(bundle: Bundle) -> dict[str, Any]:
     return {
         "apiVersion": "kustomize.config.k8s.io/v1beta1",
         "kind": "Kustomization",
-        "resources": [bundle.url],
+        "resources": [resource or bundle.url],
         "patches": deletes + edits,
     }
 
 
-def kustomize_directory(bundle: Bundle) -> str:
-    """Where to point a kustomize install: the remote URL itself, or (with `without` or
-    `patches`) a local kustomization in the cache that wraps it."""
+def kustomize_directory(bundle: Bundle, source: Path | None = None) -> str:
+    """Where to point a kustomize install: `source` (a verified local copy of the bundle's
+    kustomization) or the remote URL itself, or (with `without` or `patches`) a local
+    kustomization in the cache that wraps it. kustomize takes a local resource only by a
+    path relative to the wrapping kustomization."""
     if not bundle.without and not bundle.patches:
-        return bundle.url
-    text = yaml.safe_dump(local_kustomization(bundle), sort_keys=False)
-    folder = _cache_dir() / "kustomize" / hashlib.sha256(text.encode()).hexdigest()[:16]
+        return _shown(source) if source is not None else bundle.url
+    key = yaml.safe_dump(local_kustomization(bundle, str(source or "")), sort_keys=False)
+    folder = _cache_dir() / "kustomize" / hashlib.sha256(key.encode()).hexdigest()[:16]
+    resource = os.path.relpath(source, folder) if source is not None else None
+    text = yaml.safe_dump(local_kustomization(bundle, resource), sort_keys=False)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "kustomization.yaml").write_text(text)
-    return str(folder)
+    return _shown(folder)
+
+
+def verified_kustomization(bundle: Bundle) -> str:
+    """A kustomize bundle's directory to build, from the Go module of its tag, its source
+    tree checked against its pinned SHA-256 (gomodule.kustomization_source): the remote
+    URL is never built. RuntimeError, one line, when it cannot be had or does not match."""
+    into = _cache_dir() / "kustomize-src"
+    into.mkdir(parents=True, exist_ok=True)
+    try:
+        source = gomodule.kustomization_source(bundle, into)
+    except (gomodule.ModuleSourceError, toolchain.ToolchainError) as exc:
+        raise RuntimeError(f"{bundle.url} from its Go module: {exc}") from None
+    return kustomize_directory(bundle, source)
+
+
+def _shown(path: Path) -> str:
+    """Relative to the project when the cache is inside it (the default), so the path in
+    the stack's state is the same on every machine."""
+    try:
+        return str(path.resolve().relative_to(DEFAULT_CACHE.parents[1]))
+    except ValueError:
+        return str(path)
 
 
 def whole_manifest_problem(text: str, expect_kinds: Iterable[str] = ()) -> str | None:

@@ -54,6 +54,9 @@ class Tool:
     # package embeds: run (with VERSION set, as the project's Makefile does) in a writable
     # copy of the module before the build.
     generator: str | None = None
+    # Build tags, and whether cgo is on (off by default: static binaries).
+    tags: str = ""
+    cgo: bool = False
 
     def version(self) -> str:
         return self.release or module_versions(self.module_dir).get(self.module, "?")
@@ -85,6 +88,89 @@ KUBERNETES_PROVIDER_STAMPS = (
 KUBERNETES_PROVIDER = "github.com/pulumi/pulumi-kubernetes/provider/v4"
 
 
+KIND_TOOLS_DIR = TOOLS_MODULE / "kind-tier"
+CNI_PLUGINS = "github.com/containernetworking/plugins"
+CONTAINERD = "github.com/containerd/containerd/v2"
+# The kind tier (kindnode/): kind itself, what kind v0.33.0's base image builds
+# (images/base/Dockerfile: containerd with its BUILDTAGS, runc with cgo and seccomp, crictl,
+# four CNI plugins, all at the versions its ARGs pin), CoreDNS at the version kubeadm v1.36
+# deploys (cmd/kubeadm/app/constants CoreDNSVersion), and the controllers the fleet's
+# stacks deploy that tools/go.mod does not build. A module each (tools/kind-tier/<name>): one
+# build list would raise their dependencies above what each release pins.
+KIND_TIER_TOOLS = (
+    Tool("kind", "sigs.k8s.io/kind", "sigs.k8s.io/kind", (), KIND_TOOLS_DIR / "kind"),
+    *(
+        Tool(
+            name,
+            f"{CONTAINERD}/cmd/{name}",
+            CONTAINERD,
+            (f"{CONTAINERD}/version.Version={{version}}",),
+            KIND_TOOLS_DIR / "containerd",
+            tags="no_aufs no_zfs no_btrfs no_devmapper",
+            # containerd's Makefile builds the shim static and without gRPC's tracing.
+            cgo=name != "containerd-shim-runc-v2",
+        )
+        for name in ("containerd", "ctr", "containerd-shim-runc-v2")
+    ),
+    Tool(
+        "runc",
+        "github.com/opencontainers/runc",
+        "github.com/opencontainers/runc",
+        ("main.version={version}",),
+        KIND_TOOLS_DIR / "runc",
+        tags="seccomp urfave_cli_no_docs",
+        cgo=True,
+    ),
+    Tool(
+        "crictl",
+        "sigs.k8s.io/cri-tools/cmd/crictl",
+        "sigs.k8s.io/cri-tools",
+        ("sigs.k8s.io/cri-tools/pkg/version.Version={version}",),
+        KIND_TOOLS_DIR / "cri-tools",
+    ),
+    *(
+        Tool(
+            f"cni-{path.rsplit('/', 1)[1]}",
+            f"{CNI_PLUGINS}/plugins/{path}",
+            CNI_PLUGINS,
+            (),
+            KIND_TOOLS_DIR / "cni-plugins",
+        )
+        for path in ("ipam/host-local", "main/loopback", "main/ptp", "meta/portmap")
+    ),
+    Tool(
+        "coredns",
+        "github.com/coredns/coredns",
+        "github.com/coredns/coredns",
+        (),
+        KIND_TOOLS_DIR / "coredns",
+    ),
+    Tool(
+        "jobset",
+        "sigs.k8s.io/jobset",
+        "sigs.k8s.io/jobset",
+        (),
+        KIND_TOOLS_DIR / "jobset",
+    ),
+    # What registry.k8s.io/cluster-inventory-api/secretreader holds (hack/Dockerfile.plugin
+    # at v0.1.3: CGO_ENABLED=0, `-s -w`, ./plugins/secretreader/cmd/plugin).
+    Tool(
+        "secretreader-plugin",
+        "sigs.k8s.io/cluster-inventory-api/plugins/secretreader/cmd/plugin",
+        "sigs.k8s.io/cluster-inventory-api",
+        (),
+        KIND_TOOLS_DIR / "cluster-inventory-api",
+    ),
+    # The kind nodes' registry mirror (kindnode/registry.py): what the fleet's upstream image
+    # names resolve to on a machine without a registry.
+    Tool(
+        "registry",
+        "github.com/distribution/distribution/v3/cmd/registry",
+        "github.com/distribution/distribution/v3",
+        ("github.com/distribution/distribution/v3/version.version={version}",),
+        KIND_TOOLS_DIR / "registry",
+    ),
+)
 KUSTOMIZE = "sigs.k8s.io/kustomize/kustomize/v5"
 # What a kind node image holds of Kubernetes besides kube-apiserver and
 # kube-controller-manager (kind v0.33.0 pkg/build/nodeimage/internal/kube/builder_remote.go
@@ -150,6 +236,7 @@ TOOLS: dict[str, Tool] = {
             release="4.25.0",
             generator="generate.go",
         ),
+        *KIND_TIER_TOOLS,
     )
 }
 # The framework controllers the loopback fleet can run (python -m loopback up
@@ -209,7 +296,7 @@ def go_binary() -> str:
 def _fingerprint(tool: Tool) -> str:
     """What a build depends on: the pinned module set (go.mod, go.sum), the Go release and
     the tool's own build flags."""
-    digest = hashlib.sha256(tool.ldflags().encode())
+    digest = hashlib.sha256(f"{tool.ldflags()}|{tool.tags}|{tool.cgo}".encode())
     for name in ("go.mod", "go.sum"):
         digest.update((tool.module_dir / name).read_bytes())
     digest.update(
@@ -238,7 +325,7 @@ def path_of(name: str) -> Path:
     return BIN_DIR / name
 
 
-def _go(go: str, args: list[str], cwd: Path) -> str:
+def _go(go: str, args: list[str], cwd: Path, *, cgo: bool = False) -> str:
     """A go command; its stdout, or a ToolchainError with the end of what it said."""
     result = subprocess.run(
         [go, *args],
@@ -251,7 +338,7 @@ def _go(go: str, args: list[str], cwd: Path) -> str:
         env={
             **os.environ,
             "GOFLAGS": os.environ.get("GOFLAGS", "") + " -mod=readonly",
-            "CGO_ENABLED": "0",
+            "CGO_ENABLED": "1" if cgo else "0",
         },
     )
     if result.returncode != 0:
@@ -352,10 +439,21 @@ def build(
             log(f"  {name:<26} {tool.version():<12} building {tool.package} ...")
             started = time.monotonic()
             where = _with_generated_files(go, tool) if tool.generator else tool.module_dir
+            tags = ["-tags", tool.tags] if tool.tags else []
             _go(
                 go,
-                ["build", "-trimpath", "-ldflags", tool.ldflags(), "-o", str(target), tool.package],
+                [
+                    "build",
+                    "-trimpath",
+                    *tags,
+                    "-ldflags",
+                    tool.ldflags(),
+                    "-o",
+                    str(target),
+                    tool.package,
+                ],
                 where,
+                cgo=tool.cgo,
             )
             _stamp(name).write_text(_fingerprint(tool))
             log(f"  {name:<26} {tool.version():<12} built in {time.monotonic() - started:.0f} s")

@@ -1,0 +1,211 @@
+"""Values that are right for the stack file but wrong for the component that consumes them:
+a pod on the manager (Kueue, the in-cluster dispatcher), MultiKueue's connection code, the
+dispatcher's settings loader, or two parts of the fleet that would both create one object.
+Each rule names the consumer's own rule where it comes from."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import yaml
+
+from components.model.fieldtypes import duration_seconds
+from components.model.frameworks import FRAMEWORKS
+from components.model.problems import Problem, key_path
+from components.model.spec import ClusterSpec, FleetSpec
+from components.objects.kubeconfig import (
+    context_cluster,
+    existing_kubeconfig_path,
+    is_loopback_host,
+    kubeconfig_server,
+    kueue_trusts_server,
+    read_kubeconfig_file,
+    server_host,
+)
+from controller.settings import WORKER_LOST_TIMEOUT_MAX
+
+KIND_SERVER_HINT = "on kind, https://<kind cluster name>-control-plane:6443"
+
+
+def _pods_reach_workers(spec: FleetSpec) -> list[str]:
+    """What runs in a pod on the manager and connects to every worker's API server."""
+    who = []
+    if spec.kueue.install == "managed":
+        who.append("Kueue (MultiKueue)")
+    if spec.dispatcher.enabled and spec.dispatcher.run == "cluster":
+        who.append("the dispatcher")
+    return who
+
+
+def context_problem(c: ClusterSpec) -> Problem | None:
+    """An `existing.context` the cluster's kubeconfig file does not have, found before `up`
+    fails on it half-way. None when the file is not there yet (the loopback launcher's, a
+    CI runner's): `up` says that, naming the file."""
+    assert c.existing is not None
+    path = existing_kubeconfig_path(c.existing)
+    try:
+        text = read_kubeconfig_file(path)
+        config = yaml.safe_load(text)
+    except (ValueError, yaml.YAMLError):
+        return None
+    contexts = [
+        str(e.get("name"))
+        for e in (config.get("contexts") or [])
+        if isinstance(e, dict) and e.get("name") is not None
+    ]
+    if c.existing.context in contexts:
+        return None
+    return Problem(
+        key_path(c.path, "existing.context"),
+        f"the kubeconfig {path} has no context '{c.existing.context}' "
+        f"(it has: {', '.join(contexts) or 'none'})",
+        f"set {c.path}.existing.context to one of its contexts, or point "
+        f"{c.path}.existing.kubeconfigPath at this cluster's kubeconfig",
+    )
+
+
+def _existing_contexts(c: ClusterSpec) -> Iterator[Problem]:
+    """Only for a kubeconfigPath the stack names: the default (KUBECONFIG, ~/.kube/config)
+    is whatever the machine running `validate` has, which for a stack reviewed elsewhere
+    (CI, a colleague's laptop) is not the deploying machine's; the pre-flight of `mkf up`
+    checks that one (components/cli/automation.py)."""
+    assert c.existing is not None
+    if c.existing.kubeconfig_path:
+        problem = context_problem(c)
+        if problem is not None:
+            yield problem
+
+
+def _worker_server(c: ClusterSpec, this_machine: bool) -> tuple[str, str] | None:
+    """(server the manager's pods use, the config path that chose it), when known here:
+    `existing.server`, else the context's server in a kubeconfigPath the stack names, or
+    (`this_machine`: the pre-flight of `mkf up`) in the default kubeconfig too."""
+    assert c.existing is not None
+    if c.existing.server:
+        return c.existing.server, key_path(c.path, "existing.server")
+    if not (c.existing.kubeconfig_path or this_machine):
+        return None
+    path = existing_kubeconfig_path(c.existing)
+    try:
+        server, _ = context_cluster(read_kubeconfig_file(path), c.existing.context)
+    except (ValueError, yaml.YAMLError):
+        return None
+    return (server, key_path(c.path, "existing.context")) if server else None
+
+
+def _server_problems(server: str, path: str, what: str, pods: list[str]) -> Iterator[Problem]:
+    if not kueue_trusts_server(server):
+        # Kueue v0.19.2 pkg/controller/admissionchecks/multikueue/multikueuecluster.go,
+        # validateRestConfig -> isValidHostname: the MultiKueueCluster stays inactive.
+        yield Problem(
+            path,
+            f"{what} {server}: MultiKueue refuses its host as an untrusted server endpoint "
+            "(neither an IP address nor a DNS name)",
+            "use an https URL whose host is an IP address (IPv6 in brackets with a port) or "
+            "a lower-case DNS name",
+        )
+    elif pods and is_loopback_host(server_host(server)):
+        yield Problem(
+            path,
+            f"{what} {server} is a loopback address, which inside a pod on the manager is "
+            f"the pod itself: {' and '.join(pods)} could never reach the worker",
+            "set existing.server to the address the manager's pods reach this worker at "
+            f"({KIND_SERVER_HINT}), or a routable address",
+        )
+
+
+def existing_worker_servers(spec: FleetSpec, this_machine: bool = False) -> Iterator[Problem]:
+    """Each existing worker's API server as MultiKueue and the dispatcher on the manager
+    will use it (see _worker_server for which kubeconfig is read)."""
+    pods = _pods_reach_workers(spec)
+    for c in spec.workers:
+        if c.existing is not None:
+            found = _worker_server(c, this_machine)
+            if found is not None:
+                yield from _server_problems(found[0], found[1], "the API server", pods)
+
+
+def worker_servers(spec: FleetSpec) -> Iterator[Problem]:
+    """Existing clusters' contexts, and each worker's API server as MultiKueue and the
+    dispatcher on the manager will use it."""
+    for c in spec.clusters:
+        if c.existing is not None:
+            yield from _existing_contexts(c)
+    yield from existing_worker_servers(spec)
+    pods = _pods_reach_workers(spec)
+    for name, secret in spec.worker_kubeconfigs.items():
+        server = kubeconfig_server(secret.value or "")
+        loopback = server and kueue_trusts_server(server) and is_loopback_host(server_host(server))
+        if loopback and pods:
+            yield Problem(
+                key_path("workerKubeconfigs", name),
+                f"its server {server} is a loopback address, which inside a pod on the "
+                f"manager is the pod itself: {' and '.join(pods)} could never reach '{name}'",
+                "write the address the manager's pods reach this worker at "
+                f"({KIND_SERVER_HINT}), or a routable address",
+            )
+
+
+def frameworks_listed_once(spec: FleetSpec) -> Iterator[Problem]:
+    """A framework listed twice would be installed twice: two Pulumi resources with one
+    URN, refused by the engine half-way through `up`."""
+    lists = [("frameworks", spec.frameworks)] + [
+        (key_path(c.path, "frameworks"), c.written_frameworks)
+        for c in spec.clusters
+        if c.written_frameworks is not None
+    ]
+    for path, names in lists:
+        first: dict[str, int] = {}
+        for i, name in enumerate(names):
+            if name in first:
+                yield Problem(
+                    key_path(path, i),
+                    f"'{name}' is listed twice (also at {key_path(path, first[name])})",
+                    "remove this entry: each framework is installed once",
+                )
+            else:
+                first.setdefault(name, i)
+
+
+def local_queue_namespaces(spec: FleetSpec) -> Iterator[Problem]:
+    """A LocalQueue's namespace is created by the fleet (on the manager and every worker);
+    a framework release that creates the same Namespace (JobSet's jobset-system, the
+    training operator's kubeflow, the MPI Operator's mpi-operator, Trainer's
+    kubeflow-system, ...) would make two owners of it: the second create fails, and the
+    first `destroy` of either deletes the other's objects with it. Refused rather than
+    shared: the framework's namespace holds its controller, not users' jobs."""
+    enabled = {f for c in spec.clusters for f in c.frameworks}
+    owners: dict[str, str] = {}
+    for name in sorted(enabled):
+        for bundle in FRAMEWORKS[name].bundles if name in FRAMEWORKS else ():
+            if bundle.namespace and bundle.namespace != "default":
+                owners.setdefault(bundle.namespace, f"the '{name}' framework ({bundle.name})")
+    for lq in spec.queues.local_queues:
+        owner = owners.get(lq.namespace)
+        if owner is not None:
+            yield Problem(
+                key_path(lq.path, "namespace"),
+                f"namespace '{lq.namespace}' is created by {owner}, and the fleet creates a "
+                "LocalQueue's namespace too: two owners of one Namespace",
+                "put the LocalQueue in a namespace of your own (jobs run anywhere the "
+                "framework's controller watches, which is every namespace)",
+            )
+
+
+def dispatcher_durations(spec: FleetSpec) -> Iterator[Problem]:
+    """Durations the stack renders into the dispatcher's settings file, checked against
+    what its loader (controller/settings.py) accepts, so the dispatcher starts."""
+    if not spec.dispatcher.enabled:
+        return
+    lost = duration_seconds(spec.kueue.multikueue.worker_lost_timeout)
+    if lost > WORKER_LOST_TIMEOUT_MAX:
+        yield Problem(
+            "kueue.multiKueue.workerLostTimeout",
+            f"{spec.kueue.multikueue.worker_lost_timeout} is longer than the dispatcher "
+            f"takes ({WORKER_LOST_TIMEOUT_MAX / 3600:g}h): it is written to its settings as "
+            "workerLostTimeoutSeconds, and the dispatcher would not start",
+            f"use at most {WORKER_LOST_TIMEOUT_MAX / 3600:g}h (Kueue's default is 15m)",
+        )
+
+
+RULES = [worker_servers, frameworks_listed_once, local_queue_namespaces, dispatcher_durations]

@@ -1,0 +1,58 @@
+"""python -m kindnode: the kind tier on this machine.
+
+host [--prepare]    what this host lacks for kind (and, with --prepare, fix each lack)
+build               build kind's node image and the fleet's images, serve them to kind nodes
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from components.upstream.toolchain import ToolchainError
+from kindnode import host
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m kindnode",
+        description="kind on a machine without an image registry: the host, the node image "
+        "and the fleet's images, built from the pinned Go modules in tools/kind-tier.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    check = sub.add_parser("host", help="what this host lacks for a kind fleet")
+    check.add_argument(
+        "--prepare",
+        action="store_true",
+        help="change the host where it lacks something (start Docker, mount cgroups, raise "
+        "inotify limits); needs root",
+    )
+    check.add_argument("--nodes", type=int, default=6, help="node containers planned (default 6)")
+    sub.add_parser("build", help="build the node image and images; start the registry mirror")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "host":
+            if args.prepare:
+                print("preparing this host for kind:")
+                host.prepare()
+            bad = 0
+            for finding in host.checks(args.nodes):
+                bad += not finding.ok
+                print(f"  {'ok  ' if finding.ok else 'FAIL'} {finding.name:<22} {finding.detail}")
+            return 1 if bad else 0
+        if args.command == "build":
+            from kindnode import build
+
+            build.build_all()
+    except (host.HostError, ToolchainError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
