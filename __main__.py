@@ -43,6 +43,14 @@ pulumi.export(
         for c in spec.clusters
     ],
 )
+# What `mkf status` checks follows what the stack installed (components/cli/status.py).
+pulumi.export(
+    "installs",
+    {
+        "kueue": spec.kueue.install,
+        "dispatcher": spec.dispatcher.run if spec.dispatcher.enabled else "none",
+    },
+)
 # `pulumi stack output --show-secrets kubeconfigs` to use them.
 pulumi.export("kubeconfigs", {name: h.kubeconfig for name, h in fleet.handles.items()})
 pulumi.export(
@@ -60,8 +68,10 @@ pulumi.export(
 )
 if fleet.dispatcher_kubeconfig is not None:
     # dispatcher.run: local. Run it as the pod would (docs/dispatcher.md):
-    #   pulumi stack output dispatcherSettings > dispatcher.yaml
-    #   pulumi stack output --show-secrets dispatcherKubeconfig > dispatcher.kubeconfig
-    #   python -m controller --kubeconfig dispatcher.kubeconfig --config dispatcher.yaml run
+    #   pulumi stack output dispatcherSettings > .fleet/dispatcher.yaml
+    #   pulumi stack output --show-secrets dispatcherKubeconfig > .fleet/dispatcher.kubeconfig
+    #   python -m controller --kubeconfig .fleet/dispatcher.kubeconfig \
+    #     --config .fleet/dispatcher.yaml run
+    # (.fleet is ignored by git: the kubeconfig holds a live token.)
     pulumi.export("dispatcherSettings", fleet.dispatcher_settings)
     pulumi.export("dispatcherKubeconfig", fleet.dispatcher_kubeconfig)

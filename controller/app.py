@@ -8,15 +8,16 @@ import contextlib
 import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import Any
 
 from aiohttp import web
 
 from controller.dispatcher import Dispatcher
+from controller.explain import dispatcher_line, find, pending, report, text
 from controller.inventory import InventoryKeeper
 from controller.kube import ApiError, Kube
-from controller.leader import LeaderElector
+from controller.leader import LeaderElector, current_leader
 from controller.metrics import Metrics
-from controller.policy import show
 from controller.profiles import sync_profiles
 from controller.server import app
 from controller.settings import Settings
@@ -107,12 +108,14 @@ async def run(
     return dispatcher
 
 
-def _amounts(resources: dict[str, int]) -> str:
-    return ", ".join(f"{r} {show(r, a)}" for r, a in sorted(resources.items())) or "nothing"
-
-
-async def explain(manager: Kube, settings: Settings, key: str, timeout: float = 30) -> str:
-    """The per-cluster table the policy would produce for one workload now."""
+async def explain_answers(
+    manager: Kube, settings: Settings, name: str | None, timeout: float = 30
+) -> tuple[list[dict[str, Any]], str | None]:
+    """What the policy would do now for the workloads `name` names (a Workload, or a Job,
+    JobSet or LeaderWorkerSet's), or with `name` None for every pending workload; and who
+    holds the dispatcher's Lease (None: no dispatcher runs). NotFound before any cache is
+    filled when `name` names nothing."""
+    found = await find(manager, name) if name is not None else []
     dispatcher = Dispatcher(
         manager, settings, Metrics(), Kube.from_kubeconfig, is_leader=lambda: False
     )
@@ -130,45 +133,16 @@ async def explain(manager: Kube, settings: Settings, key: str, timeout: float = 
             ]
             raise TimeoutError(", ".join(waiting)) from None
         await state.wait_workers(timeout)
-        return _table(dispatcher, key)
+        if name is None:
+            found = pending(dispatcher)
+        answers = [report(dispatcher, f) for f in found]
     finally:
         await state.stop()
+    return answers, await current_leader(manager, settings.namespace, settings.lease_name)
 
 
-def _table(dispatcher: Dispatcher, key: str) -> str:
-    wl = dispatcher.state.workloads.store.get(key)
-    if wl is None:
-        return f"No workload {key} on the manager."
-    found, decision, policy_name = dispatcher.evaluate(key)
-    status = wl.get("status") or {}
-    spec = wl.get("spec") or {}
-    lines = [
-        f"Workload {key}  (LocalQueue {spec.get('queueName')}, ClusterQueue "
-        f"{(status.get('admission') or {}).get('clusterQueue', '-')})"
-    ]
-    lines.append(
-        "Currently nominated: " + (", ".join(status.get("nominatedClusterNames") or []) or "-")
-    )
-    if decision is None:
-        lines.append(f"Not dispatched now: {found.reason}.")
-        return "\n".join(lines)
-    policy = dispatcher.state.policy_set().for_queue(
-        (status.get("admission") or {}).get("clusterQueue", ""), dispatcher.settings.default_policy
-    )
-    lines.append(f"Demand: {_amounts(dispatcher.view(wl).requests)}")
-    lines.append(
-        f"Policy: {policy_name} ({policy.strategy}, nominate "
-        f"{policy.clusters_to_nominate}, widen after {policy.widen_after_seconds:g}s, "
-        f"when nothing fits: {policy.when_nothing_fits}"
-        + (f", clusters with {policy.cluster_selector}" if policy.cluster_selector else "")
-        + ")"
-    )
-    width = max([len("CLUSTER"), *(len(v.cluster) for v in decision.verdicts)])
-    lines.append(f"{'CLUSTER':<{width}}  {'VERDICT':<8}  {'SCORE':>6}  REASON")
-    for v in decision.verdicts:
-        score = f"{v.score:.2f}" if v.score is not None else "-"
-        lines.append(f"{v.cluster:<{width}}  {v.status:<8}  {score:>6}  {v.reason}")
-    lines.append(
-        "Would nominate: " + (", ".join(decision.nominate) or "nothing") + f" ({decision.outcome})"
-    )
-    return "\n".join(lines)
+async def explain(manager: Kube, settings: Settings, name: str, timeout: float = 30) -> str:
+    """The per-cluster table the policy would produce for the workloads `name` names now,
+    after a line saying whether a dispatcher is running to act on it."""
+    answers, holder = await explain_answers(manager, settings, name, timeout)
+    return "\n\n".join([dispatcher_line(holder, settings), *(text(a, holder) for a in answers)])

@@ -23,7 +23,8 @@ from typing import Any
 import yaml
 from kubernetes_asyncio import client, config
 
-from controller.app import explain, run
+from controller.app import explain_answers, run
+from controller.explain import NotFound, dispatcher_line, one_line, text
 from controller.kube import ApiError, Kube
 from controller.settings import Settings, SettingsError, load_settings
 from controller.terminal import common_flags, flag, quietly_on_broken_pipe, seconds
@@ -229,8 +230,11 @@ async def _explain(args: argparse.Namespace, settings: Settings) -> int:
     manager, found = await connect(args.kubeconfig)
     try:
         await reach(manager, found, args.connect_timeout)
+        name = None if args.all else args.workload
         try:
-            print(await explain(manager, settings, args.workload, args.timeout))
+            answers, holder = await explain_answers(manager, settings, name, args.timeout)
+        except NotFound as exc:
+            raise StartError(f"explain: {exc}") from None
         except TimeoutError as exc:
             raise StartError(
                 f"the manager at {manager.api.configuration.host} did not list what the "
@@ -240,6 +244,15 @@ async def _explain(args: argparse.Namespace, settings: Settings) -> int:
             ) from None
     finally:
         await manager.close()
+    if args.output == "json":
+        lease = {"lease": f"{settings.namespace}/{settings.lease_name}", "holder": holder}
+        document = {"dispatcher": {"running": holder is not None, **lease}, "workloads": answers}
+        print(json.dumps(document, indent=2))
+    elif args.all:
+        print(dispatcher_line(holder, settings))
+        print("\n".join(one_line(a) for a in answers) or "No pending workloads on the manager.")
+    else:
+        print("\n\n".join([dispatcher_line(holder, settings), *(text(a, holder) for a in answers)]))
     return 0
 
 
@@ -268,7 +281,22 @@ def configure(parser: argparse.ArgumentParser, top: bool = True) -> None:
         "explain",
         help="show what the policy would do for one workload now, without writing anything",
     )
-    e.add_argument("workload", help="<namespace>/<name> of a Workload on the manager")
+    e.add_argument(
+        "workload",
+        nargs="?",
+        help="<namespace>/<name> of a Workload, or of the Job, JobSet or LeaderWorkerSet "
+        "that owns one",
+    )
+    e.add_argument(
+        "--all", action="store_true", help="every pending workload, one line (or object) each"
+    )
+    e.add_argument(
+        "-o",
+        "--output",
+        choices=("text", "json"),
+        default="text",
+        help="text for people (default) or json for machines",
+    )
     e.add_argument("--timeout", type=seconds, default=30, help="seconds to wait for caches")
     e.add_argument(
         "--connect-timeout",
@@ -283,9 +311,10 @@ def configure(parser: argparse.ArgumentParser, top: bool = True) -> None:
 
 
 def _workload_name_ok(text: str) -> bool:
-    """<namespace>/<name>: a namespace is a DNS label, a Workload's name a DNS subdomain
-    (Kubernetes' object name rules); anything else would be sent to the manager and come
-    back as a 404 or a URL error that blames the connection."""
+    """<namespace>/<name>: a namespace is a DNS label, a Workload's name (and that of the
+    Job, JobSet or LeaderWorkerSet owning it) a DNS subdomain (Kubernetes' object name rules);
+    anything else would be sent to the manager and come back as a 404 or a URL error that
+    blames the connection."""
     namespace, slash, name = text.partition("/")
     return bool(
         slash
@@ -296,22 +325,39 @@ def _workload_name_ok(text: str) -> bool:
     )
 
 
+def _explain_target_problem(args: argparse.Namespace) -> str:
+    """Why explain's arguments name no target: a workload or --all, exactly one of them, and
+    a workload as <namespace>/<name> with both parts valid names."""
+    if args.all and args.workload is not None:
+        return f"give a workload or --all, not both ('{args.workload}' and --all)"
+    if not args.all and args.workload is None:
+        return (
+            "name a workload as <namespace>/<name> (a Workload, or the Job, JobSet or "
+            "LeaderWorkerSet that owns it), or give --all"
+        )
+    if args.workload is not None and not _workload_name_ok(args.workload):
+        return (
+            f"'{args.workload}' is not <namespace>/<name> of a Workload (or of the Job, JobSet "
+            "or LeaderWorkerSet that owns one); fix: name it as namespace/name, both parts "
+            "non-empty (`kubectl get workloads -A` lists them)"
+        )
+    return ""
+
+
 def dispatch(args: argparse.Namespace) -> int:
     """Runs the parsed command: every mistake at start is one line on stderr."""
     debug = flag(args, "debug")
     handler = logging.StreamHandler()
     if args.command == "run":
         handler.setFormatter(_JsonFormatter())
-    logging.basicConfig(
-        level=logging.WARNING if flag(args, "quiet") else logging.INFO, handlers=[handler]
-    )
-    if args.command == "explain" and not _workload_name_ok(args.workload):
-        print(
-            f"explain: '{args.workload}' is not <namespace>/<name> of a Workload; fix: name "
-            "the Workload as namespace/name, both parts non-empty (kubectl get workloads -A)",
-            file=sys.stderr,
-        )
-        return 2
+    # explain's answer is its output: the caches' progress is noise there unless --debug.
+    quiet = flag(args, "quiet") or (args.command == "explain" and not debug)
+    logging.basicConfig(level=logging.WARNING if quiet else logging.INFO, handlers=[handler])
+    if args.command == "explain":
+        problem = _explain_target_problem(args)
+        if problem:
+            print(f"explain: {problem}", file=sys.stderr)
+            return 2
     try:
         settings = load_settings(args.config)
         return asyncio.run(

@@ -18,7 +18,7 @@ import json
 import logging
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from controller.kube import LEASES, ApiError, Kube
@@ -199,3 +199,28 @@ class LeaderElector:
             log.info("%s released the lease %s", self.identity, self.name)
         except Exception as exc:  # noqa: BLE001 (it expires by itself then)
             log.warning("lease %s not released: %s", self.name, exc)
+
+
+async def current_leader(kube: Kube, namespace: str, name: str) -> str | None:
+    """Who holds the Lease now: its holder while its renewTime is within its duration, None
+    when nobody does, the Lease is absent, or it was released (client-go's ReleaseOnCancel
+    empties the holder). For `explain` and `status`, which say whether a dispatcher is
+    running: one read has no earlier sight of the Lease to time it by, as `LeaderElector`
+    does before taking over, so the holder's renewTime is trusted here; a holder whose clock
+    runs behind can look stopped in this report, never in who writes."""
+    try:
+        lease = await kube.get(LEASES, name, namespace)
+    except ApiError as exc:
+        if exc.status == 404:
+            return None
+        raise
+    spec = lease.get("spec") or {}
+    holder = spec.get("holderIdentity")
+    try:
+        renewed = _parse(spec.get("renewTime"))
+    except ValueError:
+        return None
+    if not holder or renewed is None:
+        return None
+    duration = float(spec.get("leaseDurationSeconds") or 15)
+    return str(holder) if renewed + timedelta(seconds=duration) >= _now() else None

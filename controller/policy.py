@@ -68,12 +68,21 @@ _NO_USAGE: dict[str, Resources] = {}
 CHANGES_KEPT = 100_000  # in-flight changes remembered for memos to catch up from
 
 
+_BINARY_UNITS = (("Ti", 1024**4), ("Gi", 1024**3), ("Mi", 1024**2), ("Ki", 1024))
+
+
 def show(resource: str, amount: int) -> str:
-    """Milli-unit amounts as people read them: cores, GiB, plain counts."""
-    if resource == "memory" or resource.endswith("storage"):
-        gib = amount / (MILLI * 1024**3)
-        if gib >= 1 or amount == 0:
-            return f"{gib:.6g}Gi"
+    """Milli-unit amounts in the units people write in a quota or a pod: bytes in the
+    largest binary unit that keeps a number of at least 1 (64Mi, 1.5Gi), cores as a number
+    or in millicores below one (500m), other resources as plain counts."""
+    if resource == "memory" or resource.endswith("storage") or resource.startswith("hugepages-"):
+        size = amount / MILLI
+        for unit, factor in _BINARY_UNITS:
+            if size >= factor:
+                return f"{size / factor:.4g}{unit}"
+        return f"{size:.4g}"
+    if resource == "cpu" and amount % MILLI:
+        return f"{amount}m"
     return f"{amount / MILLI:.6g}"
 
 

@@ -544,12 +544,18 @@ def test_passphrase_file_reaches_the_cli(
 
 @pytest.mark.parametrize(
     "command",
-    [["run", "--", "true"], ["down", "--name", "ci-x"], ["preview", "--name", "ci-x"], ["up"]],
+    [
+        ["run", "--out", "OUT", "--", "true"],
+        ["down", "--name", "ci-x"],
+        ["preview", "--name", "ci-x"],
+        ["up", "--out", "OUT"],
+    ],
 )
 def test_no_pulumi_cli_is_one_line(command: list[str], tmp_path: Path) -> None:
     env = {**os.environ, "PATH": "/nonexistent", "PULUMI_CONFIG_PASSPHRASE": "x"}
+    command = [str(tmp_path) if word == "OUT" else word for word in command]
     result = subprocess.run(
-        [sys.executable, "-m", "components", *command, "--out", str(tmp_path)],
+        [sys.executable, "-m", "components", *command],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -582,3 +588,12 @@ def test_a_cloud_base_needs_the_cloud_sdks_in_pulumis_environment(
         "`.venv/bin/python -m pip install -r requirements-cloud.txt`"
     )
     assert fake.calls == []
+
+
+def test_preview_of_a_fleet_that_does_not_exist_says_what_to_do(fake: Any) -> None:
+    with pytest.raises(DriverError) as caught:
+        fake.make().preview("mine")
+    message = str(caught.value)
+    assert message.startswith("no fleet named mine in ")
+    assert "`mkf render --diff --stack mine`" in message
+    assert "\n" not in message

@@ -192,6 +192,23 @@ def test_a_note_is_shown_once_per_run_and_never_once_acknowledged(tmp_path: Path
     assert "waitForPodsReady" not in alone.stderr
 
 
+def test_notes_are_for_validate_not_for_every_command(tmp_path: Path) -> None:
+    """The default stack carries the waitForPodsReady note ("nothing to do"): `validate`
+    says it; render, its diff and reader-access, run all day, do not repeat it."""
+    stack = write_stack(tmp_path, "a", DEV)
+    other = write_stack(tmp_path, "b", DEV.replace("cpu: 4", "cpu: 6"))
+    assert "note: kueue.waitForPodsReady" in cli("validate", "--stack", str(stack)).stderr
+    for args in (
+        ("render", "--stack", str(stack)),
+        ("render", "--stack", str(stack), "--out", str(tmp_path / "out")),
+        ("render", "--diff", "--old", str(stack), "--new", str(other)),
+        ("reader-access", "--stack", str(stack), "--cluster", "worker9"),
+    ):
+        result = cli(*args)
+        assert result.returncode == 0, (args, result.stderr)
+        assert result.stderr == "", (args, result.stderr)
+
+
 # --- flags, colour, pipes -----------------------------------------------------------------
 
 
@@ -302,8 +319,10 @@ def test_status_of_an_unreachable_manager_is_one_line(tmp_path: Path) -> None:
     result = cli("status", "--dir", str(folder))
     assert time.monotonic() - started < 10
     assert result.returncode == 1
-    (row,) = [line for line in result.stdout.splitlines() if "Unreachable" in line]
+    *rows, last = result.stdout.splitlines()
+    (row,) = [line for line in rows if "Unreachable" in line]
     assert row.endswith(f"cannot reach the manager at https://127.0.0.1:{port}: connection refused")
+    assert last.startswith("fleet NOT ready: m Cluster api: Unreachable: cannot reach the manager")
     assert "ClientConnectorError" not in result.stdout + result.stderr
 
 

@@ -22,6 +22,7 @@ from aiohttp import web
 
 from controller.app import explain
 from controller.dispatcher import Dispatcher, Pace
+from controller.explain import NotFound
 from controller.kube import WORKLOADS as KUEUE_WORKLOADS
 from controller.kube import Kube, Reflector
 from controller.metrics import Metrics
@@ -644,13 +645,36 @@ async def test_explain_prints_the_table_and_writes_nothing(fleet: Fleet) -> None
     finally:
         await kube.close()
     lines = text.splitlines()
-    assert lines[0] == f"Workload {NS}/job  (LocalQueue user-queue, ClusterQueue cluster-queue)"
+    assert lines[0].startswith("Dispatcher: none running (no process holds Lease ")
+    assert lines[2] == f"Workload {NS}/job  (LocalQueue user-queue, ClusterQueue cluster-queue)"
     assert "Demand: cpu 2, memory 4Gi" in lines
     assert any(line.startswith("Policy: default (MostFreeQuota, nominate 1") for line in lines)
-    assert any(line.split()[:3] == ["w1", "fits", "0.00"] for line in lines)
-    assert any(line.split()[:3] == ["w2", "fits", "0.50"] for line in lines)
-    assert lines[-1] == "Would nominate: w2 (nominated)"
+    # SCORE in the reason's own terms: the share of the tightest flavor left free.
+    w1 = next(line for line in lines if line.startswith("w1 "))
+    assert w1.split()[:3] == ["w1", "fits", "0%"] and "0% of the tightest flavor" in w1
+    w2 = next(line for line in lines if line.startswith("w2 "))
+    assert w2.split()[:3] == ["w2", "fits", "50%"] and "50% of the tightest flavor" in w2
+    assert any(line.startswith("SCORE: the share of the tightest flavor") for line in lines)
+    assert lines[-1] == "Would nominate, once a dispatcher runs: w2 (nominated)"
     assert fleet.manager.writes() == []
+    renewed = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    fleet.manager.put(
+        "coordination.k8s.io/leases",
+        {
+            "metadata": {"name": fleet.settings.lease_name, "namespace": fleet.settings.namespace},
+            "spec": {"holderIdentity": "pod-a", "leaseDurationSeconds": 15, "renewTime": renewed},
+        },
+    )
+    kube = await Kube.from_kubeconfig(fleet.manager.kubeconfig(), "manager")
+    try:
+        lines = (await explain(kube, fleet.settings, f"{NS}/job", timeout=10)).splitlines()
+    finally:
+        await kube.close()
+    assert lines[0] == (
+        f"Dispatcher: running (pod-a holds Lease {fleet.settings.namespace}/"
+        f"{fleet.settings.lease_name})"
+    )
+    assert lines[-1] == "Would nominate: w2 (nominated)"
 
 
 @fleet_test(TWO)
@@ -659,11 +683,11 @@ async def test_explain_says_why_a_workload_is_not_dispatched(fleet: Fleet) -> No
     kube = await Kube.from_kubeconfig(fleet.manager.kubeconfig(), "manager")
     try:
         text = await explain(kube, fleet.settings, f"{NS}/done", timeout=10)
-        missing = await explain(kube, fleet.settings, f"{NS}/nope", timeout=10)
+        with pytest.raises(NotFound, match=f"kubectl get workloads -n {NS}"):
+            await explain(kube, fleet.settings, f"{NS}/nope", timeout=10)
     finally:
         await kube.close()
     assert "Not dispatched now: admitted on w1." in text
-    assert missing == f"No workload {NS}/nope on the manager."
 
 
 @fleet_test({"w1": {"cpu": "8"}, "w2": {"cpu": "8"}})
@@ -715,6 +739,12 @@ if __name__ == "__main__":
 @fleet_test(TWO)
 async def test_explain_command_line(fleet: Fleet) -> None:
     fleet.manager.put(WORKLOADS, workload("job", cpu="2"))
+    owned = workload("job-train-1a2b3", cpu="1", memory="64Mi")
+    owned["metadata"]["ownerReferences"] = [
+        {"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": "u-1"}
+    ]
+    fleet.manager.put(WORKLOADS, owned)
+    fleet.manager.put(WORKLOADS, workload("done", cluster="w1", state="Ready"))
     root = Path(__file__).resolve().parent.parent
     with tempfile.TemporaryDirectory() as tmp:
         kubeconfig = Path(tmp) / "manager.kubeconfig"
@@ -735,12 +765,36 @@ async def test_explain_command_line(fleet: Fleet) -> None:
             out, err = await process.communicate()
             return process.returncode or 0, out.decode(), err.decode()
 
-        code, out, _ = await cli("explain", f"{NS}/job")
+        code, out, err = await cli("explain", f"{NS}/job")
         assert code == 0
-        assert out.splitlines()[-1] == "Would nominate: w2 (nominated)"
+        assert out.splitlines()[-1] == "Would nominate, once a dispatcher runs: w2 (nominated)"
+        assert err == ""  # no INFO logs of the caches filling
         code, _, err = await cli("explain", "job-without-namespace")
         assert code == 2
         assert "<namespace>/<name>" in err
+        # A Job's name finds its Workload; one named nowhere exits 1 with how to list them.
+        code, out, _ = await cli("explain", f"{NS}/train")
+        assert code == 0 and f"Workload {NS}/job-train-1a2b3  (Job train, " in out
+        code, _, err = await cli("explain", f"{NS}/nothing")
+        assert code == 1 and err.count("\n") == 1
+        assert f"`kubectl get workloads -n {NS}` lists them" in err
+        code, out, _ = await cli("explain", f"{NS}/job", "-o", "json")
+        document = json.loads(out)
+        assert document["dispatcher"]["running"] is False
+        (answer,) = document["workloads"]
+        assert answer["wouldNominate"] == ["w2"] and answer["demand"] == {
+            "cpu": "2",
+            "memory": "1Gi",
+        }
+        assert [c["score"] for c in answer["clusters"]] == ["0%", "50%"]
+        code, out, _ = await cli("explain", "--all")
+        assert code == 0
+        lines = out.splitlines()
+        assert lines[0].startswith("Dispatcher: none running")
+        assert sorted(lines[1:])[0].startswith(f"{NS}/job  would nominate w2 (nominated): fits")
+        assert len(lines) == 3  # the two pending workloads; the admitted one is left out
+        code, _, err = await cli("explain", f"{NS}/job", "--all")
+        assert code == 2 and "not both" in err
     assert fleet.manager.writes() == []
 
 

@@ -220,4 +220,5 @@ def test_explain_reads_the_manager_the_kubeconfig_names(tmp_path: Path, home: Pa
 
     code, out, err = asyncio.run(main())
     assert code == 0, err
-    assert out.startswith(f"Workload {NS}/job"), out
+    assert out.splitlines()[0].startswith("Dispatcher: none running"), out
+    assert out.splitlines()[2].startswith(f"Workload {NS}/job"), out

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from pydantic import BaseModel
 
 from components.checks.load import load_checked
@@ -330,3 +331,67 @@ def test_parser_help_is_consistent() -> None:
         if isinstance(action, argparse._SubParsersAction):
             helps = {a.dest: a.help for a in action._choices_actions}
             assert all(helps.get(name) for name in action.choices), helps
+
+
+# --- running a fleet: prerequisites, day-2 how-tos, the diagram -----------------------------
+
+
+def test_the_operations_page_covers_every_stack_kind_and_day2_operation() -> None:
+    from components.model.spec import PROVIDERS
+
+    text = (ROOT / "docs" / "operations.md").read_text()
+    rows = {
+        line.split("|")[1].strip().strip("`")
+        for line in text.splitlines()
+        if line.startswith("| `")
+    }
+    assert set(PROVIDERS) | {"loopback"} <= {row.split(" ")[0].strip("`") for row in rows}
+    for tool in ("gcloud", "gke-gcloud-auth-plugin", "aws eks get-token", "kubectl", "Docker"):
+        assert tool in text, tool
+    for heading in (
+        "### Add a worker",
+        "### Remove a worker",
+        "### Change quotas safely",
+        "### Rotate a worker's credentials",
+        "### Move to another Kueue release",
+    ):
+        assert heading in text, heading
+    assert "![" in text and "(fleet.svg)" in text
+
+
+def test_the_diagram_is_drawn_from_its_source(tmp_path: Path) -> None:
+    from components.cli.diagram import SOURCE, SVG, diagram_text
+
+    assert SVG.read_text() == diagram_text()  # also in the generated pages above
+    source = yaml.safe_load(SOURCE.read_text())
+    source["boxes"][0]["text"][0] = "Platform <engineer> & co"
+    changed = tmp_path / "fleet.yaml"
+    changed.write_text(yaml.safe_dump(source))
+    drawn = diagram_text(changed)
+    assert drawn != SVG.read_text()
+    assert "Platform &lt;engineer&gt; &amp; co" in drawn
+
+
+def test_every_file_a_documented_command_writes_is_ignored_by_git() -> None:
+    """A shell block of the docs that writes a file (`> FILE`) writes it where git ignores
+    it: a how-to followed literally leaves the tree clean and commits no credential (the
+    dispatcher's kubeconfig holds a live token)."""
+    import subprocess
+
+    written = []
+    for path in DOCUMENTS:
+        for language, body in FENCE.findall(path.read_text()):
+            if language not in ("sh", "bash"):
+                continue
+            for line in body.splitlines():
+                if not line.lstrip().startswith("#"):
+                    written += [
+                        (relative(path), t)
+                        for t in re.findall(r"(?<![0-9&>])>\s*([^\s|;&)]+)", line)
+                    ]
+    assert any("dispatcher.kubeconfig" in target for _, target in written)
+    for page, target in written:
+        ignored = subprocess.run(
+            ["git", "check-ignore", "-q", "--no-index", target], cwd=ROOT, check=False
+        )
+        assert ignored.returncode == 0, f"{page} writes {target}, which git does not ignore"

@@ -125,9 +125,7 @@ def test_a_cgroup_v1_host_gets_failcgroupv1_false_from_kubernetes_1_35() -> None
 def test_bad_registry_mirrors_are_refused_with_the_fix(
     mirrors: dict[str, str], message: str
 ) -> None:
-    config = {
-        "manager": {"provider": "kind", "kind": {"registryMirrors": mirrors}}
-    }
+    config = {"manager": {"provider": "kind", "kind": {"registryMirrors": mirrors}}}
     with pytest.raises(FleetConfigError) as raised:
         load_checked(config, "t", "stacks/Pulumi.t.yaml")
     text = str(raised.value)

@@ -1022,3 +1022,24 @@ def test_the_board_decides_as_judging_each_cluster_alone(seed: int) -> None:
 
 def _said(v: Verdict) -> tuple[object, ...]:
     return (v.cluster, v.status, v.reason, v.score, v.flavors, v.category)
+
+
+@pytest.mark.parametrize(
+    ("resource", "amount", "shown"),
+    [
+        ("memory", 64 * 1024**2 * 1000, "64Mi"),  # was 6.71089e+07
+        ("memory", 3 * 1024**3 * 1000 // 2, "1.5Gi"),
+        ("memory", 8 * 1024**3 * 1000, "8Gi"),
+        ("memory", 0, "0"),
+        ("ephemeral-storage", 2 * 1024**4 * 1000, "2Ti"),
+        ("cpu", 500, "500m"),
+        ("cpu", 4000, "4"),
+        ("nvidia.com/gpu", 2000, "2"),
+    ],
+)
+def test_amounts_are_shown_in_the_units_people_write(
+    resource: str, amount: int, shown: str
+) -> None:
+    from controller.policy import show
+
+    assert show(resource, amount) == shown

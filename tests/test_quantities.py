@@ -120,6 +120,42 @@ def test_validate_names_the_line_and_the_likely_value(tmp_path: Path) -> None:
     assert "Traceback" not in result.stderr
 
 
+def cpu_warnings(cpu: Any) -> list[Any]:
+    config = with_gpus(1)
+    config["queues"]["clusterQueues"][0]["resourceGroups"][0]["flavors"][0]["resources"]["cpu"] = (
+        cpu
+    )
+    spec, problems = load(config)
+    assert spec is not None, problems
+    return [p for p in quota_quantities(spec) if p.severity == "warning"]
+
+
+@pytest.mark.parametrize(("cpu", "cores"), [(8000, "8"), ("1500", "1.5"), (1000, "1")])
+def test_a_large_plain_cpu_is_likely_millicores(cpu: Any, cores: str) -> None:
+    (problem,) = cpu_warnings(cpu)
+    assert problem.path == f"{RESOURCES}.cpu"
+    assert f"cpu {cpu} is {cpu} CPU cores" in problem.message
+    assert f"if you meant {cores} cores, write {cores} or {cpu}m" in problem.hint
+    assert f"write {cores}k to say so" in problem.hint
+
+
+@pytest.mark.parametrize("cpu", [4, "999", "8000m", "8k", "500m", "64"])
+def test_cpu_in_cores_or_with_a_unit_is_fine(cpu: Any) -> None:
+    assert cpu_warnings(cpu) == []
+
+
+def test_validate_warns_about_cpu_8000(tmp_path: Path) -> None:
+    config = with_gpus(1)
+    config["queues"]["clusterQueues"][0]["resourceGroups"][0]["flavors"][0]["resources"]["cpu"] = (
+        8000
+    )
+    stack = {"config": {f"multikueue-fleet:{k}": v for k, v in config.items()}}
+    path = write_stack(tmp_path, "q", yaml.safe_dump(stack, sort_keys=False))
+    result = cli("validate", "--stack", str(path))
+    assert result.returncode == 0, result.stderr  # a warning: the stack is valid
+    assert f"warning: {RESOURCES}.cpu: cpu 8000 is 8000 CPU cores" in result.stderr
+
+
 # --- fractional bytes and int64 sums (issue 29) ------------------------------------------
 
 

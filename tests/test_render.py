@@ -55,6 +55,15 @@ def test_render_dev_writes_one_directory_per_cluster(tmp_path: Path) -> None:
     assert [c["name"] for c in summary["clusters"]] == ["manager", "worker1", "worker2"]
 
 
+def test_render_without_out_writes_the_stream_to_stdout(tmp_path: Path) -> None:
+    """As `helm template`: no --out is the YAML stream on stdout, the same as --out -."""
+    plain = cli("render", "--stack", str(DEV), cwd=tmp_path)
+    assert plain.returncode == 0, plain.stderr
+    assert plain.stdout == cli("render", "--stack", str(DEV), "--out", "-").stdout
+    assert plain.stdout.startswith("---\n# cluster: manager")
+    assert list(tmp_path.iterdir()) == []  # nothing written beside it
+
+
 def test_render_shows_the_kueue_configuration_readably(tmp_path: Path) -> None:
     assert cli("render", "--stack", str(DEV), "--out", str(tmp_path)).returncode == 0
     text = (tmp_path / "manager" / "objects.yaml").read_text()
@@ -183,6 +192,8 @@ def test_reader_access_prints_the_read_only_identity_for_a_new_worker() -> None:
     result = cli("reader-access", "--stack", "gke", "--cluster", "gke-new")
     assert result.returncode == 0, result.stderr
     assert "multikueue-fleet/worker=gke-new" in result.stdout  # the steps in the header
+    assert "#      mkf reader-access --stack gke --cluster gke-new" in result.stdout
+    assert "python -m components" not in result.stdout
     objects = [o for o in yaml.safe_load_all(result.stdout) if o]
     kinds = [o["kind"] for o in objects]
     assert kinds == ["Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Secret"]
@@ -206,3 +217,27 @@ def test_reader_access_refuses_a_name_kubernetes_would() -> None:
     assert result.returncode == 2
     assert "'New_Cluster' is not a valid DNS label" in result.stderr
     assert result.stdout == ""
+
+
+def test_diff_of_two_files_named_differently_shows_only_the_change(tmp_path: Path) -> None:
+    """`--old mine.yaml --new copy.yaml`: both read as the new one's stack, so the fleet's
+    name and labels (which default to the stack's name) do not mark every object changed."""
+    old = tmp_path / "Pulumi.mine.yaml"
+    old.write_text(DEV.read_text())
+    new = tmp_path / "candidate.yaml"
+    new.write_text(DEV.read_text().replace("cpu: 4", "cpu: 6"))
+    result = cli("render", "--diff", "--old", str(old), "--new", str(new))
+    assert result.returncode == 0, result.stderr
+    changed = [line for line in result.stdout.splitlines() if line.startswith(("~ ", "+ ", "! "))]
+    assert changed == ["~ ClusterQueue cluster-queue (changed)"] * 3
+    same = cli("render", "--diff", "--old", str(old), "--new", str(tmp_path / "x.yaml"))
+    assert same.returncode == 2 and "x.yaml" in same.stderr
+
+
+def test_an_unknown_base_names_the_revision_as_what_to_fix() -> None:
+    result = cli("render", "--diff", "--stack", "dev", "--base", "nosuchrev")
+    assert result.returncode == 2
+    assert "invalid object name 'nosuchrev'" in result.stderr
+    assert "'nosuchrev' is not a git revision of this checkout" in result.stderr
+    assert "give a stack name" not in result.stderr  # the stack was never the problem
+    assert "Traceback" not in result.stderr

@@ -8,16 +8,26 @@ import base64
 import json
 import subprocess
 import sys
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from components.cli.status import collect, kubeconfig_tls_problem
+from components.cli.fleet_dir import FleetDirError, read_stack_outputs
+from components.cli.status import (
+    MULTIKUEUE_CLUSTERS,
+    Installs,
+    _final,
+    collect,
+    kubeconfig_tls_problem,
+    wait_ready,
+)
 from tests.apiserver import missing
 from tests.fleet_harness import NS, K, admission_check, cluster_queue, multikueue_cluster
 from tests.kube_emulator import Emulator
+from tests.stack_texts import cli
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -190,7 +200,7 @@ def test_command_line_exit_codes_and_json(tmp_path: Path) -> None:
             manager.put(f"{K}/multikueueclusters", active("worker1", False, "BadKubeConfig"))
             code, out = await status()
             assert code == 1
-            assert out.splitlines()[-1] == "fleet NOT ready"
+            assert out.splitlines()[-1].startswith("fleet NOT ready: manager MultiKueueCluster")
             assert "BadKubeConfig" in out
             code, _ = await status("--wait", "1")
             assert code == 1
@@ -274,7 +284,7 @@ def test_status_against_a_real_api_server(apiserver: dict[str, Any]) -> None:
             result = await collect(
                 {"manager": apiserver, "worker1": worker.kubeconfig()},
                 {"manager": "manager", "worker1": "worker"},
-                dispatcher=False,
+                Installs(dispatcher="none"),
             )
         finally:
             await manager.close()
@@ -286,6 +296,213 @@ def test_status_against_a_real_api_server(apiserver: dict[str, Any]) -> None:
         assert kueue.ready
 
     asyncio.run(main())
+
+
+def lease(holder: str, renewed_ago: float, duration: int = 15) -> dict[str, Any]:
+    stamp = (datetime.now(UTC) - timedelta(seconds=renewed_ago)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return {
+        "metadata": {"name": "multikueue-fleet-dispatcher", "namespace": "multikueue-fleet-system"},
+        "spec": {"holderIdentity": holder, "leaseDurationSeconds": duration, "renewTime": stamp},
+    }
+
+
+async def loopback_like() -> tuple[Emulator, Emulator]:
+    """A fleet as the loopback stack makes it: Kueue installed by others (no Deployment of
+    the fleet's), the dispatcher a local process (no Deployment, only its Lease)."""
+    manager, worker = await fleet()
+    for e in (manager, worker):
+        e.objects.pop(("apps", "deployments"), None)
+    return manager, worker
+
+
+def test_existing_kueue_and_a_local_dispatcher_can_be_ready() -> None:
+    """`kueue.install: existing` and `dispatcher.run: local` (the loopback stack): no
+    Deployment is expected; a dispatcher holding its Lease is."""
+    existing_local = Installs(kueue="existing", dispatcher="local")
+
+    async def main() -> None:
+        manager, worker = await loopback_like()
+        try:
+            manager.put("coordination.k8s.io/leases", lease("dispatcher-local", 2))
+            ready = await collect(*configs(manager, worker), existing_local)
+            managed = await collect(*configs(manager, worker))  # what status did before
+            manager.put("coordination.k8s.io/leases", lease("dispatcher-local", 60))
+            stale = await collect(*configs(manager, worker), existing_local)
+        finally:
+            await manager.stop()
+            await worker.stop()
+        assert ready.ready, ready.table()
+        rows = {(c.cluster, c.kind): c for c in ready.checks}
+        assert rows[("manager", "Kueue")].reason == "Served"
+        assert rows[("manager", "Dispatcher")].message == "dispatcher-local holds the Lease"
+        assert not any(c.kind == "Deployment" for c in ready.checks)
+        assert not managed.ready  # the Deployments the fleet did not install are missing
+        assert not stale.ready
+        (dispatcher,) = [c for c in stale.checks if c.kind == "Dispatcher"]
+        assert dispatcher.reason == "NotRunning"
+        assert "python -m controller" in dispatcher.message
+        assert (
+            stale.table()
+            .splitlines()[-1]
+            .startswith(
+                "fleet NOT ready: manager Dispatcher multikueue-fleet-system/multikueue-fleet-"
+            )
+        )
+
+    asyncio.run(main())
+
+
+def test_existing_kueue_not_served_is_said_and_final() -> None:
+    async def main() -> None:
+        manager, worker = await loopback_like()
+        worker.fail("GET", "clusterqueues", 404, times=5)
+        try:
+            status = await collect(*configs(manager, worker), Installs(kueue="existing"))
+        finally:
+            await manager.stop()
+            await worker.stop()
+        (kueue,) = [c for c in status.checks if c.cluster == "worker1"]
+        assert (kueue.kind, kueue.reason, kueue.final) == ("Kueue", "NotServed", True)
+        assert "install Kueue v0.19.2 there" in kueue.message
+
+    asyncio.run(main())
+
+
+def test_wait_stops_on_a_failure_no_wait_mends() -> None:
+    async def main() -> tuple[Any, float]:
+        manager, worker = await fleet()
+        manager.put(
+            f"{K}/multikueueclusters",
+            active("worker1", False, "InsecureKubeConfig", "insecure TLS verification"),
+        )
+        try:
+            loop = asyncio.get_running_loop()
+            started = loop.time()
+            status = await wait_ready(*configs(manager, worker), 60, interval=0.2)
+            return status, loop.time() - started
+        finally:
+            await manager.stop()
+            await worker.stop()
+
+    status, took = asyncio.run(main())
+    assert took < 10 and not status.ready
+    assert [(c.kind, c.reason) for c in status.failed] == [
+        ("MultiKueueCluster", "InsecureKubeConfig")
+    ]
+
+
+def test_a_secret_not_there_yet_is_waited_for() -> None:
+    """BadKubeConfig because the kubeconfig's Secret is not created yet mends itself."""
+    assert not _final(MULTIKUEUE_CLUSTERS, "BadKubeConfig", 'secrets "worker1" not found')
+    assert _final(MULTIKUEUE_CLUSTERS, "BadKubeConfig", "tokenFile is not allowed")
+
+
+def test_status_of_a_plain_pulumi_up_reads_the_stack_outputs(tmp_path: Path) -> None:
+    """`status --stack NAME`: the outputs `pulumi stack output --json --show-secrets` prints
+    (here from a runner that answers as the CLI does), nothing written to disk."""
+
+    async def main() -> Any:
+        manager, worker = await loopback_like()
+        manager.put("coordination.k8s.io/leases", lease("dispatcher-local", 1))
+        outputs = {
+            "fleet": "loopback",
+            "clusters": [
+                {"name": "manager", "role": "manager"},
+                {"name": "worker1", "role": "worker"},
+            ],
+            "kubeconfigs": {
+                "manager": yaml.safe_dump(manager.kubeconfig()),
+                "worker1": yaml.safe_dump(worker.kubeconfig()),
+            },
+            "installs": {"kueue": "existing", "dispatcher": "local"},
+        }
+        calls: list[list[str]] = []
+
+        def run(command: list[str], **_: Any) -> Any:
+            calls.append(command)
+            return subprocess.CompletedProcess(command, 0, json.dumps(outputs), "")
+
+        try:
+            fleet_read = read_stack_outputs("loopback", tmp_path, run, lambda _: "/bin/pulumi")
+            status = await collect(fleet_read.kubeconfigs, fleet_read.roles, fleet_read.installs)
+        finally:
+            await manager.stop()
+            await worker.stop()
+        assert calls == [
+            ["pulumi", "stack", "output", "--json", "--show-secrets", "--stack", "loopback"]
+        ]
+        assert list(tmp_path.iterdir()) == []
+        return status
+
+    assert asyncio.run(main()).ready
+
+    def failing(command: list[str], **_: Any) -> Any:
+        said = "error: no stack named 'nope' found\n"
+        return subprocess.CompletedProcess(command, 255, "", said)
+
+    with pytest.raises(FleetDirError, match=r"no stack named 'nope' found.*pulumi stack ls"):
+        read_stack_outputs("nope", tmp_path, failing, lambda _: "/bin/pulumi")
+
+    def empty(command: list[str], **_: Any) -> Any:
+        return subprocess.CompletedProcess(command, 0, "{}", "")
+
+    with pytest.raises(FleetDirError, match="run `pulumi up --stack new` first"):
+        read_stack_outputs("new", tmp_path, empty, lambda _: "/bin/pulumi")
+
+
+def test_status_stack_and_installs_errors_are_one_line(tmp_path: Path) -> None:
+    no_cli = cli("status", "--stack", "loopback", env={"PATH": str(tmp_path)})
+    assert no_cli.returncode == 2, no_cli.stderr
+    assert no_cli.stderr.count("\n") == 1 and "Pulumi CLI, which is not on PATH" in no_cli.stderr
+    (tmp_path / "m.yaml").write_text(yaml.safe_dump({"clusters": []}))
+    (tmp_path / "summary.json").write_text(
+        json.dumps(
+            {
+                "clusters": [{"name": "m", "role": "manager", "kubeconfig": "m.yaml"}],
+                "installs": {"kueue": "helm"},
+            }
+        )
+    )
+    bad = cli("status", "--dir", str(tmp_path))
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    assert "installs.kueue is 'helm', not managed or existing" in bad.stderr
+
+
+@pytest.mark.skipif(bool(missing()), reason=missing() or "ok")
+def test_a_local_dispatcher_and_an_existing_kueue_on_a_real_api_server(
+    apiserver: dict[str, Any],
+) -> None:
+    """The Lease as the dispatcher's own elector writes it on a real kube-apiserver (its
+    MicroTime renewTime, as the server returns it): held means running; released (client-go's
+    ReleaseOnCancel, leader.py) means none. Kueue's API served there passes the existing
+    check."""
+    from components.cli.status import _dispatcher_lease, _kueue_served
+    from controller.kube import Kube
+    from controller.leader import LeaderElector
+    from tests.apiserver import install, wait_ready
+
+    async def main() -> tuple[Any, Any, Any]:
+        manager = await Kube.from_kubeconfig(apiserver, "manager")
+        try:
+            await wait_ready(manager)
+            await install(manager)  # Kueue's CRDs and the fleet's namespace
+            elector = LeaderElector(
+                manager, "multikueue-fleet-system", "multikueue-fleet-dispatcher", "proc-a"
+            )
+            elector._set(await elector.try_acquire())  # one round of its run loop
+            assert elector.is_leader
+            held = await _dispatcher_lease(manager, "manager")
+            await elector.release()
+            released = await _dispatcher_lease(manager, "manager")
+            served = await _kueue_served(manager, "manager")
+        finally:
+            await manager.close()
+        return held, released, served
+
+    held, released, served = asyncio.run(main())
+    assert (held.ready, held.message) == (True, "proc-a holds the Lease")
+    assert (released.ready, released.reason) == (False, "NotRunning")
+    assert (served.ready, served.reason) == (True, "Served")
 
 
 def _with_ca(kubeconfig: dict[str, Any], ca_data: str) -> dict[str, Any]:
@@ -348,3 +565,22 @@ def test_a_kubeconfig_with_a_real_ca_is_used(tmp_path: Path) -> None:
     kubeconfig = _with_ca(Emulator("m").kubeconfig(), _self_signed_ca_data(tmp_path))
     assert kubeconfig_tls_problem(kubeconfig) is None
     assert kubeconfig_tls_problem(Emulator("m").kubeconfig()) is None
+
+
+def test_a_stack_output_kubeconfig_whose_ca_is_not_a_certificate_is_named(tmp_path: Path) -> None:
+    """`status --stack`: the same check on the kubeconfigs the stack's outputs hold, which
+    have no file to name: the stack's output and the cluster."""
+    kubeconfig = _with_ca(Emulator("m").kubeconfig(), base64.b64encode(b"no cert").decode())
+    outputs = {
+        "clusters": [{"name": "manager", "role": "manager"}],
+        "kubeconfigs": {"manager": yaml.safe_dump(kubeconfig)},
+    }
+
+    def run(command: list[str], **_: Any) -> Any:
+        return subprocess.CompletedProcess(command, 0, json.dumps(outputs), "")
+
+    with pytest.raises(FleetDirError) as raised:
+        read_stack_outputs("loopback", tmp_path, run, lambda _: "/bin/pulumi")
+    said = str(raised.value)
+    assert said.startswith("stack loopback's output kubeconfigs.manager (cluster manager): ")
+    assert "decodes to no PEM certificate" in said and "pulumi up --stack loopback" in said

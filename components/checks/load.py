@@ -12,6 +12,7 @@ from components.checks.validate import validate
 from components.model.problems import FleetConfigError, Problem, errors
 from components.model.spec import FleetSpec, load_spec
 from components.model.stack_file import (
+    UnknownRevision,
     read_stack_text,
     read_text,
     stack_name_of,
@@ -40,11 +41,27 @@ def load_checked(
     return spec, problems
 
 
-def load_stack(location: str, repo: Path | None = None) -> tuple[FleetSpec, list[Problem]]:
+def load_stack(
+    location: str, repo: Path | None = None, stack: str | None = None
+) -> tuple[FleetSpec, list[Problem]]:
     """A stack file (a path or REV:path) read, checked and loaded; every way it can fail is
-    a FleetConfigError that says where and how to fix it."""
+    a FleetConfigError that says where and how to fix it. `stack`: the stack's name when it
+    is not the file's (Pulumi.<name>.yaml), as when two versions of one stack are compared."""
     try:
         text = read_text(location, repo)
+    except UnknownRevision as exc:
+        raise FleetConfigError(
+            [
+                Problem(
+                    "",
+                    str(exc).removeprefix(f"{location}: "),
+                    f"'{exc.rev}' is not a git revision of this checkout: name a branch, tag "
+                    "or commit that is (`git branch -a`, `git log --oneline`), and `git "
+                    "fetch` one that is only on a remote",
+                )
+            ],
+            location,
+        ) from None
     except FileNotFoundError as exc:
         names = ", ".join(stack_names())
         raise FleetConfigError(
@@ -62,4 +79,5 @@ def load_stack(location: str, repo: Path | None = None) -> tuple[FleetSpec, list
             [Problem("", f"cannot read the file: {exc}", "save it as UTF-8 text")], location
         ) from None
     read = read_stack_text(text, location)
-    return load_checked(read.config, stack_name_of(location), location, read.secret, read.lines)
+    name = stack or stack_name_of(location)
+    return load_checked(read.config, name, location, read.secret, read.lines)

@@ -1,6 +1,7 @@
 """Quotas that are valid quantities but almost surely not what was meant, refused with the
 value that likely was: memory without a unit (bytes), and a count of devices (a GPU or any
-other extended resource) written with a binary suffix or as a fraction.
+other extended resource) written with a binary suffix or as a fraction; and warned about:
+a plain cpu of 1000 or more (millicores without their unit).
 
 Kubernetes' own rules behind them (v1.36, the version tools/go.mod pins):
 - pkg/apis/core/helper/helpers.go, IsExtendedResourceName: a resource name with a domain
@@ -28,6 +29,8 @@ MEBIBYTE = 1024**2
 # Resources counted in bytes, where a plain number is bytes.
 BYTE_RESOURCES = ("memory", "ephemeral-storage", "storage")
 BINARY_SUFFIXES = ("Ki", "Mi", "Gi", "Ti", "Pi", "Ei")
+# A plain cpu quota this large is more likely millicores written without their unit.
+CPU_CORES_LIKELY_MILLI = 1000
 
 
 def is_extended(resource: str) -> bool:
@@ -98,6 +101,18 @@ def quantity_problems(resource: str, value: str, path: str) -> Iterator[Problem]
             f"write a whole number of bytes with a unit, such as {_whole_bytes(exact)}",
         )
         return
+    if resource == "cpu" and not suffix and number >= CPU_CORES_LIKELY_MILLI:
+        # cpu counts cores; 8000 is far more than one queue on one cluster usually gets, and
+        # is what 8000m (8 cores) looks like with its unit forgotten. A warning, silenced by
+        # writing the same number with the decimal suffix k (8k is 8000 cores).
+        cores = number / 1000
+        yield Problem(
+            path,
+            f"cpu {value} is {value} CPU cores (cpu counts cores; millicores need the unit m)",
+            f"if you meant {_as_written(cores)} cores, write {_as_written(cores)} or {value}m; "
+            f"if you meant {value} cores, write {_as_written(cores)}k to say so",
+            "warning",
+        )
     if not is_extended(resource):
         return
     if suffix in BINARY_SUFFIXES:

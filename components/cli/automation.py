@@ -342,6 +342,7 @@ def write_fleet_dir(out: Path, name: str, outputs: Mapping[str, Any]) -> dict[st
         "fleet": outputs.get("fleet"),
         "clusters": clusters,
         "checks": outputs.get("checks") or [],
+        "installs": outputs.get("installs"),
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     return summary
@@ -549,14 +550,15 @@ class Driver:
         return task.result()
 
     async def _wait_ready(self, summary: dict[str, Any]) -> Any:
-        from components.cli.status import wait_ready
+        from components.cli.status import Installs, wait_ready
 
         kubeconfigs = {
             c["name"]: yaml.safe_load((self.options.out / c["kubeconfig"]).read_text())
             for c in summary["clusters"]
         }
         roles = {c["name"]: c["role"] for c in summary["clusters"]}
-        return await wait_ready(kubeconfigs, roles, self.options.ready_timeout)
+        installs = Installs.from_json(summary.get("installs"))
+        return await wait_ready(kubeconfigs, roles, self.options.ready_timeout, installs)
 
     def _write(self, name: str, outputs: dict[str, Any]) -> dict[str, Any]:
         return write_fleet_dir(self.options.out, name, outputs)
@@ -626,9 +628,19 @@ class Driver:
 
     def preview(self, name: str) -> str:
         with self._interrupts():
-            stack = self._bounded(
-                STACK_OP_TIMEOUT, f"selecting stack {name}", lambda: self._stack(name, False)
-            )
+            try:
+                stack = self._bounded(
+                    STACK_OP_TIMEOUT, f"selecting stack {name}", lambda: self._stack(name, False)
+                )
+            except DriverError as exc:
+                if not isinstance(exc.__cause__, self.auto.StackNotFoundError):
+                    raise
+                raise DriverError(
+                    f"no fleet named {name} in {self.options.backend} (the backend `mkf up` "
+                    f"uses): preview a fleet `mkf up` made with --name <the stack it printed>; "
+                    f"for a stack file's change without a fleet, `mkf render --diff --stack "
+                    f"{name}`"
+                ) from None
             config_file = self.config_file(name)
             extra = {"config_file": str(config_file)} if config_file.exists() else {}
             return self._bounded(

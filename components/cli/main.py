@@ -19,6 +19,7 @@ from typing import Any
 from components.checks.crd_schema import cached_crds, schema_problems
 from components.checks.immutable import change_problems
 from components.checks.load import load_stack
+from components.cli.capacity import below_use_warnings, capacity_lines, capacity_rows
 from components.cli.completion import STACK_METAVAR
 from components.cli.render import (
     RenderDirError,
@@ -30,7 +31,7 @@ from components.cli.render import (
 )
 from components.cli.report import Reporter, problem_json
 from components.model.problems import FleetConfigError, Problem, errors, warnings
-from components.model.stack_file import stack_path
+from components.model.stack_file import stack_name_of, stack_path
 from controller.terminal import common_flags, flag, quietly_on_broken_pipe, seconds
 
 # Exit codes of every command that compares or checks (see the module's docstring).
@@ -104,7 +105,7 @@ def _load_or_report(
 def cmd_validate(args: argparse.Namespace) -> int:
     from components.checks.validate import validate_together
 
-    report = Reporter.for_args(args)
+    report = Reporter.for_args(args, show_notes=True)
     locations = _locations(args)
     if not locations:
         raise CliError("no stack files (Pulumi.*.yaml) to validate")
@@ -138,14 +139,20 @@ def cmd_validate(args: argparse.Namespace) -> int:
 def cmd_render(args: argparse.Namespace) -> int:
     if args.diff:
         return _render_diff(args)
-    if len(args.stack) != 1 or not args.out:
-        raise CliError("render needs one --stack and --out DIR (--out - for stdout), or --diff")
+    if args.fleet or args.fleet_stack:
+        raise CliError(
+            "--fleet and --fleet-stack go with --diff: render --diff --stack NAME --fleet DIR"
+        )
+    if len(args.stack) != 1:
+        raise CliError(
+            "render needs one --stack NAME (the objects go to stdout, or --out DIR), or --diff"
+        )
     report = Reporter.for_args(args)
     location = _locations(args)[0]
     spec, problems = _load_or_report(location, args, report)
     if spec is None:
         return DIFFERS
-    if args.out == "-":
+    if args.out in (None, "-"):
         # helm template's habit: the objects on stdout, ready for `kubectl apply -f -`.
         report.result(render_stream(spec).rstrip("\n"))
         report.finish()
@@ -191,37 +198,92 @@ def _render_diff(args: argparse.Namespace) -> int:
         report.problems(exc.problems, new)
         return FAILED
     try:
-        old_spec, _ = load_stack(old)
+        # Two versions of one stack: the old is read under the new one's name, which the
+        # fleet's name and every label default to, so files named differently (Pulumi.a.yaml
+        # against a copy) show what changed, not every object.
+        old_spec, _ = load_stack(old, stack=stack_name_of(new))
     except FleetConfigError as exc:
         if not _not_in_revision(old):
             report.error(_head(old, exc.problems))
             report.problems(exc.problems, old)
             return FAILED
         old_spec = None  # a stack added since: everything in it is new
-        report.info(f"{old} does not exist: the whole stack is added")
     report.problems(new_problems, new)
     # Immutable fields (components/checks/immutable.py): a replacement is marked in the diff,
     # a change the API server would refuse is an error.
     refused = errors(change_problems(old_spec, new_spec)) if old_spec is not None else []
     clusters = fleet_diff(old_spec, new_spec, old, new)
+    in_use = _fleet_usage(args, report) if args.fleet or args.fleet_stack else None
+    quota_rows = capacity_rows(old_spec, new_spec, in_use)
     if args.output == "json":
         document = {
             "old": old,
             "new": new,
             "differs": bool(clusters),
+            "capacity": [r.as_json() for r in quota_rows],
             "clusters": diff_json(clusters),
             "problems": [problem_json(p, new) for p in refused],
         }
         report.result(json.dumps(document, indent=2))
     elif not flag(args, "quiet"):
-        lines = diff_lines(clusters, report.paint_out)
+        lines = diff_lines(clusters, report.paint_out, bodies=old_spec is not None)
+        if lines:
+            # What a reviewer asks first: how much each queue can run, before the objects.
+            lines = [*capacity_lines(quota_rows, in_use is not None), "", *lines]
+        if old_spec is None:
+            lines = [
+                f"{old} does not exist: the whole stack is new, so every object is added "
+                f"(listed below; `mkf render --stack {new}` prints them in full)",
+                "",
+                *lines,
+            ]
         report.result("\n".join(lines) if lines else f"no changes between {old} and {new}")
+    for warning in below_use_warnings(quota_rows):
+        report.error(warning)
     for problem in refused:
         report.error(problem.render(new))
     report.finish()
     if refused:
         return FAILED
     return DIFFERS if clusters and (args.exit_code or flag(args, "quiet")) else SAME
+
+
+def _fleet_usage(args: argparse.Namespace, report: Reporter) -> dict[Any, str]:
+    """The quota each ClusterQueue's work holds now on every cluster of the fleet: the one
+    `mkf up` wrote to --fleet DIR, or a plain `pulumi up`'s (--fleet-stack NAME, its outputs
+    read with the Pulumi CLI). A cluster that does not answer is said on stderr, left out."""
+    import asyncio
+
+    from components.cli.fleet_dir import (
+        FleetDirError,
+        read_fleet_dir,
+        read_stack_outputs,
+        read_usage,
+    )
+
+    try:
+        if args.fleet_stack:
+            fleet = read_stack_outputs(args.fleet_stack, _project_dir())
+        else:
+            fleet = read_fleet_dir(Path(args.fleet))
+    except FleetDirError as exc:
+        message = (
+            str(exc)
+            .replace("give --dir", "give --fleet")
+            .replace("--stack NAME", "--fleet-stack NAME")
+        )
+        raise CliError(message) from None
+    usage, missed = asyncio.run(read_usage(fleet.kubeconfigs))
+    for line in missed:
+        report.error(f"warning: {line}")
+    return usage
+
+
+def _project_dir() -> Path:
+    """The Pulumi project here when there is one (a clone running an installed mkf), else
+    this checkout's."""
+    here = Path.cwd()
+    return here if (here / "Pulumi.yaml").is_file() else stack_path("x").parent.parent
 
 
 def _not_in_revision(location: str) -> bool:
@@ -239,13 +301,19 @@ def _not_in_revision(location: str) -> bool:
 def _driver(args: argparse.Namespace) -> Any:
     from components.cli.automation import Driver, Options
 
-    options = Options(
-        base=args.base,
-        name=args.name,
-        out=Path(args.out),
-        up_timeout=args.timeout,
-        ready_timeout=args.ready_timeout,
-    )
+    # Each command has only the flags it uses (down: --name, --timeout; preview: no --out
+    # nor --ready-timeout); the others keep Options' defaults.
+    given = {
+        key: value
+        for key, value in (
+            ("base", getattr(args, "base", None)),
+            ("out", Path(args.out) if getattr(args, "out", None) else None),
+            ("ready_timeout", getattr(args, "ready_timeout", None)),
+        )
+        if value is not None
+    }
+    limit = "destroy_timeout" if args.command == "down" else "up_timeout"
+    options = Options(name=args.name, **{limit: args.timeout}, **given)
     # Progress (and the Pulumi CLI's own) is a diagnostic, on stderr; only preview's diff
     # is the result of its command. `run`'s command writes where it likes.
     if args.command == "preview":
@@ -293,48 +361,39 @@ def cmd_status(args: argparse.Namespace) -> int:
     """Exit 0 ready, 1 not ready, 2 when the fleet's files cannot be read."""
     import asyncio
 
-    import yaml
-
-    from components.cli.status import collect, kubeconfig_tls_problem, wait_ready
+    from components.cli.fleet_dir import FleetDirError, read_fleet_dir, read_stack_outputs
+    from components.cli.status import collect, wait_ready
 
     report = Reporter.for_args(args)
-    folder = Path(args.dir)
-    summary_file = folder / "summary.json"
-    if not summary_file.is_file():
-        raise CliError(
-            f"{summary_file} not found: `mkf up` (or `run`, or scripts/up.sh) writes it "
-            "there; give --dir the directory it wrote"
-        )
     try:
-        summary = json.loads(summary_file.read_text())
-        clusters = summary["clusters"]
-        kubeconfigs = {
-            c["name"]: yaml.safe_load((folder / c["kubeconfig"]).read_text()) for c in clusters
-        }
-        roles = {c["name"]: c["role"] for c in clusters}
-        for name, kubeconfig in kubeconfigs.items():
-            if not isinstance(kubeconfig, dict):
-                raise ValueError(f"the kubeconfig of {name} is not a kubeconfig")
-    except (OSError, ValueError, KeyError, TypeError, yaml.YAMLError) as exc:
-        raise CliError(
-            f"{summary_file} or a kubeconfig it names cannot be read ({type(exc).__name__}: "
-            f"{exc}): run `mkf up` (or scripts/up.sh) again to rewrite them"
-        ) from None
-    for c in clusters:
-        problem = kubeconfig_tls_problem(kubeconfigs[c["name"]])
-        if problem:
-            raise CliError(
-                f"{folder / c['kubeconfig']} (cluster {c['name']}): {problem}; run `mkf up` "
-                "(or scripts/up.sh) again to rewrite it, or fix the file"
-            )
+        if args.stack:
+            fleet = read_stack_outputs(args.stack, _project_dir())
+        else:
+            fleet = read_fleet_dir(Path(args.dir))
+    except FleetDirError as exc:
+        raise CliError(str(exc)) from None
+    kubeconfigs, roles, installs = fleet.kubeconfigs, fleet.roles, fleet.installs
     if args.wait:
         status = asyncio.run(
-            wait_ready(kubeconfigs, roles, args.wait, timeout=args.timeout, progress=report.info)
+            wait_ready(
+                kubeconfigs,
+                roles,
+                args.wait,
+                installs,
+                timeout=args.timeout,
+                progress=report.info,
+            )
         )
     else:
-        status = asyncio.run(collect(kubeconfigs, roles, timeout=args.timeout))
+        status = asyncio.run(collect(kubeconfigs, roles, installs, timeout=args.timeout))
     json_out = args.output == "json" or args.json
     report.result(status.as_json() if json_out else status.table(report.paint_out))
+    if args.wait and status.failed:
+        first = status.failed[0]
+        report.error(
+            f"error: stopped waiting: {first.cluster} {first.kind} {first.name} is {first.reason}, "
+            "which no wait mends (its row above says why)"
+        )
     return SAME if status.ready else DIFFERS
 
 
@@ -377,7 +436,7 @@ def cmd_reference(args: argparse.Namespace) -> int:
 READER_STEPS = """\
 # The dispatcher's read-only identity for worker {cluster} (fleet {fleet}).
 # 1. Apply this on the worker:
-#      python -m components reader-access --stack {stack} --cluster {cluster} \\
+#      mkf reader-access --stack {stack} --cluster {cluster} \\
 #        | kubectl --context WORKER apply -f -
 # 2. Hand its token to the dispatcher, on the manager (the API server and CA come from
 #    the worker's ClusterProfile, so the token is all the Secret holds):
@@ -461,8 +520,9 @@ def configure(parser: argparse.ArgumentParser) -> argparse._SubParsersAction:
     )
     r.add_argument(
         "--out",
-        help="- for one YAML stream on stdout; or a directory: a new or empty one, or a "
-        "previous render (whose files are replaced); anything else is refused",
+        help="a directory for one folder per cluster: a new or empty one, or a previous "
+        "render (whose files are replaced); anything else is refused. Without it (or with "
+        "-), one YAML stream on stdout",
     )
     r.add_argument(
         "--diff",
@@ -477,6 +537,18 @@ def configure(parser: argparse.ArgumentParser) -> argparse._SubParsersAction:
     r.add_argument("--old", help="with --diff: a stack file path or REV:path")
     r.add_argument("--new", help="with --diff: a stack file path or REV:path")
     r.add_argument(
+        "--fleet",
+        metavar="DIR",
+        help="with --diff: the directory `mkf up` or scripts/up.sh wrote; reads what each "
+        "ClusterQueue's work holds now and flags a quota the change would leave below it",
+    )
+    r.add_argument(
+        "--fleet-stack",
+        metavar=STACK_METAVAR,
+        help="with --diff: as --fleet, for a fleet brought up with a plain `pulumi up --stack "
+        "NAME` (its outputs read with the Pulumi CLI)",
+    )
+    r.add_argument(
         "--exit-code",
         action="store_true",
         help="with --diff: exit 1 when it differs (0 same, 2 error); -q implies it",
@@ -484,9 +556,19 @@ def configure(parser: argparse.ArgumentParser) -> argparse._SubParsersAction:
     _output_flag(r, "with --diff, the changes per cluster")
     st = command("status", cmd_status, "is the fleet ready? (exit 1 when not)")
     st.add_argument("--dir", default=".fleet", help="the directory `up` wrote (default .fleet)")
+    st.add_argument(
+        "--stack",
+        metavar=STACK_METAVAR,
+        help="a fleet brought up with a plain `pulumi up --stack NAME`: read its outputs "
+        "with the Pulumi CLI (nothing is written) instead of --dir",
+    )
     st.add_argument("--json", action="store_true", help=argparse.SUPPRESS)  # before -o json
     st.add_argument(
-        "--wait", type=seconds, default=0, help="seconds to wait until ready (progress on stderr)"
+        "--wait",
+        type=seconds,
+        default=0,
+        help="seconds to wait until ready; stops sooner on a failure no wait mends (progress "
+        "on stderr)",
     )
     st.add_argument(
         "--timeout",
@@ -502,18 +584,30 @@ def configure(parser: argparse.ArgumentParser) -> argparse._SubParsersAction:
         ("run", cmd_run, "up, run a command with KUBECONFIG set to the manager, down"),
     ):
         p = command(name, func, text)
+        if name != "down":
+            p.add_argument(
+                "--base", default="ci", metavar=STACK_METAVAR, help="stack the fleet is made from"
+            )
         p.add_argument(
-            "--base", default="ci", metavar=STACK_METAVAR, help="stack the fleet is made from"
+            "--name",
+            help="the fleet's stack (the name `up` printed)"
+            if name == "down"
+            else "stack name (default: <base>-<run id>)",
         )
-        p.add_argument("--name", help="stack name (default: <base>-<run id>)")
-        p.add_argument("--out", default=".fleet", help="where kubeconfigs and summary.json go")
-        p.add_argument("--timeout", type=seconds, default=3600, help="seconds for up/destroy")
+        what, limit = {"down": ("destroy", 1800), "preview": ("preview", 3600)}.get(
+            name, ("up", 3600)
+        )
         p.add_argument(
-            "--ready-timeout",
-            type=seconds,
-            default=900,
-            help="seconds to wait until the fleet is ready",
+            "--timeout", type=seconds, default=limit, help=f"seconds for {what} (default {limit})"
         )
+        if name in ("up", "run"):
+            p.add_argument("--out", default=".fleet", help="where kubeconfigs and summary.json go")
+            p.add_argument(
+                "--ready-timeout",
+                type=seconds,
+                default=900,
+                help="seconds to wait until the fleet is ready",
+            )
         if name == "run":
             p.add_argument("command_args", nargs=argparse.REMAINDER, metavar="-- COMMAND [ARGS]")
     ra = command(
@@ -596,6 +690,7 @@ def build_parser(prog: str = "mkf") -> argparse.ArgumentParser:
     controller.configure(c, top=False)
     text = "print a shell completion script: source <(mkf completion bash)"
     completion = sub.add_parser("completion", help=text, description=text)
+    common_flags(completion, top=False)  # `mkf completion bash -q` as every other command
     completion.add_argument("shell", choices=("bash", "zsh"))
     completion.set_defaults(func=lambda args: print(completion_script(parser, args.shell)) or 0)
     return parser

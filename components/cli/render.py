@@ -321,9 +321,12 @@ def summary_lines(clusters: list[ClusterDiff]) -> list[str]:
     return lines
 
 
-def diff_lines(clusters: list[ClusterDiff], paint: Painter | None = None) -> list[str]:
+def diff_lines(
+    clusters: list[ClusterDiff], paint: Painter | None = None, bodies: bool = True
+) -> list[str]:
     """The diff as a person reads it: the summary first, then each cluster's objects, a
-    replacement marked `!` with the field that forces it."""
+    replacement marked `!` with the field that forces it. `bodies` False: each object's line
+    alone (a new stack, where every body is an added object `render` prints anyway)."""
     paint = paint or Painter(False)
     colour = {"added": "green", "changed": "yellow", "replaced": "red", "removed": "red"}
     if not clusters:
@@ -336,6 +339,8 @@ def diff_lines(clusters: list[ClusterDiff], paint: Painter | None = None) -> lis
             lines.append(paint(head, colour[o.change]))
             if o.effect:
                 lines.append(f"    # {o.effect}")
+            if not bodies:
+                continue
             if o.change == "added":
                 lines += [paint(f"    +{line}", "green") for line in o.lines]
             else:

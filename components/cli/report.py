@@ -36,13 +36,17 @@ class Reporter:
     err: TextIO = field(default_factory=lambda: sys.stderr)
     paint_out: Painter = field(default_factory=lambda: Painter(False))
     paint_err: Painter = field(default_factory=lambda: Painter(False))
+    # Notes need no action, so only `validate`, the command that asks about the stack, shows
+    # them; render, diff and the rest would repeat them on every run.
+    show_notes: bool = False
     # note (path, the message's first clause) -> each stack's note, in the order read
     _notes: dict[tuple[str, str], list[tuple[Problem, str]]] = field(default_factory=dict)
 
     @classmethod
-    def for_args(cls, args: argparse.Namespace) -> Reporter:
+    def for_args(cls, args: argparse.Namespace, show_notes: bool = False) -> Reporter:
         return cls(
             quiet=flag(args, "quiet"),
+            show_notes=show_notes,
             paint_out=painter(sys.stdout, args),
             paint_err=painter(sys.stderr, args),
         )
@@ -75,8 +79,10 @@ class Reporter:
             self._notes.setdefault(key, []).append((note, source))
 
     def finish(self) -> None:
-        """Each note once, naming the stacks it applies to (none with -q)."""
-        if self.quiet:
+        """Each note once, naming the stacks it applies to (none with -q, nor where notes
+        are not shown)."""
+        if self.quiet or not self.show_notes:
+            self._notes.clear()
             return
         for seen in self._notes.values():
             note, source = seen[0]

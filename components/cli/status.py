@@ -1,7 +1,11 @@
 """Is the fleet ready? What the Kueue docs have you check with `kubectl -o jsonpath`, for
 every cluster at once: ClusterQueue, AdmissionCheck and MultiKueueCluster `Active`
-conditions with reason and message, the Kueue and dispatcher Deployments, LocalQueues
-mirrored on each worker, pending and admitted workload counts."""
+conditions with reason and message, Kueue and the dispatcher, LocalQueues mirrored on each
+worker, pending and admitted workload counts.
+
+What is checked follows what the stack installed (`Installs`): the Kueue Deployment the
+fleet applied, or for `kueue.install: existing` that the cluster serves Kueue's API; the
+dispatcher's Deployment, or for `dispatcher.run: local` that a process holds its Lease."""
 
 from __future__ import annotations
 
@@ -11,9 +15,10 @@ import json
 import ssl
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from controller.kube import ApiError, Kind, Kube
+from controller.leader import current_leader
 from controller.terminal import Painter
 
 KUEUE = "kueue.x-k8s.io"
@@ -24,6 +29,36 @@ ADMISSION_CHECKS = Kind(KUEUE, "v1beta2", "admissionchecks", False)
 MULTIKUEUE_CLUSTERS = Kind(KUEUE, "v1beta2", "multikueueclusters", False)
 KUEUE_DEPLOYMENT = ("kueue-system", "kueue-controller-manager")
 DISPATCHER_DEPLOYMENT = ("multikueue-fleet-system", "multikueue-fleet-dispatcher")
+# controller/settings.py: the Lease every dispatcher replica, pod or local process, elects on.
+DISPATCHER_LEASE = ("multikueue-fleet-system", "multikueue-fleet-dispatcher")
+# MultiKueueCluster reasons no wait mends: the kubeconfig itself is refused (Kueue v0.19.2
+# pkg/controller/admissionchecks/multikueue/multikueuecluster.go, loadClientConfig).
+# BadKubeConfig is final too unless its Secret is only missing yet ("not found").
+FINAL_REASONS = {"InsecureKubeConfig", "MultiKueueClusterProfileFeatureDisabled"}
+
+
+@dataclass(frozen=True)
+class Installs:
+    """What the stack put on the fleet (the `installs` output of the Pulumi program), so
+    status checks what is there to check."""
+
+    kueue: Literal["managed", "existing"] = "managed"
+    dispatcher: Literal["cluster", "local", "none"] = "cluster"
+
+    @classmethod
+    def from_json(cls, doc: Any) -> Installs:
+        """From summary.json or the stack's outputs; absent (an older fleet): the defaults.
+        ValueError names a value this code does not know."""
+        if doc is None:
+            return cls()
+        if not isinstance(doc, Mapping):
+            raise ValueError(f"installs is {type(doc).__name__}, not a mapping")
+        kueue, dispatcher = doc.get("kueue", "managed"), doc.get("dispatcher", "cluster")
+        if kueue not in ("managed", "existing"):
+            raise ValueError(f"installs.kueue is {kueue!r}, not managed or existing")
+        if dispatcher not in ("cluster", "local", "none"):
+            raise ValueError(f"installs.dispatcher is {dispatcher!r}, not cluster, local or none")
+        return cls(kueue, dispatcher)
 
 
 @dataclass
@@ -36,6 +71,8 @@ class Check:
     message: str = ""
     pending: int | None = None
     admitted: int | None = None
+    # Not ready, and waiting will not change that: `status --wait` stops on it.
+    final: bool = False
 
 
 @dataclass
@@ -45,6 +82,11 @@ class FleetStatus:
     @property
     def ready(self) -> bool:
         return bool(self.checks) and all(c.ready for c in self.checks)
+
+    @property
+    def failed(self) -> list[Check]:
+        """The checks that are not ready and will not become so by waiting."""
+        return [c for c in self.checks if not c.ready and c.final]
 
     def as_json(self) -> str:
         return json.dumps(
@@ -74,10 +116,21 @@ class FleetStatus:
             if r[3].strip() in ("yes", "NO"):  # colour after padding: escapes take no width
                 cells[3] = paint(cells[3], "green" if r[3] == "yes" else "red")
             lines.append(("  ".join(cells) + "  " + r[6]).rstrip())
-        lines.append(
-            paint("fleet ready", "green") if self.ready else paint("fleet NOT ready", "red")
-        )
+        if self.ready:
+            lines.append(paint("fleet ready", "green"))
+        else:
+            lines.append(paint("fleet NOT ready", "red") + f": {self.not_ready_line()}")
         return "\n".join(lines)
+
+    def not_ready_line(self) -> str:
+        """Which checks are not ready, and the first one's why."""
+        bad = [c for c in self.checks if not c.ready]
+        if not bad:
+            return "no checks ran"
+        first = bad[0]
+        why = f"{first.reason}: {first.message}" if first.message else first.reason
+        more = f" (and {len(bad) - 1} more above)" if len(bad) > 1 else ""
+        return f"{first.cluster} {first.kind} {first.name}: {why}{more}"
 
     def progress(self) -> str:
         """One line for a person waiting: how many checks pass, and the first that does not."""
@@ -88,6 +141,12 @@ class FleetStatus:
             reason = f"{waiting.reason}: {waiting.message}" if waiting.message else waiting.reason
             text += f"; waiting for {waiting.cluster} {waiting.kind} {waiting.name} ({reason})"
         return text
+
+
+def _final(kind: Kind, reason: str, message: str) -> bool:
+    if kind is not MULTIKUEUE_CLUSTERS:
+        return False
+    return reason in FINAL_REASONS or (reason == "BadKubeConfig" and "not found" not in message)
 
 
 def _active(obj: Mapping[str, Any]) -> tuple[bool, str, str]:
@@ -134,10 +193,61 @@ async def _conditions(kube: Kube, cluster: str, kind: Kind, label: str) -> list[
                 "pending": int(status.get("pendingWorkloads") or 0),
                 "admitted": int(status.get("admittedWorkloads") or 0),
             }
+        final = not ready and _final(kind, reason, message)
         checks.append(
-            Check(cluster, label, obj["metadata"]["name"], ready, reason, message, **counts)
+            Check(
+                cluster,
+                label,
+                obj["metadata"]["name"],
+                ready,
+                reason,
+                message,
+                **counts,
+                final=final,
+            )
         )
     return checks
+
+
+async def _kueue_served(kube: Kube, cluster: str) -> Check:
+    """`kueue.install: existing`: someone else's Kueue, wherever it runs; what the fleet
+    needs of it is that the cluster serves Kueue's v1beta2 API (its ClusterQueues' Active
+    conditions, checked beside this, say whether Kueue's controller works)."""
+    try:
+        await kube.list(CLUSTER_QUEUES)
+    except ApiError as exc:
+        if exc.status != 404:
+            raise
+        return Check(
+            cluster,
+            "Kueue",
+            "kueue.x-k8s.io/v1beta2",
+            False,
+            "NotServed",
+            "the cluster does not serve Kueue's v1beta2 API (kueue.install: existing): install "
+            "Kueue v0.19.2 there, or set kueue.install: managed",
+            final=True,
+        )
+    return Check(cluster, "Kueue", "kueue.x-k8s.io/v1beta2", True, "Served", "installed by others")
+
+
+async def _dispatcher_lease(kube: Kube, cluster: str) -> Check:
+    """`dispatcher.run: local`: no Deployment; a dispatcher is running when a process holds
+    its Lease and renewed it within the Lease's duration (controller/leader.py)."""
+    name = f"{DISPATCHER_LEASE[0]}/{DISPATCHER_LEASE[1]}"
+    holder = await current_leader(kube, *DISPATCHER_LEASE)
+    if holder is None:
+        return Check(
+            cluster,
+            "Dispatcher",
+            name,
+            False,
+            "NotRunning",
+            "no process holds the Lease (none started, or it stopped): start it: python -m "
+            "controller --kubeconfig <dispatcher kubeconfig> --config <settings> run "
+            "(docs/dispatcher.md)",
+        )
+    return Check(cluster, "Dispatcher", name, True, "Leading", f"{holder} holds the Lease")
 
 
 def kubeconfig_tls_problem(kubeconfig: Mapping[str, Any]) -> str | None:
@@ -177,20 +287,27 @@ async def _cluster(
     name: str,
     role: str,
     kube: Kube,
-    dispatcher: bool,
+    installs: Installs,
     manager_queues: set[str] | None,
     timeout: float,
 ) -> list[Check]:
     try:
         # One cheap request first: a cluster that is not there is said in one line at once.
         await kube.probe(timeout)
-        checks = [await _deployment(kube, name, "Deployment", KUEUE_DEPLOYMENT)]
+        if installs.kueue == "existing":
+            checks = [await _kueue_served(kube, name)]
+            if not checks[0].ready:
+                return checks
+        else:
+            checks = [await _deployment(kube, name, "Deployment", KUEUE_DEPLOYMENT)]
         checks += await _conditions(kube, name, CLUSTER_QUEUES, "ClusterQueue")
         if role == "manager":
             checks += await _conditions(kube, name, ADMISSION_CHECKS, "AdmissionCheck")
             checks += await _conditions(kube, name, MULTIKUEUE_CLUSTERS, "MultiKueueCluster")
-            if dispatcher:
+            if installs.dispatcher == "cluster":
                 checks.append(await _deployment(kube, name, "Deployment", DISPATCHER_DEPLOYMENT))
+            elif installs.dispatcher == "local":
+                checks.append(await _dispatcher_lease(kube, name))
         elif manager_queues is not None:
             items, _ = await kube.list(LOCAL_QUEUES)
             here = {f"{q['metadata']['namespace']}/{q['metadata']['name']}" for q in items}
@@ -211,21 +328,25 @@ async def _cluster(
     except ApiError as exc:
         # Nothing answered (status 0), or the API server answered with an error of its own.
         reason = exc.message if exc.status == 0 else f"it answered {exc.status}: {exc.message}"
-        return [_unreachable(name, role, kube, reason)]
+        check = _unreachable(name, role, kube, reason)
+        if exc.status in (401, 403):  # the credentials are refused: no wait mends that
+            check.reason, check.final = "Refused", True
+            check.message += ": the kubeconfig's credentials are refused; run `mkf up` again"
+        return [check]
 
 
 async def _bounded(
     name: str,
     role: str,
     kube: Kube,
-    dispatcher: bool,
+    installs: Installs,
     manager_queues: set[str] | None,
     timeout: float,
 ) -> list[Check]:
     """A cluster's checks within `timeout`, whatever the requests' own limits are."""
     try:
         return await asyncio.wait_for(
-            _cluster(name, role, kube, dispatcher, manager_queues, timeout), timeout
+            _cluster(name, role, kube, installs, manager_queues, timeout), timeout
         )
     except TimeoutError:
         return [_unreachable(name, role, kube, f"no answer within {timeout:g}s")]
@@ -242,7 +363,7 @@ async def _manager_queues(kube: Kube, timeout: float) -> set[str] | None:
 async def collect(
     kubeconfigs: Mapping[str, Mapping[str, Any]],
     roles: Mapping[str, str],
-    dispatcher: bool = True,
+    installs: Installs = Installs(),
     timeout: float = 5.0,
 ) -> FleetStatus:
     """kubeconfigs and roles ("manager" or "worker") by cluster name. Each cluster has
@@ -256,7 +377,7 @@ async def collect(
         queues = await _manager_queues(kubes[manager], timeout)
         results = await asyncio.gather(
             *(
-                _bounded(name, roles[name], kube, dispatcher, queues, timeout)
+                _bounded(name, roles[name], kube, installs, queues, timeout)
                 for name, kube in kubes.items()
             )
         )
@@ -270,19 +391,20 @@ async def wait_ready(
     kubeconfigs: Mapping[str, Mapping[str, Any]],
     roles: Mapping[str, str],
     wait: float,
-    dispatcher: bool = True,
+    installs: Installs = Installs(),
     interval: float = 5.0,
     timeout: float = 5.0,
     progress: Callable[[str], None] | None = None,
 ) -> FleetStatus:
-    """Polls until the fleet is ready or `wait` seconds pass; the last status either way.
-    After each poll that is not ready, `progress` gets a line saying what it waits for."""
+    """Polls until the fleet is ready, a check fails in a way no wait mends, or `wait`
+    seconds pass; the last status either way. After each poll that is not ready, `progress`
+    gets a line saying what it waits for."""
     loop = asyncio.get_running_loop()
     started = loop.time()
     while True:
-        status = await collect(kubeconfigs, roles, dispatcher, timeout)
+        status = await collect(kubeconfigs, roles, installs, timeout)
         elapsed = loop.time() - started
-        if status.ready or elapsed >= wait:
+        if status.ready or status.failed or elapsed >= wait:
             return status
         if progress is not None:
             progress(f"waiting ({elapsed:.0f}s of {wait:g}s): {status.progress()}")

@@ -28,6 +28,15 @@ def stack_name_of(path: str) -> str:
     return Path(name).stem
 
 
+class UnknownRevision(FileNotFoundError):
+    """The git revision of a REV:path does not exist here: the fix is the revision, not the
+    stack's name."""
+
+    def __init__(self, message: str, rev: str) -> None:
+        super().__init__(message)
+        self.rev = rev
+
+
 class NotInRevision(FileNotFoundError):
     """The revision exists but holds no such file: a stack added since."""
 
@@ -58,7 +67,7 @@ def read_text(location: str, repo: Path | None = None) -> str:
         if git("rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}").returncode == 0:
             raise NotInRevision(f"{location}: {inner} is not in {rev}")
         reason = result.stderr.decode("utf-8", "replace").strip() or "not found in git"
-        raise FileNotFoundError(f"{location}: {reason}")
+        raise UnknownRevision(f"{location}: {reason.removeprefix('fatal: ')}", rev)
     return result.stdout.decode("utf-8")
 
 
