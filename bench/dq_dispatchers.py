@@ -39,6 +39,9 @@ from controller.policy import FitMemo, InFlightIndex
 STEP = 3
 ROUND = 300.0
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
+# What the `present` bound knows of run times: the median of the traces' distribution
+# (bench/dq_trace.py run_time), never a workload's own.
+MEDIAN_RUN_TIME = 1200.0
 
 
 class AllAtOnce(Dispatcher):
@@ -241,7 +244,13 @@ class Oracle(Dispatcher):
             if k is not None:
                 new = sum(c.state != EVICTING for c in victims[0][: k + 1])
                 return (s.release_delay + s.admission_delay, 0.0, new, 0.0)
-        # Waits for running work to end, soonest first.
+        return self._wait_for_ends(sim, worker, requests, usage)
+
+    def _wait_for_ends(
+        self, sim: Sim, worker: Worker, requests: dict[str, int], usage: dict[str, dict[str, int]]
+    ) -> Estimate | None:
+        """Waits for running work to end, soonest first: the moment enough has ended."""
+        s = sim.s
         ending = self._prefix(
             (worker.spec.name, worker.version, None),
             lambda: sorted(
@@ -285,6 +294,41 @@ class Oracle(Dispatcher):
                 self._prefixes.clear()
             self._prefixes[key] = (copies, steps)
         return self._prefixes[key]
+
+
+class Present(Oracle):
+    """The bound a dispatcher could reach: the oracle's exact view of every worker's
+    present (its queue in Kueue's order, which preemptions would succeed, no watch lag)
+    but no run times, not even of work already running. Where the workload must wait for
+    running work to end, which copy ends first is unknown, so every running copy is as
+    likely to end next as any other (memoryless, at the trace's median run time): the
+    expected wait until `m` of the `n` running copies have ended is that run time times
+    H(n) - H(n - m) (the harmonic numbers), with `m` the fewest copies, taken in the order
+    they were admitted, whose ending makes it fit. Everything else is the oracle's."""
+
+    name = "present"
+
+    def _wait_for_ends(
+        self, sim: Sim, worker: Worker, requests: dict[str, int], usage: dict[str, dict[str, int]]
+    ) -> Estimate | None:
+        # Copies being evicted or deleted are seen going: their quota is back within the
+        # release delay. Of the rest, none is known to end before another.
+        running = self._prefix(
+            (worker.spec.name, worker.version, None),
+            lambda: sorted(
+                worker.running, key=lambda c: (c.state == ADMITTED, c.admitted_at or 0.0)
+            ),
+        )
+        k = _first_fit(worker, requests, usage, running)
+        if k is None:
+            return None
+        s = sim.s
+        going = sum(c.state != ADMITTED for c in running[0])
+        if k < going:
+            return (s.release_delay + s.admission_delay, 0.0, 0, 0.0)
+        n, m = len(running[0]) - going, k + 1 - going
+        expected = MEDIAN_RUN_TIME * sum(1.0 / (n - i) for i in range(m))
+        return (s.admission_delay + expected, 0.0, 0, 0.0)
 
 
 def _first_fit(
