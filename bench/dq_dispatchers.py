@@ -82,19 +82,28 @@ def policy_nominate(
     memo: FitMemo | None = None,
 ) -> tuple[str, ...]:
     """The one call into the project's policy: `controller.policy.decide`, and the in-flight
-    demand recorded the way controller/dispatcher.py `_record_in_flight` does. Returns the
-    clusters to nominate."""
+    demand recorded the way controller/in_flight.py `InFlightDemand.record` does. Returns
+    the clusters to nominate."""
     decision = real_policy.decide(view, clusters, workers, policy, in_flight, now, memo)
     if not decision.nominate:
         return ()  # the controller writes nothing (a NoFeasibleCluster Event)
     in_flight.replace(
         view.key,
-        [InFlight(view.key, v.cluster, CQ, v.flavors, view.requests) for v in decision.chosen],
+        [
+            InFlight(view.key, v.cluster, CQ, v.flavors, view.requests)
+            for v in decision.chosen
+            if real_policy.takes_room(v, workers[v.cluster].queues.get(CQ))
+        ],
     )
     return decision.nominate
 
 
 class OurPolicy(Dispatcher):
+    """The project's policy, with the in-flight accounting of controller/in_flight.py: a
+    nominated workload's demand counts on each nominated worker until the worker's view
+    shows its copy holding quota there, and an admitted one's on the worker that admitted
+    it until then (only there)."""
+
     refreshes = True
     reads_snapshot = True
 
@@ -104,8 +113,13 @@ class OurPolicy(Dispatcher):
         self.widen_after = self.policy.widen_after_seconds
         self.in_flight = InFlightIndex()
         self.memo = FitMemo()  # as controller/dispatcher.py keeps one; never changes a decision
+        self._workloads: dict[str, Wl] = {}  # what is in flight, by its key
+        self.read_at = -math.inf  # when the view last decided on was read
 
     def nominate(self, sim: Sim, wl: Wl) -> tuple[str, ...]:
+        if sim.snapshot_at != self.read_at:
+            self.read_at = sim.snapshot_at
+            self._counted_in_view()
         # A LeaderWorkerSet group's demand is the sum of its workloads.
         requests = {r: a * wl.job.parts for r, a in wl.requests.items()}
         view = WorkloadView(
@@ -120,10 +134,40 @@ class OurPolicy(Dispatcher):
         chosen = policy_nominate(
             view, sim.clusters, sim.snapshot, self.policy, self.in_flight, now, self.memo
         )
+        if chosen:
+            self._workloads[view.key] = wl
         return chosen or wl.nominated
 
+    def _counted_in_view(self) -> None:
+        """A new view of the workers: where it shows a copy holding quota (admitted before
+        it was read), that copy's demand stops counting in flight there
+        (InFlightDemand.counted_on)."""
+        for key in self.in_flight.workloads():
+            wl = self._workloads[key]
+            for item in self.in_flight.items(key):
+                copy = wl.copies.get(item.cluster)
+                if copy is None or _seen(copy, self.read_at):  # None: gone from there
+                    self.in_flight.drop(key, item.cluster)
+            if not self.in_flight.items(key):
+                del self._workloads[key]
+
     def done(self, wl: Wl) -> None:
-        self.in_flight.remove(f"team/{wl.key}")
+        """Admitted (`wl.cluster`): its demand keeps counting on that worker until the view
+        shows it (InFlightDemand.admitted_to); evicted: nowhere."""
+        key = f"team/{wl.key}"
+        copy = wl.copies.get(wl.cluster) if wl.cluster else None
+        if copy is None or _seen(copy, self.read_at):
+            self.in_flight.remove(key)
+            self._workloads.pop(key, None)
+            return
+        self.in_flight.replace(
+            key, [i for i in self.in_flight.items(key) if i.cluster == wl.cluster]
+        )
+
+
+def _seen(copy: Copy, read_at: float) -> bool:
+    """The view read at `read_at` counts `copy`'s quota on its worker (or it is over)."""
+    return copy.admitted_at is not None and copy.admitted_at <= read_at
 
 
 # (delay, moment or 0, new preemptions, share left free): see Oracle._estimate

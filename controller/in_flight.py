@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from controller.fleet_state import FleetState
 from controller.model import Decision, InFlight, WorkloadView
-from controller.policy import InFlightIndex
+from controller.policy import InFlightIndex, takes_room
 
 # The longest an admitted workload's demand stays counted on the worker that admitted it
 # while what is read of that worker does not show the reservation (its Workloads, or a
@@ -48,28 +48,23 @@ class InFlightDemand:
         self.admitted.pop(key, None)
 
     def record(self, key: str, decision: Decision, view: WorkloadView) -> None:
-        """Count the demand against each nominated worker's ClusterQueue until admission,
-        but not where the worker's Workloads show its copy holding quota already: the
-        reservation read from there counts it."""
+        """Count the demand against each nominated worker's ClusterQueue until admission
+        where it takes room there (policy.takes_room), but not where the worker's
+        Workloads show its copy holding quota already: the reservation read from there
+        counts it."""
         views = self.state.worker_views()
         workers = self.state.workers
         local_queue = f"{view.namespace}/{view.queue_name}"
         self.admitted.pop(key, None)
-        self.index.replace(
-            key,
-            [
-                InFlight(
-                    key,
-                    v.cluster,
-                    views[v.cluster].local_queues.get(local_queue, ""),
-                    v.flavors,
-                    view.requests,
-                )
-                for v in decision.chosen
-                if v.cluster in views
-                and not (v.cluster in workers and workers[v.cluster].holds(key))
-            ],
-        )
+        counted = []
+        for v in decision.chosen:
+            worker = views.get(v.cluster)
+            if worker is None or (v.cluster in workers and workers[v.cluster].holds(key)):
+                continue
+            queue_name = worker.local_queues.get(local_queue, "")
+            if takes_room(v, worker.queues.get(queue_name)):
+                counted.append(InFlight(key, v.cluster, queue_name, v.flavors, view.requests))
+        self.index.replace(key, counted)
 
     def admitted_to(self, key: str, cluster: str) -> None:
         """`key` got `cluster` as its clusterName: MultiKueue sets it once the worker's copy

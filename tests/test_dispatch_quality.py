@@ -275,9 +275,38 @@ def test_the_real_policy_decides(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(controller.policy, "decide", spy)
     sim = Sim(small(), OurPolicy(), Settings()).run()
     assert calls and sim.stats.decisions >= len({v.key for v in calls})
-    # The in-flight demand is the controller's own index, emptied as workloads are admitted.
-    assert isinstance(sim.d.in_flight, controller.policy.InFlightIndex)  # type: ignore[attr-defined]
-    assert len(sim.d.in_flight) == 0  # type: ignore[attr-defined]
+    # The in-flight demand is the controller's own index, emptied as workloads are admitted
+    # and a view that shows them is decided on: what is left was admitted after the last
+    # view decided on was read, and counts only on the worker that admitted it.
+    index = sim.d.in_flight  # type: ignore[attr-defined]
+    assert isinstance(index, controller.policy.InFlightIndex)
+    by_key = {f"team/{w.key}": w for w in sim.wls}
+    for key in index.workloads():
+        wl = by_key[key]
+        assert wl.cluster and index.clusters_of(key) == {wl.cluster}
+        assert wl.admitted_at is not None and wl.admitted_at > sim.d.read_at  # type: ignore[attr-defined]
+    assert len(index) <= 1
+
+
+def test_an_admitted_workload_counts_on_its_worker_until_the_view_shows_it() -> None:
+    """The controller's accounting (controller/in_flight.py): admitted between two reads of
+    the workers, a workload's demand still counts there, and only there; once a view read
+    after the admission is decided on, nowhere."""
+    workers = two_workers("Never")
+    jobs = (Job("job-00", 0.0, res(4, 4), 600.0), Job("job-01", 30.0, res(4, 4), 600.0))
+    policy = OurPolicy()
+    counted: list[set[str]] = []
+    real = policy.nominate
+
+    def spy(sim: Sim, wl: dq_sim.Wl) -> tuple[str, ...]:
+        chosen = real(sim, wl)
+        counted.append(policy.in_flight.clusters_of("team/job-00-0"))
+        return chosen
+
+    policy.nominate = spy  # type: ignore[method-assign]
+    Sim(Scenario("seen", "", workers, jobs, ()), policy, Settings()).run()
+    assert counted[0] == {"worker-00"}  # nominated where it fits
+    assert set() in counted[1:]  # gone once a view read after its admission is decided on
 
 
 def test_runs_are_reproducible_and_seeds_differ() -> None:
