@@ -1013,7 +1013,7 @@ def takes_room(verdict: Verdict, queue: QueueCapacity | None) -> bool:
     it fits (the worker's next cycle admits it there), and where it waits in a StrictFIFO
     queue (its copy admits nothing behind it). A copy waiting in a BestEffortFIFO queue
     takes nothing until the room it needs is free: Kueue admits what fits behind it
-    meanwhile (QueueingStrategy in apis/kueue/v1beta2/clusterqueue_types.go, v0.19.2), so
+    meanwhile (BestEffortFIFO, apis/kueue/v1beta2/clusterqueue_types.go 198-201, v0.19.2), so
     counting it there kept other workloads from room they would have had (BENCHMARKS.md
     section 4, issue 30). Where the queue is not known, it counts."""
     return verdict.status == "fits" or queue is None or queue.strict_fifo
