@@ -1,7 +1,7 @@
 """The dispatcher's units on their own (controller/work_queue.py, decided.py,
-nominations.py): the order workloads are decided in, what needs no new decision, and what
-a refused or failed nomination write leads to. The loop they make is tested on the
-emulated fleet in test_controller.py."""
+nominations.py, in_flight.py): the order workloads are decided in, what needs no new
+decision, what a refused or failed nomination write leads to, and where demand counts in
+flight. The loop they make is tested on the emulated fleet in test_controller.py."""
 
 from __future__ import annotations
 
@@ -9,13 +9,23 @@ import asyncio
 import math
 import time
 from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from controller.decided import Decided
+from controller.in_flight import InFlightDemand
 from controller.kube import ApiError
 from controller.metrics import Metrics
+from controller.model import (
+    Decision,
+    FlavorCapacity,
+    QueueCapacity,
+    Verdict,
+    WorkerView,
+    WorkloadView,
+)
 from controller.nominations import NominationWriter, Written
 from controller.work_queue import WorkQueue
 
@@ -132,3 +142,34 @@ def test_writes_run_a_bounded_number_at_once() -> None:
         assert not writer.writing
 
     asyncio.run(main())
+
+
+def _views(strict_fifo: bool) -> dict[str, WorkerView]:
+    queue = QueueCapacity(
+        "cq",
+        ((FlavorCapacity("default", {"cpu": 8000}, {"cpu": 8000}),),),
+        strict_fifo=strict_fifo,
+    )
+    return {
+        name: WorkerView(name, True, True, "", {}, {"ns/user-queue": "cq"}, {"cq": queue})
+        for name in ("w1", "w2")
+    }
+
+
+@pytest.mark.parametrize("strict_fifo", [False, True])
+def test_demand_counts_in_flight_where_it_takes_room(strict_fifo: bool) -> None:
+    """Nominated to w1, where it fits, and to w2, where it waits: it counts on w1, and on w2
+    only if w2's queue is StrictFIFO (its copy at the head admits nothing behind it); in a
+    BestEffortFIFO queue Kueue admits what fits behind it, so counting it would keep others
+    from that room."""
+    views = _views(strict_fifo)
+    state = SimpleNamespace(worker_views=lambda: views, workers={})
+    demand = InFlightDemand(state)  # type: ignore[arg-type]
+    chosen = (
+        Verdict("w1", "fits", "", 0.5, {"cpu": "default"}),
+        Verdict("w2", "waits", "", -0.5, {"cpu": "default"}),
+    )
+    decision = Decision(("w1", "w2"), "nominated", "", None, chosen)  # type: ignore[arg-type]
+    view = WorkloadView("ns/a", "user-queue", {"cpu": 4000}, ("w1", "w2"))
+    demand.record("ns/a", decision, view)
+    assert demand.index.clusters_of("ns/a") == ({"w1", "w2"} if strict_fifo else {"w1"})
