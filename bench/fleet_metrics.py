@@ -69,6 +69,8 @@ class _History:
     finished: float | None = None
     clusters: set[str] = field(default_factory=set)  # clusterName values seen (manager)
     origin: bool = False  # a MultiKueue copy (on a worker)
+    owners: set[str] = field(default_factory=set)  # namespace/name of its owners
+    deleted: float | None = None  # its deletionTimestamp
 
     def see(self, obj: Obj) -> None:
         meta = obj.get("metadata") or {}
@@ -88,6 +90,10 @@ class _History:
         cluster = (obj.get("status") or {}).get("clusterName")
         if cluster:
             self.clusters.add(cluster)
+        for owner in meta.get("ownerReferences") or []:
+            self.owners.add(f"{meta.get('namespace', '')}/{owner.get('name', '')}")
+        if meta.get("deletionTimestamp") and self.deleted is None:
+            self.deleted = _time(meta["deletionTimestamp"], f"Workload {_name(obj)}")
 
 
 def _histories(objects: Iterable[Obj]) -> dict[str, _History]:
@@ -107,9 +113,13 @@ def percentile(values: list[float], p: float) -> float:
     return ordered[max(0, math.ceil(p / 100 * len(ordered)) - 1)]
 
 
-def measure(manager: Iterable[Obj], workers: dict[str, Iterable[Obj]]) -> dict[str, float]:
+def measure(
+    manager: Iterable[Obj], workers: dict[str, Iterable[Obj]], served: Iterable[str] = ()
+) -> dict[str, float]:
     """The measures of one run. `manager`: every version of the manager's Workloads seen;
-    `workers`: per worker, every version of its Workloads seen (local work included).
+    `workers`: per worker, every version of its Workloads seen (local work included);
+    `served`: namespace/name of the LeaderWorkerSets the replay deleted once they had run
+    their time (they never finish by themselves): their Workloads end when deleted.
 
     - waits (seconds): first QuotaReserved on the manager to its first Admitted (the first
       admission on a worker, as the simulation's `admit` columns);
@@ -125,6 +135,10 @@ def measure(manager: Iterable[Obj], workers: dict[str, Iterable[Obj]]) -> dict[s
     ours = _histories(manager)
     if not ours:
         raise RecordError("no manager Workloads recorded; was anything submitted?")
+    served = set(served)
+    for h in ours.values():
+        if h.finished is None and h.deleted is not None and h.owners & served:
+            h.finished = h.deleted
     waits = [h.admitted[0] - h.reserved[0] for h in ours.values() if h.reserved and h.admitted]
     jct = [h.finished - h.created for h in ours.values() if h.finished is not None]
     by_name = {key.rsplit("/", 1)[0]: h for key, h in ours.items()}

@@ -117,3 +117,14 @@ def test_an_unreadable_record_is_one_line_saying_what(manager: list[Any], messag
     with pytest.raises(RecordError, match=message) as caught:
         measure(manager, {})
     assert "\n" not in str(caught.value)
+
+
+def test_a_served_leader_worker_set_ends_when_the_replay_deleted_it() -> None:
+    """A LeaderWorkerSet never finishes by itself: its Workloads end at their deletion,
+    only for those the replay deleted after their run time."""
+    group = workload("lws-a-0", 0, cluster="w1", QuotaReserved=1, Admitted=3)
+    group["metadata"]["ownerReferences"] = [{"kind": "LeaderWorkerSet", "name": "lws-a"}]
+    gone = {**group, "metadata": {**group["metadata"], "deletionTimestamp": at(40)}}
+    assert measure([group, gone], {})["unfinished"] == 1
+    found = measure([group, gone], {}, served=["team-a/lws-a"])
+    assert (found["unfinished"], found["jct_p95"]) == (0, 40.0)
