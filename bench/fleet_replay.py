@@ -182,6 +182,12 @@ async def replay(
             )
             if len(ours) >= expected and done >= len(ours):
                 break
+            for cluster, task in zip(recorders, watching, strict=True):
+                if task.done() and task.exception() is not None:
+                    raise RecordError(
+                        f"{cluster or 'manager'}: watching Workloads in {namespace} failed "
+                        f"({task.exception()}); the run is not measured"
+                    )
             await asyncio.sleep(1.0)
     finally:
         for task in [*watching, *pending]:

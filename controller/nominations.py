@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,12 +63,13 @@ class NominationWriter:
         self.writing: set[str] = set()
         self.tasks: set[asyncio.Task] = set()
 
-    async def start(self, key: str, write: Coroutine[Any, Any, None]) -> None:
-        """Runs `write` (which calls `done(key)` when its write is answered) in the
-        background once a slot is free."""
+    async def start(self, key: str, write: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        """Runs `write()` (which calls `done(key)` when its write is answered) in the
+        background once a slot is free; made only then, so a stop while waiting for a
+        slot leaves no coroutine never awaited."""
         self.writing.add(key)
         await self.slots.acquire()
-        task = asyncio.create_task(write)
+        task = asyncio.create_task(write())
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
 

@@ -132,8 +132,8 @@ def test_writes_run_a_bounded_number_at_once() -> None:
             await release.wait()
             writer.done(key)
 
-        await writer.start("ns/a", write("ns/a"))
-        second = asyncio.create_task(writer.start("ns/b", write("ns/b")))
+        await writer.start("ns/a", lambda: write("ns/a"))
+        second = asyncio.create_task(writer.start("ns/b", lambda: write("ns/b")))
         await asyncio.sleep(0.05)
         assert writer.writing == {"ns/a", "ns/b"} and not second.done()  # waits for a slot
         release.set()

@@ -161,3 +161,32 @@ def test_an_unreadable_kubeconfig_is_one_line(
     )
     err = capsys.readouterr().err
     assert code == 2 and "--worker w0" in err and "cannot read it as a kubeconfig" in err
+
+
+def test_a_cluster_whose_workloads_cannot_be_watched_stops_the_run_with_one_line() -> None:
+    """w2 refuses to list Workloads (its reader lacks the right): the run is not measured,
+    and the error says where, instead of waiting for its timeout."""
+    stream = draw({"w1": 4.0, "w2": 6.0, "w3": 8.0}, minutes=0.05, time=3600, seed=3)
+
+    async def main() -> str:
+        manager = Emulator("manager", crds=None)
+        workers = {n: Emulator(n, crds=None) for n in ("w1", "w2", "w3")}
+        for e in (manager, *workers.values()):
+            await e.start()
+        workers["w2"].fail("GET", "workloads", 403, times=1000)
+        kubes = {n: await Kube.from_kubeconfig(e.kubeconfig(), n) for n, e in workers.items()}
+        kube = await Kube.from_kubeconfig(manager.kubeconfig(), "manager")
+        try:
+            with pytest.raises(fleet_replay.RecordError) as caught:
+                await fleet_replay.replay(
+                    stream, kube, kubes, NS, "user-queue", "user-queue", CLASSES, "busybox", 30
+                )
+            return str(caught.value)
+        finally:
+            for k in (kube, *kubes.values()):
+                await k.close()
+            for e in (manager, *workers.values()):
+                await e.stop()
+
+    message = asyncio.run(asyncio.wait_for(main(), 25))
+    assert message.startswith("w2: watching Workloads in team-a failed") and "\n" not in message
