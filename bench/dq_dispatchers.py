@@ -39,6 +39,9 @@ from controller.policy import FitMemo, InFlightIndex
 STEP = 3
 ROUND = 300.0
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
+# What the `present` bound knows of run times: the median of the traces' distribution
+# (bench/dq_trace.py run_time), never a workload's own.
+MEDIAN_RUN_TIME = 1200.0
 
 
 class AllAtOnce(Dispatcher):
@@ -79,19 +82,28 @@ def policy_nominate(
     memo: FitMemo | None = None,
 ) -> tuple[str, ...]:
     """The one call into the project's policy: `controller.policy.decide`, and the in-flight
-    demand recorded the way controller/dispatcher.py `_record_in_flight` does. Returns the
-    clusters to nominate."""
+    demand recorded the way controller/in_flight.py `InFlightDemand.record` does. Returns
+    the clusters to nominate."""
     decision = real_policy.decide(view, clusters, workers, policy, in_flight, now, memo)
     if not decision.nominate:
         return ()  # the controller writes nothing (a NoFeasibleCluster Event)
     in_flight.replace(
         view.key,
-        [InFlight(view.key, v.cluster, CQ, v.flavors, view.requests) for v in decision.chosen],
+        [
+            InFlight(view.key, v.cluster, CQ, v.flavors, view.requests)
+            for v in decision.chosen
+            if real_policy.takes_room(v, workers[v.cluster].queues.get(CQ))
+        ],
     )
     return decision.nominate
 
 
 class OurPolicy(Dispatcher):
+    """The project's policy, with the in-flight accounting of controller/in_flight.py: a
+    nominated workload's demand counts on each nominated worker until the worker's view
+    shows its copy holding quota there, and an admitted one's on the worker that admitted
+    it until then (only there)."""
+
     refreshes = True
     reads_snapshot = True
 
@@ -101,8 +113,13 @@ class OurPolicy(Dispatcher):
         self.widen_after = self.policy.widen_after_seconds
         self.in_flight = InFlightIndex()
         self.memo = FitMemo()  # as controller/dispatcher.py keeps one; never changes a decision
+        self._workloads: dict[str, Wl] = {}  # what is in flight, by its key
+        self.read_at = -math.inf  # when the view last decided on was read
 
     def nominate(self, sim: Sim, wl: Wl) -> tuple[str, ...]:
+        if sim.snapshot_at != self.read_at:
+            self.read_at = sim.snapshot_at
+            self._counted_in_view()
         # A LeaderWorkerSet group's demand is the sum of its workloads.
         requests = {r: a * wl.job.parts for r, a in wl.requests.items()}
         view = WorkloadView(
@@ -117,10 +134,40 @@ class OurPolicy(Dispatcher):
         chosen = policy_nominate(
             view, sim.clusters, sim.snapshot, self.policy, self.in_flight, now, self.memo
         )
+        if chosen:
+            self._workloads[view.key] = wl
         return chosen or wl.nominated
 
+    def _counted_in_view(self) -> None:
+        """A new view of the workers: where it shows a copy holding quota (admitted before
+        it was read), that copy's demand stops counting in flight there
+        (InFlightDemand.counted_on)."""
+        for key in self.in_flight.workloads():
+            wl = self._workloads[key]
+            for item in self.in_flight.items(key):
+                copy = wl.copies.get(item.cluster)
+                if copy is None or _seen(copy, self.read_at):  # None: gone from there
+                    self.in_flight.drop(key, item.cluster)
+            if not self.in_flight.items(key):
+                del self._workloads[key]
+
     def done(self, wl: Wl) -> None:
-        self.in_flight.remove(f"team/{wl.key}")
+        """Admitted (`wl.cluster`): its demand keeps counting on that worker until the view
+        shows it (InFlightDemand.admitted_to); evicted: nowhere."""
+        key = f"team/{wl.key}"
+        copy = wl.copies.get(wl.cluster) if wl.cluster else None
+        if copy is None or _seen(copy, self.read_at):
+            self.in_flight.remove(key)
+            self._workloads.pop(key, None)
+            return
+        self.in_flight.replace(
+            key, [i for i in self.in_flight.items(key) if i.cluster == wl.cluster]
+        )
+
+
+def _seen(copy: Copy, read_at: float) -> bool:
+    """The view read at `read_at` counts `copy`'s quota on its worker (or it is over)."""
+    return copy.admitted_at is not None and copy.admitted_at <= read_at
 
 
 # (delay, moment or 0, new preemptions, share left free): see Oracle._estimate
@@ -241,7 +288,13 @@ class Oracle(Dispatcher):
             if k is not None:
                 new = sum(c.state != EVICTING for c in victims[0][: k + 1])
                 return (s.release_delay + s.admission_delay, 0.0, new, 0.0)
-        # Waits for running work to end, soonest first.
+        return self._wait_for_ends(sim, worker, requests, usage)
+
+    def _wait_for_ends(
+        self, sim: Sim, worker: Worker, requests: dict[str, int], usage: dict[str, dict[str, int]]
+    ) -> Estimate | None:
+        """Waits for running work to end, soonest first: the moment enough has ended."""
+        s = sim.s
         ending = self._prefix(
             (worker.spec.name, worker.version, None),
             lambda: sorted(
@@ -285,6 +338,41 @@ class Oracle(Dispatcher):
                 self._prefixes.clear()
             self._prefixes[key] = (copies, steps)
         return self._prefixes[key]
+
+
+class Present(Oracle):
+    """The bound a dispatcher could reach: the oracle's exact view of every worker's
+    present (its queue in Kueue's order, which preemptions would succeed, no watch lag)
+    but no run times, not even of work already running. Where the workload must wait for
+    running work to end, which copy ends first is unknown, so every running copy is as
+    likely to end next as any other (memoryless, at the trace's median run time): the
+    expected wait until `m` of the `n` running copies have ended is that run time times
+    H(n) - H(n - m) (the harmonic numbers), with `m` the fewest copies, taken in the order
+    they were admitted, whose ending makes it fit. Everything else is the oracle's."""
+
+    name = "present"
+
+    def _wait_for_ends(
+        self, sim: Sim, worker: Worker, requests: dict[str, int], usage: dict[str, dict[str, int]]
+    ) -> Estimate | None:
+        # Copies being evicted or deleted are seen going: their quota is back within the
+        # release delay. Of the rest, none is known to end before another.
+        running = self._prefix(
+            (worker.spec.name, worker.version, None),
+            lambda: sorted(
+                worker.running, key=lambda c: (c.state == ADMITTED, c.admitted_at or 0.0)
+            ),
+        )
+        k = _first_fit(worker, requests, usage, running)
+        if k is None:
+            return None
+        s = sim.s
+        going = sum(c.state != ADMITTED for c in running[0])
+        if k < going:
+            return (s.release_delay + s.admission_delay, 0.0, 0, 0.0)
+        n, m = len(running[0]) - going, k + 1 - going
+        expected = MEDIAN_RUN_TIME * sum(1.0 / (n - i) for i in range(m))
+        return (s.admission_delay + expected, 0.0, 0, 0.0)
 
 
 def _first_fit(

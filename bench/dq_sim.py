@@ -267,6 +267,7 @@ class Sim:
         self.wls: list[Wl] = []
         self.groups: dict[str, list[Wl]] = {}
         self.snapshot: dict[str, WorkerView] = {}
+        self.snapshot_at = -math.inf  # when `snapshot` was read
         self.waiting: dict[str, Wl] = {}  # primaries with quota, no cluster yet
         self.dirty = True
         for job in scenario.jobs:
@@ -466,6 +467,7 @@ class Sim:
     # --- the dispatcher's view ----------------------------------------------------------------
     def _take_snapshot(self) -> None:
         self.snapshot = {name: w.view() for name, w in self.workers.items()}
+        self.snapshot_at = self.now
 
     def _refresh(self, _: object) -> None:
         """The watches deliver what changed at most `period` ago: decide again for the

@@ -21,7 +21,8 @@ import yaml
 from aiohttp import web
 
 from controller.app import explain
-from controller.dispatcher import Dispatcher, Pace
+from controller.dispatcher import Dispatcher
+from controller.events import Pace
 from controller.explain import NotFound
 from controller.kube import WORKLOADS as KUEUE_WORKLOADS
 from controller.kube import Kube, Reflector
@@ -197,7 +198,7 @@ def test_an_admitted_workloads_demand_moves_from_in_flight_to_reserved_once(
             dispatcher,
         ):
             await dispatcher.reconcile(key)
-            await asyncio.gather(*dispatcher._tasks_in_flight)
+            await asyncio.gather(*dispatcher.writer.tasks)
             assert dispatcher.in_flight.clusters_of(key) == {"w1", "w2"}
             w1 = WorkerKueue(fleet.workers["w1"], status_lag=None)
             store = dispatcher.state.workloads.store
@@ -218,7 +219,7 @@ def test_an_admitted_workloads_demand_moves_from_in_flight_to_reserved_once(
                     1000,
                     0,
                 )
-                assert not dispatcher._admitted
+                assert not dispatcher.demand.admitted
             else:
                 await asyncio.sleep(0.3)  # the copy is there, but cannot be read
                 assert (_reserved_cpu(dispatcher, "w1"), _in_flight_cpu(dispatcher, "w1")) == (
@@ -228,7 +229,7 @@ def test_an_admitted_workloads_demand_moves_from_in_flight_to_reserved_once(
             w1.flush()  # Kueue's ClusterQueue status write, a batch period late
             await until(lambda: _reserved_cpu(dispatcher, "w1") == 1000, what="the status")
             assert _in_flight_cpu(dispatcher, "w1") == 0
-            assert not dispatcher.in_flight.workloads() and not dispatcher._admitted
+            assert not dispatcher.in_flight.workloads() and not dispatcher.demand.admitted
 
     asyncio.run(asyncio.wait_for(main(), 60))
 
@@ -243,22 +244,27 @@ def test_an_admitted_workloads_demand_in_flight_never_outlives_it(end: str) -> N
         key = f"{NS}/job"
         async with dispatcher_on(FOUR_EACH, [workload("job", cpu="1")]) as (fleet, dispatcher):
             await dispatcher.reconcile(key)
-            await asyncio.gather(*dispatcher._tasks_in_flight)
+            await asyncio.gather(*dispatcher.writer.tasks)
             store = dispatcher.state.workloads.store
             fleet.manager.put(WORKLOADS, workload("job", cpu="1", cluster="w1"))
             await until(lambda: (store[key].get("status") or {}).get("clusterName"))
             await dispatcher.reconcile(key)
-            assert set(dispatcher._admitted) == {key} and _in_flight_cpu(dispatcher, "w1") == 1000
+            assert (
+                set(dispatcher.demand.admitted) == {key}
+                and _in_flight_cpu(dispatcher, "w1") == 1000
+            )
             if end == "deleted":
                 fleet.manager.remove(WORKLOADS, "job", NS)
                 await until(lambda: key not in store, what="the deletion")
             elif end == "expired":
-                dispatcher._admitted[key] = replace(dispatcher._admitted[key], until=0.0)
-                dispatcher._expire_admitted()
+                dispatcher.demand.admitted[key] = replace(
+                    dispatcher.demand.admitted[key], until=0.0
+                )
+                dispatcher.demand.expire_admitted()
             else:
                 await dispatcher.state.workers.pop("w1").stop()
-                dispatcher._expire_admitted()
-            assert not dispatcher.in_flight.workloads() and not dispatcher._admitted
+                dispatcher.demand.expire_admitted()
+            assert not dispatcher.in_flight.workloads() and not dispatcher.demand.admitted
 
     asyncio.run(asyncio.wait_for(main(), 60))
 
@@ -830,13 +836,13 @@ def test_our_own_nomination_coming_back_is_not_decided_again() -> None:
         key = f"{NS}/job"
         async with dispatcher_on(TWO, [workload("job", cpu="1")]) as (fleet, dispatcher):
             await dispatcher.reconcile(key)
-            await asyncio.gather(*dispatcher._tasks_in_flight)
+            await asyncio.gather(*dispatcher.writer.tasks)
             store = dispatcher.state.workloads.store
             await until(lambda: (store[key].get("status") or {}).get("nominatedClusterNames"))
-            assert key not in dispatcher.urgent
+            assert key not in dispatcher.queue.urgent
             # Kueue admits it on w2: that is news, and it is looked at.
             fleet.manager.put(WORKLOADS, workload("job", cpu="1", cluster="w2", state="Ready"))
-            await until(lambda: key in dispatcher.urgent, what="the admission to be queued")
+            await until(lambda: key in dispatcher.queue.urgent, what="the admission to be queued")
 
     asyncio.run(asyncio.wait_for(main(), 60))
 
@@ -914,13 +920,13 @@ def test_our_nomination_comes_back_recognised_and_is_cached_as_decoding_would() 
         async with dispatcher_on(TWO, [workload("job", cpu="1")]) as (fleet, dispatcher):
             workloads = dispatcher.state.workloads
             await dispatcher.reconcile(key)
-            await asyncio.gather(*dispatcher._tasks_in_flight)
-            await until(lambda: key in dispatcher._settled, what="the echo to settle it")
+            await asyncio.gather(*dispatcher.writer.tasks)
+            await until(lambda: key in dispatcher.decided.settled, what="the echo to settle it")
             assert workloads.recognised == 1
             assert workloads.store[key] == trim(fleet.manager.get(WORKLOADS, "job", NS))
-            assert key not in dispatcher.urgent
+            assert key not in dispatcher.queue.urgent
             fleet.manager.put(WORKLOADS, workload("job", cpu="1", cluster="w2", state="Ready"))
-            await until(lambda: key in dispatcher.urgent, what="the admission to be queued")
+            await until(lambda: key in dispatcher.queue.urgent, what="the admission to be queued")
             assert workloads.recognised == 1
             assert workloads.store[key] == trim(fleet.manager.get(WORKLOADS, "job", NS))
 
@@ -1053,23 +1059,23 @@ def test_a_settled_nomination_is_looked_at_again_only_when_something_changed() -
             TWO, [workload("job", cpu="1")], default_policy=Policy(widen_after_seconds=2)
         ) as (fleet, dispatcher):
             await dispatcher.reconcile(key)
-            await asyncio.gather(*dispatcher._tasks_in_flight)
-            await until(lambda: key in dispatcher._settled, what="the echo to settle it")
+            await asyncio.gather(*dispatcher.writer.tasks)
+            await until(lambda: key in dispatcher.decided.settled, what="the echo to settle it")
             dispatcher.enqueue_pending()
-            assert key not in dispatcher.later  # nothing changed: not decided again
+            assert key not in dispatcher.queue.later  # nothing changed: not decided again
 
             # w1's queue frees up: the fleet changed, so it is looked at again.
             fleet.workers["w1"].put(f"{K}/clusterqueues", cluster_queue("8", "32Gi"))
-            await until(lambda: (dispatcher.enqueue_pending(), key in dispatcher.later)[1])
-            dispatcher.later.clear()
+            await until(lambda: (dispatcher.enqueue_pending(), key in dispatcher.queue.later)[1])
+            dispatcher.queue.later.clear()
             await dispatcher.reconcile(key)  # still in place on w2: settled again
-            assert key in dispatcher._settled
+            assert key in dispatcher.decided.settled
             dispatcher.enqueue_pending()
-            assert key not in dispatcher.later
+            assert key not in dispatcher.queue.later
 
             # Widening is due two seconds after the nomination: then it is looked at.
             await until(
-                lambda: (dispatcher.enqueue_pending(), key in dispatcher.later)[1], timeout=5
+                lambda: (dispatcher.enqueue_pending(), key in dispatcher.queue.later)[1], timeout=5
             )
 
     asyncio.run(asyncio.wait_for(main(), 60))
@@ -1105,7 +1111,9 @@ def test_an_unchanged_decision_is_one_event_however_often_it_is_made() -> None:
             dispatcher.state.worker_views = silent_w2(connected=False)  # type: ignore[method-assign]
             await dispatcher.reconcile(key)
             await dispatcher.reconcile(key)
-            queued = [dispatcher._events.get_nowait() for _ in range(dispatcher._events.qsize())]
+            queued = [
+                dispatcher.events.queue.get_nowait() for _ in range(dispatcher.events.queue.qsize())
+            ]
             assert [(e[2], "unreachable" in e[3]) for e in queued] == [
                 ("NoFeasibleCluster", True),
                 ("NoFeasibleCluster", False),
@@ -1137,7 +1145,7 @@ def test_widening_keeps_its_schedule_across_a_restart() -> None:
         policy = Policy(widen_after_seconds=60)
         async with dispatcher_on(TWO, [wl], default_policy=policy) as (fleet, first):
             await first.reconcile(key)
-            await asyncio.gather(*first._tasks_in_flight)
+            await asyncio.gather(*first.writer.tasks)
             await until(lambda: fleet.nominations("job") == ["w2"])
             await until(
                 lambda: first.state.workloads.store[key]["status"].get("nominatedClusterNames")
@@ -1179,7 +1187,7 @@ def test_in_flight_demand_is_forgotten_when_the_workload_no_longer_goes_anywhere
         key = f"{NS}/job"
         async with dispatcher_on(TWO, [workload("job", cpu="1")]) as (fleet, dispatcher):
             await dispatcher.reconcile(key)
-            await asyncio.gather(*dispatcher._tasks_in_flight)
+            await asyncio.gather(*dispatcher.writer.tasks)
             assert _counted(dispatcher) == {key}
             store = dispatcher.state.workloads.store
             if change == "deleted during a relist":

@@ -21,7 +21,7 @@ from controller.model import (
     WorkerView,
     WorkloadView,
 )
-from controller.policy import FitMemo, InFlightIndex, decide
+from controller.policy import FitMemo, InFlightIndex, decide, takes_room
 from controller.workloads import MalformedWorkload, eligibility, requests_of, view_of
 from tests import policy_reference as reference
 from tests.fleet_harness import workload
@@ -1043,3 +1043,42 @@ def test_amounts_are_shown_in_the_units_people_write(
     from controller.policy import show
 
     assert show(resource, amount) == shown
+
+
+@pytest.mark.parametrize("memo", [False, True])
+def test_a_workload_waiting_where_it_cannot_preempt_gains_a_cluster_where_it_can(
+    memo: bool,
+) -> None:
+    """Issue 30: nominated to w1, which never preempts, while nothing fits anywhere. Once
+    w2's work of lower priority holds what it is short of, w2 joins w1 (w1 stays: it may
+    be admitting it). Not when w2 only may preempt (its Workloads are not read), nor when
+    w1 can preempt for it itself."""
+    full = queue(8, reserved=8)
+    low = (0, {"default": {"cpu": units(4)}})
+    waiting = demand(3, priority=100, nominated=("w1",), nominated_at=NOW)
+    fit_memo = FitMemo() if memo else None
+    # Its copy waits in w1's queue (pending there), 2 cores short.
+    w1 = replace(queue(8, reserved=7), pending=1)
+
+    def nominate(w1: QueueCapacity, w2: QueueCapacity) -> tuple[str, ...]:
+        workers = fleet(w1=w1, w2=w2)
+        return decide(
+            waiting, list(workers), workers, Policy(), InFlightIndex(), NOW, fit_memo
+        ).nominate
+
+    assert nominate(w1, replace(full, preempts=True, held=(low,))) == ("w1", "w2")
+    assert nominate(w1, replace(full, preempts=True)) == ("w1",)
+    can = replace(w1, preempts=True, held=(low,))
+    assert nominate(can, replace(full, preempts=True, held=(low,))) == ("w1",)
+
+
+def test_demand_in_flight_takes_room_where_it_fits_or_blocks_a_strict_fifo_queue() -> None:
+    """Issue 30: a copy waiting in a BestEffortFIFO queue takes nothing until the room it
+    needs is free (Kueue admits what fits behind it), so it is not counted in flight there;
+    where it fits, or waits at the head of a StrictFIFO queue, it is."""
+    fits = Verdict("w1", "fits", "", 0.5, {"cpu": "default"})
+    waits = Verdict("w1", "waits", "", -0.2, {"cpu": "default"})
+    best_effort, strict = queue(8, reserved=7), replace(queue(8, reserved=7), strict_fifo=True)
+    assert takes_room(fits, best_effort) and takes_room(fits, strict)
+    assert takes_room(waits, strict) and takes_room(waits, None)
+    assert not takes_room(waits, best_effort)

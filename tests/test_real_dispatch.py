@@ -294,8 +294,13 @@ class Dispatching:
             f"{workload} to have a copy on {cluster} only",
             lambda: set(self.copies(workload)) == {cluster},
         )
-        status = self.manager_workload(workload)["status"]
-        assert _condition(status, "Admitted"), f"{workload} on the manager: {status}"
+        # Admitted follows in the core workload controller's own reconcile once the checks
+        # are Ready (pkg/controller/core/workload_controller.go 775-787, v0.19.2), after the
+        # MultiKueue controller's write of clusterName and the check: a moment later.
+        self.wait(
+            f"{workload} to be Admitted on the manager",
+            lambda: _condition(self.manager_workload(workload)["status"], "Admitted"),
+        )
         # No wait here for the worker's ClusterQueue status to count the copy (Kueue writes
         # it a batch period later): the next decision must know of it already, from the
         # dispatcher's own demand in flight and the worker's Workloads.

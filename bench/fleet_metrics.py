@@ -1,0 +1,168 @@
+"""Dispatch-quality measures of a real fleet run, read from Kueue's own objects (issue 30,
+part 1): what the manager's and the workers' Workloads went through, as a watch on each
+recorded them (every version seen, in order). Pure: recorded objects in, numbers out, so
+the same measures are tested on recorded objects without a cluster and compared with the
+simulation's (bench/dispatch_quality.py `measure`) column by column.
+
+Kueue v0.19.2's objects, as read here:
+- a Workload's conditions (apis/kueue/v1beta2/workload_types.go 929-1012): QuotaReserved
+  (quota reserved in its ClusterQueue), Admitted (reserved and every admission check Ready:
+  on the manager, once the MultiKueue check is Ready, that is once a worker admitted its
+  copy), Finished, Evicted (reason "Preempted" for a workload preempted in its queue,
+  WorkloadEvictedByPreemption, line 1083);
+- a worker's copy of a manager Workload has the same namespace and name and the label
+  kueue.x-k8s.io/multikueue-origin (apis/kueue/v1beta2/multikueue_types.go 29; set in
+  pkg/controller/admissionchecks/multikueue/workload.go 1355);
+- the manager's `status.clusterName` names the worker whose copy it took.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+ORIGIN_LABEL = "kueue.x-k8s.io/multikueue-origin"
+
+Obj = dict[str, Any]
+
+
+class RecordError(ValueError):
+    """A recorded object this module cannot read; the message says which and why."""
+
+
+def _time(value: Any, where: str) -> float:
+    if not isinstance(value, str):
+        raise RecordError(f"{where}: no time (got {value!r}); record whole Workload objects")
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        raise RecordError(f"{where}: {value!r} is not an RFC 3339 time") from None
+
+
+def _name(obj: Obj) -> str:
+    meta = obj.get("metadata") or {}
+    if not meta.get("name"):
+        raise RecordError("a recorded object has no metadata.name; record whole objects")
+    return f"{meta.get('namespace', '')}/{meta['name']}"
+
+
+def _true_since(obj: Obj, kind: str) -> tuple[float, str] | None:
+    """(lastTransitionTime, reason) of condition `kind` when it is True."""
+    for cond in (obj.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == kind and cond.get("status") == "True":
+            where = f"Workload {_name(obj)} condition {kind}"
+            return _time(cond.get("lastTransitionTime"), where), cond.get("reason", "")
+    return None
+
+
+@dataclass
+class _History:
+    """What one Workload went through, from every version of it seen."""
+
+    created: float = math.nan
+    reserved: list[float] = field(default_factory=list)  # QuotaReserved transitions
+    admitted: list[float] = field(default_factory=list)  # Admitted transitions
+    evicted: list[tuple[float, str]] = field(default_factory=list)  # (time, reason)
+    finished: float | None = None
+    clusters: set[str] = field(default_factory=set)  # clusterName values seen (manager)
+    origin: bool = False  # a MultiKueue copy (on a worker)
+    owners: set[str] = field(default_factory=set)  # namespace/name of its owners
+    deleted: float | None = None  # its deletionTimestamp
+
+    def see(self, obj: Obj) -> None:
+        meta = obj.get("metadata") or {}
+        if math.isnan(self.created):
+            self.created = _time(meta.get("creationTimestamp"), f"Workload {_name(obj)}")
+        self.origin = self.origin or ORIGIN_LABEL in (meta.get("labels") or {})
+        for kind, times in (("QuotaReserved", self.reserved), ("Admitted", self.admitted)):
+            found = _true_since(obj, kind)
+            if found and found[0] not in times:
+                times.append(found[0])
+        evicted = _true_since(obj, "Evicted")
+        if evicted and evicted not in self.evicted:
+            self.evicted.append(evicted)
+        finished = _true_since(obj, "Finished")
+        if finished and self.finished is None:
+            self.finished = finished[0]
+        cluster = (obj.get("status") or {}).get("clusterName")
+        if cluster:
+            self.clusters.add(cluster)
+        for owner in meta.get("ownerReferences") or []:
+            self.owners.add(f"{meta.get('namespace', '')}/{owner.get('name', '')}")
+        if meta.get("deletionTimestamp") and self.deleted is None:
+            self.deleted = _time(meta["deletionTimestamp"], f"Workload {_name(obj)}")
+
+
+def _histories(objects: Iterable[Obj]) -> dict[str, _History]:
+    """By namespace/name and uid (a name reused by a new object is a new workload)."""
+    out: dict[str, _History] = {}
+    for obj in objects:
+        meta = obj.get("metadata") or {}
+        out.setdefault(f"{_name(obj)}/{meta.get('uid', '')}", _History()).see(obj)
+    return out
+
+
+def percentile(values: list[float], p: float) -> float:
+    """Nearest rank, as bench/dispatch_quality.py computes it; NaN for no values."""
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(p / 100 * len(ordered)) - 1)]
+
+
+def measure(
+    manager: Iterable[Obj], workers: dict[str, Iterable[Obj]], served: Iterable[str] = ()
+) -> dict[str, float]:
+    """The measures of one run. `manager`: every version of the manager's Workloads seen;
+    `workers`: per worker, every version of its Workloads seen (local work included);
+    `served`: namespace/name of the LeaderWorkerSets the replay deleted once they had run
+    their time (they never finish by themselves): their Workloads end when deleted.
+
+    - waits (seconds): first QuotaReserved on the manager to its first Admitted (the first
+      admission on a worker, as the simulation's `admit` columns);
+    - jct (seconds): creation of the manager Workload to its Finished;
+    - copies per workload: distinct MultiKueue copies created on workers, per manager
+      Workload (re-creations after an eviction included);
+    - preemptions: workloads on workers evicted with reason Preempted;
+    - evictions: evictions of manager Workloads (back to the manager's queue);
+    - lost: copies admitted on a worker whose admission the manager never took (it named
+      no such clusterName): the simulation's lost admissions, and copies admitted after
+      another had won;
+    - unfinished, pending: manager Workloads never Finished, and never Admitted."""
+    ours = _histories(manager)
+    if not ours:
+        raise RecordError("no manager Workloads recorded; was anything submitted?")
+    served = set(served)
+    for h in ours.values():
+        if h.finished is None and h.deleted is not None and h.owners & served:
+            h.finished = h.deleted
+    waits = [h.admitted[0] - h.reserved[0] for h in ours.values() if h.reserved and h.admitted]
+    jct = [h.finished - h.created for h in ours.values() if h.finished is not None]
+    by_name = {key.rsplit("/", 1)[0]: h for key, h in ours.items()}
+    copies = preemptions = lost = 0
+    for worker, objects in workers.items():
+        for key, h in _histories(objects).items():
+            preemptions += sum(1 for _, reason in h.evicted if reason == "Preempted")
+            if not h.origin:
+                continue
+            copies += 1
+            owner = by_name.get(key.rsplit("/", 1)[0])
+            if h.reserved and (owner is None or worker not in owner.clusters):
+                lost += 1
+    return {
+        "workloads": float(len(ours)),
+        "p50": percentile(waits, 50),
+        "p95": percentile(waits, 95),
+        "p99": percentile(waits, 99),
+        "jct_p50": percentile(jct, 50),
+        "jct_p95": percentile(jct, 95),
+        "copies": copies / len(ours),
+        "preemptions": float(preemptions),
+        "evictions": float(sum(len(h.evicted) for h in ours.values())),
+        "lost": float(lost),
+        "unfinished": float(sum(1 for h in ours.values() if h.finished is None)),
+        "pending": float(sum(1 for h in ours.values() if not h.admitted)),
+    }
