@@ -126,5 +126,7 @@ install_tools() {
   mkdir -p "$TOOLS"
   install_kind
   install_pulumi
-  export PATH="$TOOLS:$PATH"
+  # .venv first: a language host built from its Go module (no release reachable) runs the
+  # first python3 on PATH rather than Pulumi.yaml's virtualenv (program_env.program_path).
+  export PATH="$ROOT/.venv/bin:$TOOLS:$PATH"
 }

@@ -55,6 +55,7 @@ from components.resources.program_env import (
     missing_cloud_sdks,
     missing_message,
     program_env,
+    program_path,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -422,6 +423,7 @@ class Driver:
         env = {
             "PULUMI_BACKEND_URL": f"file://{self.options.backend}",
             "PULUMI_SKIP_UPDATE_CHECK": "1",
+            **program_path(ROOT),
         }
         if self.options.passphrase:
             return {**env, "PULUMI_CONFIG_PASSPHRASE": self.options.passphrase}

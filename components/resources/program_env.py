@@ -12,6 +12,7 @@ and EKS plugins, so they are installed there only for a stack with GKE or EKS cl
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Iterable
@@ -49,6 +50,18 @@ def program_env(project: Path) -> Path:
     runtime = settings.get("runtime")  # `runtime: python` is valid too
     options = (runtime.get("options") if isinstance(runtime, dict) else None) or {}
     return project / str(options.get("virtualenv", ".venv"))
+
+
+def program_path(project: Path) -> dict[str, str]:
+    """PATH with the program's environment first, when there is one. The language host the
+    project builds from its Go module when no release can be downloaded (tools/pulumi-
+    language-python: the module proxy serves pulumi/sdk/v3 only at v3.79.0) takes no
+    `virtualenv` option from the CLI and runs the first python3 on PATH; the released host
+    reads Pulumi.yaml's option itself, so this changes nothing there."""
+    bin_dir = program_env(project) / "bin"
+    if not (bin_dir / "python").exists():
+        return {}
+    return {"PATH": os.pathsep.join([str(bin_dir), os.environ.get("PATH", "")])}
 
 
 def cloud_modules(providers: Iterable[str]) -> list[str]:
