@@ -83,6 +83,11 @@ if [[ ",$PROVIDERS," == *,kind,* || "$BUILDS_IMAGE" == yes ]]; then
   command -v docker >/dev/null || die "$why, which needs Docker; install Docker and run again"
   docker info >/dev/null 2>&1 || die "Docker is installed but not running (docker info failed); start Docker and run again"
 fi
+if [[ ",$PROVIDERS," == *,kind,* ]]; then
+  step "Pre-flight for kind (this host, the node image)"
+  # One line per lack, with its fix, before any cluster exists (components/checks/kind_host.py).
+  .venv/bin/python -m components.checks.kind_host "$STACK_FILE" || exit 1
+fi
 
 step "Tools"
 install_tools

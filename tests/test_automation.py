@@ -116,7 +116,13 @@ def fake(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Any:
         options = Options(
             base="ci", name=name, out=tmp_path / "out", backend=tmp_path / "state", **kw
         )
-        return Driver(options, automation=auto, log=lambda _: None, tools=lambda *_: None)
+        return Driver(
+            options,
+            automation=auto,
+            log=lambda _: None,
+            tools=lambda *_: None,
+            host_check=lambda _: [],
+        )
 
     auto.make = make
     return auto
@@ -292,7 +298,13 @@ def test_the_driver_asks_for_docker_when_the_stack_builds_the_image(
     monkeypatch.setattr(driver_module, "missing_cloud_sdks", lambda *_: [])
     seen: list[tuple[bool, ...]] = []
     options = Options(base="gke", name="gke-t", out=tmp_path / "out", backend=tmp_path / "s")
-    Driver(options, automation=fake, log=lambda _: None, tools=lambda *a: seen.append(a)).up()
+    Driver(
+        options,
+        automation=fake,
+        log=lambda _: None,
+        tools=lambda *a: seen.append(a),
+        host_check=lambda _: [],
+    ).up()
     # gke: no kind; the image is built from controller/; GKE's credential plugin.
     assert seen == [(False, True, {"gke"})]
 
@@ -307,7 +319,9 @@ def test_an_existing_context_this_machines_kubeconfig_lacks_stops_up_first(
     monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
     monkeypatch.setattr(driver_module, "missing_cloud_sdks", lambda *_: [])
     options = Options(base="existing", name="ex-t", out=tmp_path / "out", backend=tmp_path / "s")
-    driver = Driver(options, automation=fake, log=lambda _: None, tools=lambda *_: None)
+    driver = Driver(
+        options, automation=fake, log=lambda _: None, tools=lambda *_: None, host_check=lambda _: []
+    )
     with pytest.raises(DriverError) as info:
         driver.up()
     (line,) = str(info.value).splitlines()
@@ -428,7 +442,7 @@ def cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
             project=project,
             **kw,
         )
-        return Driver(options, log=lines.append, tools=lambda *_: None)
+        return Driver(options, log=lines.append, tools=lambda *_: None, host_check=lambda _: [])
 
     def calls() -> list[str]:
         return (state / "calls.log").read_text().splitlines()
@@ -506,7 +520,7 @@ from pathlib import Path
 from components.cli.automation import Driver, Options
 options = Options(base="ci", name="ci-term", out=Path({str(cli.tmp / "out")!r}),
                   backend=Path({str(cli.tmp / "backend")!r}), project=Path({str(cli.project)!r}))
-sys.exit(Driver(options, tools=lambda *_: None).run(["true"]))
+sys.exit(Driver(options, tools=lambda *_: None, host_check=lambda _: []).run(["true"]))
 """
     driver = subprocess.Popen(
         [sys.executable, "-c", script],
@@ -579,7 +593,9 @@ def test_a_cloud_base_needs_the_cloud_sdks_in_pulumis_environment(
     options = Options(
         base="gke", name="gke-t", out=tmp_path / "out", backend=tmp_path / "s", project=project
     )
-    driver = Driver(options, automation=fake, log=lambda _: None, tools=lambda *_: None)
+    driver = Driver(
+        options, automation=fake, log=lambda _: None, tools=lambda *_: None, host_check=lambda _: []
+    )
     with pytest.raises(DriverError) as info:
         driver.up()
     assert str(info.value) == (

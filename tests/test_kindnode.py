@@ -147,3 +147,41 @@ def test_the_from_host_context_is_chosen_outside_a_pod(monkeypatch: pytest.Monke
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST")
     plain = worker_kubeconfig("worker1", "https://w1:6443", "Q0E=", "t")
     assert host_context(plain) is None
+
+
+def test_upstream_controllers_fit_a_kind_node() -> None:
+    from components.objects.kind_config import fit_kind_node
+
+    lws = {
+        "kind": "Deployment",
+        "spec": {
+            "replicas": 2,
+            "template": {
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "m",
+                            "resources": {
+                                "requests": {"cpu": "1", "memory": "1Gi"},
+                                "limits": {"cpu": "2"},
+                            },
+                        },
+                        {"name": "s", "resources": {"requests": {"cpu": "50m"}}},
+                        {"name": "n"},
+                    ]
+                }
+            },
+        },
+    }
+    fitted = fit_kind_node(lws)
+    assert fitted["spec"]["replicas"] == 1
+    main, small, bare = fitted["spec"]["template"]["spec"]["containers"]
+    assert main["resources"] == {
+        "requests": {"cpu": "100m", "memory": "1Gi"},
+        "limits": {"cpu": "2"},
+    }
+    assert small["resources"]["requests"]["cpu"] == "50m"
+    assert bare == {"name": "n"}
+    assert lws["spec"]["replicas"] == 2  # the input is left alone
+    service = {"kind": "Service", "spec": {"replicas": 3}}
+    assert fit_kind_node(service) is service

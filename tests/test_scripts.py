@@ -50,6 +50,16 @@ OUTPUTS = json.dumps(
     }
 )
 
+FAKE_DOCKER_INFO = json.dumps(
+    {
+        "ServerVersion": "fake",
+        "DefaultRuntime": "runc-without-sys-resource",
+        "CgroupVersion": "2",
+        "MemTotal": 0,
+        "DockerRootDir": "/",
+    }
+)
+
 # Records each call with the backend and passphrase it saw; answers what up/down read.
 FAKE_PULUMI = r"""echo "pulumi $* | $PULUMI_BACKEND_URL | ${PULUMI_CONFIG_PASSPHRASE:-}" >> LOG
 case "$1 $2" in
@@ -74,7 +84,10 @@ def run_up(
     bin_dir, tools, log = tmp_path / "bin", tmp_path / "tools", tmp_path / "calls.log"
     _fake(
         bin_dir / "docker",
-        f'echo "docker $*" >> {log}\n[ "$1" = info ] && exit {0 if docker_ok else 1}\nexit 0\n',
+        f'echo "docker $*" >> {log}\n[ "$1" = info ] || exit 0\n'
+        f"[ {0 if docker_ok else 1} = 0 ] || exit 1\n"
+        # What the kind pre-flight reads (components/checks/kind_host.py).
+        f"echo '{FAKE_DOCKER_INFO}'\n",
     )
     _fake(
         tools / "kind",

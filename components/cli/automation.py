@@ -47,6 +47,7 @@ from pulumi.automation import CommandResult, PulumiCommand
 from pulumi.automation.errors import create_command_error
 
 from components.checks.consumers import context_problem, existing_worker_servers
+from components.checks.kind_host import preflight as kind_preflight
 from components.checks.load import load_stack
 from components.model.spec import PROJECT
 from components.model.stack_file import parse_stack_text, stack_path
@@ -356,6 +357,7 @@ class Driver:
         automation: Any = None,
         log: Log = print,
         tools: Callable[[bool, bool, set[str]], None] = require_tools,
+        host_check: Callable[[Any], list[str]] = kind_preflight,
     ) -> None:
         # A faked Automation API (tests) brings its own CLI; the real one gets the owned one.
         self.owned_cli = automation is None
@@ -365,6 +367,7 @@ class Driver:
         self.options = options
         self.log = log
         self.tools = tools
+        self.host_check = host_check
         self.supervisor = Supervisor(options.interrupt_grace, log)
         self.stack_touched = False  # from here on a teardown has something to look for
 
@@ -490,6 +493,11 @@ class Driver:
         spec, _ = load_stack(str(base_file))  # validated before anything is created
         providers = {c.provider for c in spec.clusters}
         self.tools("kind" in providers, spec.dispatcher.builds_image, providers)
+        # What this host lacks for kind (Docker's privileges, cgroups, inotify, disk, the
+        # node image): one line each, before any cluster is created.
+        host_problems = self.host_check(spec)
+        if host_problems:
+            raise DriverError("cannot create the kind clusters: " + "; ".join(host_problems))
         # The kubeconfig of this machine, which `validate` leaves alone unless the stack
         # names the file (components/checks/consumers.py).
         found = [context_problem(c) for c in spec.clusters if c.existing is not None]

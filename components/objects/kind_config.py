@@ -75,3 +75,47 @@ def internal_server(spec: FleetSpec, cluster: ClusterSpec) -> str:
     """How pods in another kind cluster on the same Docker network reach this one: the
     control-plane container's name, which kind's API server certificate includes."""
     return f"https://{cluster.physical_name(spec.fleet_name)}-control-plane:6443"
+
+
+# On kind every upstream controller runs one replica and requests at most this much CPU: all
+# clusters' nodes share one machine, and each node reports all of its cores, so upstream's
+# requests (LeaderWorkerSet v0.9.0: 2 replicas of 1 CPU, config/manager/manager.yaml; JobSet
+# v0.12.0 and Kueue v0.19.2: 500m) leave the dev stack's LeaderWorkerSet controller
+# unschedulable on a 2-core machine, and `up` waiting on it. Requests only: limits stay.
+KIND_CONTROLLER_CPU_MILLI = 100
+
+
+def _milli(cpu: Any) -> int | None:
+    text = str(cpu)
+    try:
+        return int(text[:-1]) if text.endswith("m") else int(float(text) * 1000)
+    except ValueError:
+        return None
+
+
+def fit_kind_node(obj: dict[str, Any]) -> dict[str, Any]:
+    """A Deployment of an upstream install as it runs on a kind cluster (the same object
+    otherwise): one replica, CPU requests of at most KIND_CONTROLLER_CPU_MILLI."""
+    if obj.get("kind") != "Deployment" or not isinstance(obj.get("spec"), dict):
+        return obj
+    spec = dict(obj["spec"])
+    if isinstance(spec.get("replicas"), int) and spec["replicas"] > 1:
+        spec["replicas"] = 1
+    template = spec.get("template")
+    pod = template.get("spec") if isinstance(template, dict) else None
+    if isinstance(pod, dict):
+        containers = []
+        for container in pod.get("containers") or []:
+            requests = (
+                ((container.get("resources") or {}).get("requests") or {})
+                if isinstance(container, dict)
+                else {}
+            )
+            milli = _milli(requests.get("cpu")) if "cpu" in requests else None
+            if milli is not None and milli > KIND_CONTROLLER_CPU_MILLI:
+                resources = dict(container["resources"])
+                resources["requests"] = {**requests, "cpu": f"{KIND_CONTROLLER_CPU_MILLI}m"}
+                container = {**container, "resources": resources}
+            containers.append(container)
+        spec["template"] = {**template, "spec": {**pod, "containers": containers}}
+    return {**obj, "spec": spec}

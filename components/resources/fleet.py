@@ -44,6 +44,7 @@ from components.model.spec import ClusterSpec, FleetSpec
 from components.model.versions import kueue_bundle
 from components.objects import dispatcher
 from components.objects.fleet import bundles, cluster_objects
+from components.objects.kind_config import fit_kind_node
 from components.objects.kubeconfig import context_cluster, with_host_context, worker_kubeconfig
 from components.objects.kueue_install import kueue_objects
 from components.objects.labels import KUEUE_NAMESPACE, with_fleet_labels
@@ -87,6 +88,16 @@ def created_cluster_of(handle: ClusterHandle) -> pulumi.Resource | None:
     or EKS cluster the stack created. None on an `existing` cluster, the only kind that
     outlives the fleet, whose objects are deleted one by one."""
     return handle.created
+
+
+def kind_node_transform(
+    args: pulumi.ResourceTransformArgs,
+) -> pulumi.ResourceTransformResult | None:
+    """An upstream install's Deployments as they run on kind (objects/kind_config.py
+    fit_kind_node); a transform reaches the children a remote component registers."""
+    if args.type_ != "kubernetes:apps/v1:Deployment":
+        return None
+    return pulumi.ResourceTransformResult(fit_kind_node(dict(args.props)), args.opts)
 
 
 def deleted_with_transform(cluster: pulumi.Resource) -> pulumi.ResourceTransform:
@@ -459,12 +470,17 @@ class Fleet(pulumi.ComponentResource):
         the provider registers, so `deleted_with` reaches them through a transform (only
         there: each transform is a callback the engine calls for every resource below)."""
         cluster = created_cluster_of(handle)
+        transforms: list[pulumi.ResourceTransform] = []
+        if cluster and group:
+            transforms.append(deleted_with_transform(cluster))
+        if group and handle.spec.provider == "kind":
+            transforms.append(kind_node_transform)
         return pulumi.ResourceOptions(
             parent=self,
             provider=handle.provider,
             depends_on=after,
             deleted_with=cluster,
-            transforms=[deleted_with_transform(cluster)] if cluster and group else None,
+            transforms=transforms or None,
         )
 
     def _objects(
