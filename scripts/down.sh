@@ -46,6 +46,7 @@ if [[ ",$PROVIDERS," =~ ,existing, ]]; then
     | .venv/bin/python -m components.cli.teardown
 fi
 step "Destroying stack '$STACK'"
+checkpoints_for "$PROVIDERS"
 pulumi destroy --yes --stack "$STACK" --non-interactive
 pulumi stack rm --yes --preserve-config --stack "$STACK" --non-interactive
 # The kubeconfigs and summary up.sh wrote for this stack (credentials of clusters that are

@@ -122,6 +122,21 @@ use_local_backend() {  # stack
   fi
 }
 
+# A stack of kind clusters only: Pulumi writes its state once at the end of an update rather
+# than after every step (PULUMI_SKIP_CHECKPOINTS, pulumi v3.274.1 pkg/backend/snapshot.go).
+# Each checkpoint rewrites the whole state file, some 18 MB for the dev stack (Kueue's CRDs,
+# three times), which made `up` and `destroy` take minutes of CPU for nothing. Safe for kind
+# only: a cluster whose create was not recorded is adopted by the next `up` (its owner
+# label), objects are applied server-side, and every delete is idempotent; a cloud cluster
+# missing from the state would be left running, so cloud stacks keep every checkpoint.
+checkpoints_for() {  # providers (comma-separated)
+  if [ "$1" = kind ]; then
+    export PULUMI_SKIP_CHECKPOINTS=true
+  else
+    unset PULUMI_SKIP_CHECKPOINTS
+  fi
+}
+
 install_tools() {
   mkdir -p "$TOOLS"
   install_kind

@@ -100,6 +100,7 @@ step "Offline render of what each cluster gets (.render/$STACK)"
 .venv/bin/python -m components render --stack "$STACK" --out ".render/$STACK"
 
 step "Provisioning"
+checkpoints_for "$PROVIDERS"
 pulumi up --yes --stack "$STACK" --non-interactive
 # What `python -m components status --dir .fleet` reads: each cluster's kubeconfig (0600)
 # and a summary, from the stack's outputs.

@@ -368,6 +368,7 @@ class Driver:
         self.log = log
         self.tools = tools
         self.host_check = host_check
+        self.kind_only = False  # set once the base stack is read
         self.supervisor = Supervisor(options.interrupt_grace, log)
         self.stack_touched = False  # from here on a teardown has something to look for
 
@@ -427,6 +428,9 @@ class Driver:
             "PULUMI_BACKEND_URL": f"file://{self.options.backend}",
             "PULUMI_SKIP_UPDATE_CHECK": "1",
             **program_path(ROOT),
+            # scripts/env.sh checkpoints_for: the state written once per update, on a stack
+            # of kind clusters only.
+            **({"PULUMI_SKIP_CHECKPOINTS": "true"} if self.kind_only else {}),
         }
         if self.options.passphrase:
             return {**env, "PULUMI_CONFIG_PASSPHRASE": self.options.passphrase}
@@ -492,6 +496,7 @@ class Driver:
         base_file = stack_path(o.base)
         spec, _ = load_stack(str(base_file))  # validated before anything is created
         providers = {c.provider for c in spec.clusters}
+        self.kind_only = providers == {"kind"}
         self.tools("kind" in providers, spec.dispatcher.builds_image, providers)
         # What this host lacks for kind (Docker's privileges, cgroups, inotify, disk, the
         # node image): one line each, before any cluster is created.

@@ -99,7 +99,8 @@ def fit_kind_node(obj: dict[str, Any]) -> dict[str, Any]:
     if obj.get("kind") != "Deployment" or not isinstance(obj.get("spec"), dict):
         return obj
     spec = dict(obj["spec"])
-    if isinstance(spec.get("replicas"), int) and spec["replicas"] > 1:
+    # A number from the engine arrives as a float (protobuf Struct).
+    if isinstance(spec.get("replicas"), int | float) and spec["replicas"] > 1:
         spec["replicas"] = 1
     template = spec.get("template")
     pod = template.get("spec") if isinstance(template, dict) else None
