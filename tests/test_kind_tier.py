@@ -110,7 +110,7 @@ def test_up_brings_every_link_and_controller_up(fleet: DevFleet) -> None:
             )
             assert _condition(obj, "Available") == "True", f"{cluster}: {namespace}/{deployment}"
     dispatcher = kubectl_json(
-        fleet.manager, "get", "deployment", DISPATCHER, "-n", "multikueue-fleet"
+        fleet.manager, "get", "deployment", DISPATCHER, "-n", "multikueue-fleet-system"
     )
     assert (dispatcher.get("status") or {}).get("readyReplicas", 0) >= 1
 
