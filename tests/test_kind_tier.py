@@ -193,21 +193,53 @@ def test_sample_jobs_run_on_one_worker_through_the_in_cluster_dispatcher(fleet: 
     wait(group_running, "the LeaderWorkerSet's leader and worker pods running on its worker")
 
 
+TOO_BIG = """apiVersion: batch/v1
+kind: Job
+metadata:
+  name: too-big
+  namespace: default
+  labels:
+    kueue.x-k8s.io/queue-name: user-queue
+spec:
+  suspend: true
+  template:
+    spec:
+      restartPolicy: Never
+      containers:
+        - name: main
+          image: busybox:1.36
+          command: ["sleep", "1"]
+          resources:
+            requests: {cpu: "5", memory: 64Mi}
+"""
+
+
 def test_status_and_explain_from_the_host_tell_the_truth(fleet: DevFleet) -> None:
     status = fleet.mkf("status", "--wait", "120")
     assert status.returncode == 0, status.stdout + status.stderr
-    workload = _workload_of(fleet.manager, "LeaderWorkerSet", "sample-lws")
-    assert workload is not None
-    name = workload["metadata"]["name"]
-    explained = fleet.mkf(
-        "controller", "--kubeconfig", str(fleet.manager), "explain", f"default/{name}"
-    )
-    assert explained.returncode == 0, explained.stdout + explained.stderr
-    text = explained.stdout
-    assert "worker1" in text and "worker2" in text, text
-    # The reader kubeconfigs name <cluster>-control-plane, which resolves only on the kind
-    # network: from the host the dispatcher's from-host context must be used.
-    assert "cannot use its kubeconfig" not in text and "unreachable" not in text.lower(), text
+    # 5 CPUs: the manager's quota (the workers' sum, 8) admits it, no worker's (4) does, so it
+    # stays pending and explain weighs every worker.
+    kubectl(fleet.manager, "apply", "-f", "-", stdin=TOO_BIG)
+    try:
+        wait(
+            lambda: (
+                (w := _workload_of(fleet.manager, "Job", "too-big"))
+                and _condition(w, "QuotaReserved") == "True"
+            ),
+            "the too-big Job's quota reserved on the manager",
+        )
+        explained = fleet.mkf(
+            "controller", "--kubeconfig", str(fleet.manager), "explain", "default/too-big"
+        )
+        assert explained.returncode == 0, explained.stdout + explained.stderr
+        text = explained.stdout
+        assert "worker1" in text and "worker2" in text, text
+        # The reader kubeconfigs name <cluster>-control-plane, which resolves only on the kind
+        # network: from the host, the from-host context reaches each worker.
+        for unreachable in ("cannot use its kubeconfig", "no reader Secret", "cannot reach"):
+            assert unreachable not in text, text
+    finally:
+        kubectl(fleet.manager, "delete", "job", "too-big", "-n", "default", "--wait=false")
 
 
 def _node_containers(worker: str) -> list[str]:

@@ -18,9 +18,10 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from components.model.fieldtypes import minor_tuple
-from components.model.spec import FleetSpec
+if TYPE_CHECKING:  # the host checks run before any dependency is installed (.ci/run)
+    from components.model.spec import FleetSpec
 
 # Kernel capability number (include/uapi/linux/capability.h).
 CAP_SYS_RESOURCE = 24
@@ -267,6 +268,8 @@ def _node_image(image: str) -> str | None:
 def preflight(spec: FleetSpec) -> list[str]:
     """One line per thing this host lacks for the stack's kind clusters, each with its fix;
     empty when there are none or the stack has no kind cluster."""
+    from components.model.fieldtypes import minor_tuple
+
     kind = [c for c in spec.clusters if c.provider == "kind" and c.kind is not None]
     if not kind:
         return []
