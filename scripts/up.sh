@@ -76,6 +76,18 @@ case ",$PROVIDERS," in
     ;;
 esac
 
+# A cloud cluster's kubeconfig runs its credential plugin: without it `pulumi up` would create
+# the clusters, then fail at the first Kubernetes call (components/resources/program_env.py
+# CREDENTIAL_PLUGINS; `mkf up` and `mkf run` check the same).
+case ",$PROVIDERS," in
+  *,gke,*) command -v gke-gcloud-auth-plugin >/dev/null \
+    || die "this stack has GKE clusters, whose kubeconfigs run gke-gcloud-auth-plugin, which is not on PATH; install it (gcloud components install gke-gcloud-auth-plugin, or Debian's google-cloud-cli-gke-gcloud-auth-plugin) and run again" ;;
+esac
+case ",$PROVIDERS," in
+  *,eks,*) command -v aws >/dev/null \
+    || die "this stack has EKS clusters, whose kubeconfigs run \`aws eks get-token\`, and the AWS CLI is not on PATH; install the AWS CLI v2 and run again" ;;
+esac
+
 if [[ ",$PROVIDERS," == *,kind,* || "$BUILDS_IMAGE" == yes ]]; then
   step "Docker"
   why="this stack runs on kind"

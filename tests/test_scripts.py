@@ -80,6 +80,7 @@ def run_up(
     docker_ok: bool = True,
     env: dict[str, str] | None = None,
     script: str = "up.sh",
+    without: tuple[str, ...] = (),
 ) -> subprocess.CompletedProcess[str]:
     bin_dir, tools, log = tmp_path / "bin", tmp_path / "tools", tmp_path / "calls.log"
     _fake(
@@ -89,6 +90,9 @@ def run_up(
         # What the kind pre-flight reads (components/checks/kind_host.py).
         f"echo '{FAKE_DOCKER_INFO}'\n",
     )
+    for plugin in ("gke-gcloud-auth-plugin", "aws"):  # what cloud kubeconfigs run
+        if plugin not in (without or ()):
+            _fake(bin_dir / plugin, "exit 0\n")
     _fake(
         tools / "kind",
         f'echo "kind $*" >> {log}\n[ "$1" = version ] && echo "kind v0.33.0 go1.26.8 linux/amd64"'
@@ -98,7 +102,7 @@ def run_up(
     # Only what the test sets: a passphrase in the caller's environment must not leak in.
     environment = {
         # The fakes first: up.sh uses a kind or Pulumi CLI of the pinned version on PATH.
-        "PATH": f"{tools}:{bin_dir}:{os.environ['PATH']}",
+        "PATH": f"{tools}:{bin_dir}:{(env or {}).get('SYSTEM_PATH', os.environ['PATH'])}",
         "HOME": str(tmp_path),
         "MKF_TOOLS_DIR": str(tools),
         "FAKE_OUTPUTS": OUTPUTS,
@@ -336,3 +340,31 @@ def test_help_prints_the_usage_and_touches_nothing(
     assert wrong.returncode == 2
     assert f"error: unknown option --stak; usage: scripts/{script} [STACK]" in wrong.stderr
     assert calls_of(tmp_path) == []
+
+
+@pytest.mark.parametrize(("stack", "plugin"), [("gke", "gke-gcloud-auth-plugin"), ("eks", "aws")])
+def test_a_cloud_stack_without_its_credential_plugin_stops_before_pulumi(
+    project: Path, tmp_path: Path, stack: str, plugin: str
+) -> None:
+    # A PATH without the plugin, whatever this machine has installed: every other command of
+    # the system folders linked into one folder, and python3 this interpreter.
+    system = tmp_path / "system-bin"
+    system.mkdir()
+    for folder in ("/usr/local/bin", "/usr/bin", "/bin"):
+        for command in Path(folder).iterdir() if Path(folder).is_dir() else ():
+            target = system / command.name
+            if command.name != plugin and not target.exists():
+                target.symlink_to(command)
+    (system / "python3").unlink(missing_ok=True)
+    (system / "python3").symlink_to(sys.executable)
+    result = run_up(
+        project,
+        tmp_path,
+        stack,
+        env={"PULUMI_CONFIG_PASSPHRASE": "s3cret", "SYSTEM_PATH": str(system)},
+        without=(plugin,),
+    )
+    assert result.returncode == 1, result.stdout + result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: this stack has") and plugin in last and "install" in last
+    assert not any(c.startswith("pulumi") for c in calls_of(tmp_path))
