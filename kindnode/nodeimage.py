@@ -24,6 +24,7 @@ gives a multi-node kind cluster.
 from __future__ import annotations
 
 import hashlib
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -87,6 +88,9 @@ def debian_base(log=print) -> None:
     tar.wait()
     if result.returncode != 0:
         raise HostError(f"docker import of the Debian base failed: {result.stderr.decode()[-200:]}")
+    # The root filesystem has device files (dev/zero, dev/urandom): left in the checkout, a
+    # copy of it (a test's project copy) would read them without end.
+    shutil.rmtree(DEBIAN_ROOTFS, ignore_errors=True)
     log(f"  imported {images.DEBIAN} (debootstrap bookworm minbase)")
 
 

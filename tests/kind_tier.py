@@ -76,8 +76,15 @@ def tool_env(project: Path, passphrase: str | None = None) -> dict[str, str]:
         "PULUMI_SKIP_UPDATE_CHECK": "1",
         "PULUMI_BACKEND_URL": f"file://{project}/.pulumi-state",
     }
-    env.pop("PULUMI_CONFIG_PASSPHRASE_FILE", None)
-    env.pop("KUBECONFIG", None)
+    # What the mock-engine tests set in this process (tests/pulumi_harness.py): a synthetic
+    # release cache and a fake kubeconfig, which a user's fleet must never see.
+    for name in (
+        "PULUMI_CONFIG_PASSPHRASE_FILE",
+        "KUBECONFIG",
+        "MKF_UPSTREAM_CACHE",
+        "VIRTUAL_ENV",
+    ):
+        env.pop(name, None)
     if passphrase:
         env["PULUMI_CONFIG_PASSPHRASE"] = passphrase
     else:

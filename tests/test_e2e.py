@@ -44,7 +44,14 @@ def project(tmp_path: Path) -> Path:
         ROOT,
         copy,
         ignore=shutil.ignore_patterns(
-            ".git", ".venv*", ".tools", ".pulumi-state", ".render", ".fleet", "__pycache__"
+            ".git",
+            ".venv*",
+            ".tools",
+            ".pulumi-state",
+            ".render",
+            ".fleet",
+            ".cache",
+            "__pycache__",
         ),
     )
     return copy
@@ -84,10 +91,14 @@ def _pulumi_env(project: Path, passphrase: str = DEV_PASSPHRASE) -> dict[str, st
         "PULUMI_BACKEND_URL": f"file://{project}/.pulumi-state",
         "PULUMI_CONFIG_PASSPHRASE": passphrase,
         "PULUMI_SKIP_UPDATE_CHECK": "1",
-        "PATH": os.pathsep.join([*tools, os.environ["PATH"]]),
+        # The program's environment first: the language host built from its module runs
+        # the first python3 on PATH (components/resources/program_env.py program_path).
+        "PATH": os.pathsep.join([str(project / ".venv" / "bin"), *tools, os.environ["PATH"]]),
     }
-    # Pulumi reads PULUMI_CONFIG_PASSPHRASE first, but a file set for other stacks is noise.
-    environment.pop("PULUMI_CONFIG_PASSPHRASE_FILE", None)
+    # Pulumi reads PULUMI_CONFIG_PASSPHRASE first, but a file set for other stacks is noise;
+    # the mock-engine tests point this process at a synthetic release cache.
+    for name in ("PULUMI_CONFIG_PASSPHRASE_FILE", "MKF_UPSTREAM_CACHE", "KUBECONFIG"):
+        environment.pop(name, None)
     return environment
 
 

@@ -92,7 +92,14 @@ def _env(folder: Path) -> dict[str, str]:
         # `python -m loopback build` in the clone finds the tools already built.
         "MKF_TOOLS_BIN": str(toolchain.BIN_DIR),
     }
-    for name in ("KUBECONFIG", "PULUMI_BACKEND_URL", "PULUMI_CONFIG_PASSPHRASE", "VIRTUAL_ENV"):
+    # MKF_UPSTREAM_CACHE: the mock-engine tests point this process at a synthetic cache.
+    for name in (
+        "KUBECONFIG",
+        "PULUMI_BACKEND_URL",
+        "PULUMI_CONFIG_PASSPHRASE",
+        "VIRTUAL_ENV",
+        "MKF_UPSTREAM_CACHE",
+    ):
         env.pop(name, None)
     return env
 
