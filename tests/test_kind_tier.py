@@ -214,32 +214,42 @@ spec:
 """
 
 
-def test_status_and_explain_from_the_host_tell_the_truth(fleet: DevFleet) -> None:
-    status = fleet.mkf("status", "--wait", "120")
-    assert status.returncode == 0, status.stdout + status.stderr
-    # 5 CPUs: the manager's quota (the workers' sum, 8) admits it, no worker's (4) does, so it
-    # stays pending and explain weighs every worker.
-    kubectl(fleet.manager, "apply", "-f", "-", stdin=TOO_BIG)
+def _explain_pending_too_big(fleet: DevFleet, name: str) -> str:
+    """Submits a Job no worker can hold (5 CPUs: the manager's quota, the workers' sum, admits
+    it; no worker's 4 does), so it stays pending and explain weighs every worker; returns what
+    explain printed from the host."""
+    kubectl(
+        fleet.manager, "apply", "-f", "-", stdin=TOO_BIG.replace("name: too-big", f"name: {name}")
+    )
     try:
         wait(
             lambda: (
-                (w := _workload_of(fleet.manager, "Job", "too-big"))
+                (w := _workload_of(fleet.manager, "Job", name))
                 and _condition(w, "QuotaReserved") == "True"
             ),
-            "the too-big Job's quota reserved on the manager",
+            f"the {name} Job's quota reserved on the manager",
         )
         explained = fleet.mkf(
-            "controller", "--kubeconfig", str(fleet.manager), "explain", "default/too-big"
+            "controller", "--kubeconfig", str(fleet.manager), "explain", f"default/{name}"
         )
         assert explained.returncode == 0, explained.stdout + explained.stderr
-        text = explained.stdout
-        assert "worker1" in text and "worker2" in text, text
-        # The reader kubeconfigs name <cluster>-control-plane, which resolves only on the kind
-        # network: from the host, the from-host context reaches each worker.
-        for unreachable in ("cannot use its kubeconfig", "no reader Secret", "cannot reach"):
-            assert unreachable not in text, text
+        return explained.stdout
     finally:
-        kubectl(fleet.manager, "delete", "job", "too-big", "-n", "default", "--wait=false")
+        kubectl(fleet.manager, "delete", "job", name, "-n", "default", "--wait=false")
+
+
+def _assert_every_worker_weighed(text: str) -> None:
+    assert "worker1" in text and "worker2" in text, text
+    # The reader kubeconfigs name <cluster>-control-plane, which resolves only on the kind
+    # network: from the host, the from-host context reaches each worker.
+    for unreachable in ("cannot use its kubeconfig", "no reader Secret", "cannot reach"):
+        assert unreachable not in text, text
+
+
+def test_status_and_explain_from_the_host_tell_the_truth(fleet: DevFleet) -> None:
+    status = fleet.mkf("status", "--wait", "120")
+    assert status.returncode == 0, status.stdout + status.stderr
+    _assert_every_worker_weighed(_explain_pending_too_big(fleet, "too-big"))
 
 
 def _node_containers(worker: str) -> list[str]:
@@ -289,14 +299,11 @@ def test_a_stopped_worker_is_skipped_then_used_again(fleet: DevFleet) -> None:
         "worker2 Active again after its restart",
         timeout=600,
     )
-    workload = _workload_of(fleet.manager, "LeaderWorkerSet", "sample-lws")
-    assert workload is not None
-    explained = fleet.mkf(
-        "controller", "--kubeconfig", str(fleet.manager), "explain",
-        f"default/{workload['metadata']['name']}", "-o", "json",
-    )  # fmt: skip
-    assert explained.returncode == 0, explained.stderr
-    assert "worker2" in explained.stdout
+    # Back in use: status is green again and the dispatcher weighs worker2 as reachable (the
+    # sample workloads already finished wherever they ran, so a pending Job is what shows it).
+    status = fleet.mkf("status", "--wait", "300")
+    assert status.returncode == 0, status.stdout + status.stderr
+    _assert_every_worker_weighed(_explain_pending_too_big(fleet, "too-big-again"))
 
 
 def test_down_leaves_nothing_of_the_fleet(fleet: DevFleet) -> None:
