@@ -158,7 +158,7 @@ async def replay(
             (
                 job.arrival,
                 workers[job.worker],
-                local_object(job, i, namespace, local_queue, priority_classes, image),
+                local_object(job, i, namespace, local_queue, priority_classes, image, stream.unit),
             )
             for i, job in enumerate(stream.scenario.local)
         ]

@@ -38,7 +38,11 @@ class Stream:
 
     scenario: Scenario
     time: float  # trace seconds per real second
-    scale: float  # real cores per trace core, for the jobs (each worker's own for its local work)
+    scale: float  # simulated cores per trace core, for the jobs (each worker's own for local work)
+    # Real cores per simulated core: the objects request `unit` times what the simulation
+    # counts, so a fleet too small for whole cores (kind nodes on a 2-core machine) holds the
+    # stream at a fraction of its size with the same proportions.
+    unit: float = 1.0
 
 
 def draw(
@@ -49,9 +53,11 @@ def draw(
     load: float = 0.5,
     local_load: float = 0.3,
     queues: dict[str, tuple[str, str]] | None = None,
+    unit: float = 1.0,
 ) -> Stream:
     """Jobs arriving over `minutes` of real time on `workers` (name -> ClusterQueue cpu
-    quota in cores, at least 3, of different sizes as the issue asks), loading the fleet
+    quota in real cores, at least 3, of different sizes as the issue asks; each a whole
+    number of `unit`s, the simulated cores), loading the fleet
     to `load` of its cores, and local work loading each worker to `local_load`. `queues`:
     name -> (queueingStrategy, preemption.withinClusterQueue) of each worker's
     ClusterQueue, as the fleet has them (Kueue's defaults, BestEffortFIFO and Never, for a
@@ -72,6 +78,18 @@ def draw(
             "--minutes must be in (0, 20], --time-scale at least 1, --load in (0, 1] and "
             "--local-load in [0, 1)"
         )
+    if not unit > 0:
+        raise StreamError(f"--cpu-unit {unit!r}: give a positive number of cores")
+    simulated = {name: cores / unit for name, cores in workers.items()}
+    fractional = {
+        n: c for n, c in workers.items() if abs(simulated[n] - round(simulated[n])) > 1e-6
+    }
+    if fractional:
+        raise StreamError(
+            f"worker quota: {fractional} is not a whole number of --cpu-unit {unit:g} cores "
+            "(the simulation counts whole cores); give quotas that are multiples of it"
+        )
+    workers = {name: float(round(cores)) for name, cores in simulated.items()}
     rng = random.Random(f"fleet-stream/{seed}")
     hours = minutes * 60 * time / 3600  # real minutes, in hours of the trace
     # The trace is drawn on 64-core workers, then each piece is scaled to its worker.
@@ -101,11 +119,13 @@ def draw(
         )
         for name, cores in workers.items()
     )
+    cores = ", ".join(f"{n}: {c * unit:g} cores" for n, c in workers.items())
     about = (
-        f"{len(workers)} workers ({', '.join(f'{n}: {c:g} cores' for n, c in workers.items())}); "
-        f"{minutes:g} min of arrivals, time scaled 1/{time:g}, seed {seed}"
+        f"{len(workers)} workers ({cores}); {minutes:g} min of arrivals, time scaled "
+        f"1/{time:g}" + (f", requests scaled {unit:g}" if unit != 1 else "") + f", seed {seed}"
     )
-    return Stream(Scenario("real-fleet", about, real, jobs, local, seed=seed), time, fleet_scale)
+    scenario = Scenario("real-fleet", about, real, jobs, local, seed=seed)
+    return Stream(scenario, time, fleet_scale, unit)
 
 
 def _scale(requests: dict[str, int], factor: float) -> dict[str, int]:
@@ -134,15 +154,17 @@ def _scaled_local(job: LocalJob, factor: float, time: float) -> LocalJob:
     )
 
 
-def _quantities(requests: dict[str, int]) -> dict[str, str]:
-    """Kubernetes quantities of the simulation's milli-units."""
-    out = {"cpu": f"{requests['cpu']}m"}
+def _quantities(requests: dict[str, int], unit: float) -> dict[str, str]:
+    """Kubernetes quantities of the simulation's milli-units, `unit` real per simulated."""
+    out = {"cpu": f"{max(int(requests['cpu'] * unit), 1)}m"}
     if requests.get("memory"):
-        out["memory"] = str(requests["memory"] // MILLI)
+        out["memory"] = str(int(requests["memory"] * unit) // MILLI)
     return out
 
 
-def _pod(name: str, requests: dict[str, int], seconds: float | None, image: str) -> dict[str, Any]:
+def _pod(
+    name: str, requests: dict[str, int], seconds: float | None, image: str, unit: float
+) -> dict[str, Any]:
     """A pod that sleeps `seconds` and ends, or (None) serves until deleted."""
     return {
         "restartPolicy": "Never" if seconds is not None else "Always",
@@ -155,7 +177,10 @@ def _pod(name: str, requests: dict[str, int], seconds: float | None, image: str)
                     "sleep",
                     f"{max(seconds, 1.0):.0f}" if seconds is not None else "infinity",
                 ],
-                "resources": {"requests": _quantities(requests), "limits": _quantities(requests)},
+                "resources": {
+                    "requests": _quantities(requests, unit),
+                    "limits": _quantities(requests, unit),
+                },
             }
         ],
     }
@@ -202,7 +227,9 @@ def job_object(
                         "parallelism": pods,
                         "completions": pods,
                         "backoffLimit": 0,
-                        "template": {"spec": _pod(name, requests, job.duration, image)},
+                        "template": {
+                            "spec": _pod(name, requests, job.duration, image, stream.unit)
+                        },
                     }
                 },
             }
@@ -223,7 +250,7 @@ def job_object(
         # A LeaderWorkerSet serves (its pods are a StatefulSet's, restartPolicy Always):
         # it never finishes by itself, so the replay deletes it `job.duration` after its
         # admission.
-        template = {"spec": _pod("worker", job.requests, None, image)}
+        template = {"spec": _pod("worker", job.requests, None, image, stream.unit)}
         return {
             "apiVersion": "leaderworkerset.x-k8s.io/v1",
             "kind": "LeaderWorkerSet",
@@ -240,7 +267,7 @@ def job_object(
         "spec": {
             "suspend": True,  # Kueue unsuspends it once admitted
             "backoffLimit": 0,
-            "template": {"spec": _pod("job", job.requests, job.duration, image)},
+            "template": {"spec": _pod("job", job.requests, job.duration, image, stream.unit)},
         },
     }
 
@@ -252,6 +279,7 @@ def local_object(
     queue: str,
     priority_classes: dict[int, str],
     image: str,
+    unit: float = 1.0,
 ) -> dict[str, Any]:
     """Local work: a batch Job submitted straight to its worker's LocalQueue."""
     if job.priority not in priority_classes:
@@ -267,6 +295,6 @@ def local_object(
         "spec": {
             "suspend": True,
             "backoffLimit": 0,
-            "template": {"spec": _pod("local", job.requests, job.duration, image)},
+            "template": {"spec": _pod("local", job.requests, job.duration, image, unit)},
         },
     }

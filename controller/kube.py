@@ -247,6 +247,16 @@ class Kube:
     async def get(self, kind: Kind, name: str, namespace: str | None = None) -> dict[str, Any]:
         return await self.request("GET", kind.path(namespace, name))
 
+    async def read(self, path: str, timeout: float = 30) -> bytes:
+        """A GET whose answer is not JSON (a pod's /metrics through the API server's proxy),
+        as it came; one attempt, errors raised as ApiError."""
+        try:
+            return await self._undecoded("GET", path, None, None, None, timeout)
+        except client.ApiException as exc:
+            raise ApiError(exc.status or 0, _message(exc)) from exc
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+            raise ApiError(0, connection_reason(exc)) from exc
+
     async def create(
         self,
         kind: Kind,

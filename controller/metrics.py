@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
 
 
 class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
+        # process_cpu_seconds_total and process_resident_memory_bytes, as the default
+        # registry has them: what an operator (and bench/fleet_compare.py) reads the
+        # dispatcher's cost from.
+        ProcessCollector(registry=self.registry)
         self.decision_seconds = Histogram(
             "mkf_dispatch_decision_seconds",
             "Time to decide one workload's nominations",

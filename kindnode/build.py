@@ -68,10 +68,11 @@ def build_all(log: Callable[[str], object] = print) -> dict[str, object]:
     }
     MANIFEST.parent.mkdir(parents=True, exist_ok=True)
     MANIFEST.write_text(json.dumps(manifest, indent=2) + "\n")
-    log("\n  step                                                   seconds")
+    width = max(len(name) for name, _ in rows)
+    log(f"\n  {'step':<{width}} seconds")
     for name, seconds in rows:
-        log(f"  {name:<54} {seconds:7.1f}")
-    log(f"  {'total':<54} {sum(s for _, s in rows):7.1f}")
+        log(f"  {name:<{width}} {seconds:7.1f}")
+    log(f"  {'total':<{width}} {sum(s for _, s in rows):7.1f}")
     log(f"node image: {manifest['nodeImage']}\nwritten: {MANIFEST}")
     return manifest
 

@@ -12,7 +12,8 @@ labelled STAND_IN_LABEL. Names, versions and entrypoints follow the publishers':
 - Kueue, JobSet and LeaderWorkerSet: `ENTRYPOINT ["/manager"]`, user 65532 (their Dockerfiles
   at v0.19.2, v0.12.0, v0.9.0), at the registry.k8s.io names their release manifests use;
 - the ClusterProfile secretreader plugin at /bin/secretreader-plugin (cluster-inventory-api
-  hack/Dockerfile.plugin at v0.1.3);
+  hack/Dockerfile.plugin at v0.1.3), and KUEUE_E2E_SECRETREADER, the same plugin in an image
+  with a shell, as Kueue's own e2e builds it for init containers (below);
 - busybox:1.36 for the sample jobs: Debian's busybox-static (1.35 in bookworm; the jobs use
   only sh, echo and sleep);
 - python:3.11-slim-bookworm, the base of controller/Dockerfile: Debian's python3.11 with a
@@ -42,6 +43,13 @@ PYTHON = "python:3.11-slim-bookworm"
 NODE_NETWORK_IMAGE = "localhost/multikueue-fleet/kind-node-network:v1"
 KUBERNETES_VERSION = toolchain.module_versions()["k8s.io/kubernetes"]
 K8S_REGISTRY = "registry.k8s.io"
+# The plugin in an image with sh and cp, for pluginMount initContainer: Kueue's e2e builds it
+# from hack/testing/secretreader/Dockerfile (alpine, USER 65534:65534, the binary at
+# /bin/secretreader-plugin) and loads it into kind under this name (Makefile at v0.19.2:
+# IMAGE_REGISTRY, CLUSTERPROFILE_PLUGIN_IMAGE_VERSION, kind-secretreader-plugin-image-build);
+# it is never pushed. A user builds and names their own; the kind tier's test names this one.
+KUEUE_E2E_REGISTRY = "us-central1-docker.pkg.dev"
+KUEUE_E2E_SECRETREADER = f"{KUEUE_E2E_REGISTRY}/k8s-staging-images/kueue/secretreader-plugin:0.0.1"
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -144,6 +152,11 @@ def images() -> list[Image]:
         Image(
             f"{K8S_REGISTRY}/cluster-inventory-api/secretreader:{CLUSTER_INVENTORY_API_VERSION}",
             _static("secretreader-plugin", "/bin/secretreader-plugin", [], "65532:65532"),
+            (("secretreader-plugin", "secretreader-plugin"),),
+        ),
+        Image(
+            KUEUE_E2E_SECRETREADER,
+            _static("secretreader-plugin", "/bin/secretreader-plugin", [], "65534:65534"),
             (("secretreader-plugin", "secretreader-plugin"),),
         ),
         Image(

@@ -25,7 +25,7 @@ HOST_PORT = 5001
 IMAGE = "registry:3.1.2"
 ENDPOINT = f"http://{CONTAINER}:5000"
 # The upstream registries whose images the fleet's objects name; the mirror holds them all.
-MIRRORED_REGISTRIES = ("registry.k8s.io", "docker.io")
+MIRRORED_REGISTRIES = ("registry.k8s.io", "docker.io", images.KUEUE_E2E_REGISTRY)
 CONFIG = """version: 0.1
 log:
   level: warn

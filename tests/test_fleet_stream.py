@@ -106,3 +106,29 @@ def test_a_priority_without_a_class_is_one_line() -> None:
     stream = draw(FLEET, minutes=3, time=60, seed=1)
     with pytest.raises(StreamError, match="--priority-class 100=NAME"):
         job_object(stream.scenario.jobs[0], stream, "team-a", "q", {0: "low"}, "busybox")
+
+
+def test_a_fleet_in_tenths_of_a_core_gets_the_same_stream_a_tenth_the_size() -> None:
+    whole = draw({"w1": 3.0, "w2": 4.0, "w3": 5.0}, minutes=2, seed=4)
+    tenths = draw({"w1": 0.3, "w2": 0.4, "w3": 0.5}, minutes=2, seed=4, unit=0.1)
+    # The simulation sees the same stream: whole cores, the same jobs.
+    assert tenths.scenario.workers == whole.scenario.workers
+    assert tenths.scenario.jobs == whole.scenario.jobs
+    job = next(j for j in whole.scenario.jobs if j.kind == "cpu")
+    big = job_object(job, whole, "team-a", "q", CLASSES, "busybox")
+    small = job_object(job, tenths, "team-a", "q", CLASSES, "busybox")
+    ask = big["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]
+    tenth = small["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]
+    assert int(tenth["cpu"][:-1]) == int(job.requests["cpu"] * 0.1)
+    assert int(ask["cpu"][:-1]) == job.requests["cpu"]
+    assert abs(int(tenth["memory"]) * 10 - int(ask["memory"])) <= 10
+    local = local_object(whole.scenario.local[0], 0, "team-a", "q", CLASSES, "busybox", 0.1)
+    limits = local["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]
+    assert int(limits["cpu"][:-1]) == max(int(whole.scenario.local[0].requests["cpu"] * 0.1), 1)
+
+
+def test_a_quota_that_is_not_whole_units_is_refused_with_the_fix() -> None:
+    with pytest.raises(StreamError, match=r"not a whole number of --cpu-unit 0.1 cores"):
+        draw({"w1": 0.3, "w2": 0.45, "w3": 0.5}, unit=0.1)
+    with pytest.raises(StreamError, match="--cpu-unit"):
+        draw({"w1": 3.0, "w2": 4.0, "w3": 5.0}, unit=0)

@@ -1,7 +1,8 @@
 """The CI fleet on the kind tier: `mkf run --base ci -- scripts/sample-jobs.sh`, as
 .github/workflows/fleet-e2e.yaml runs it, brings up a throw-away fleet, runs the sample jobs
 to completion and leaves nothing behind, when the command succeeds and when the run is
-sent SIGTERM half-way."""
+sent SIGTERM half-way; and the same fleet in ClusterProfile mode, Kueue reaching the worker
+through the access-provider plugin mounted each way the stack offers."""
 
 from __future__ import annotations
 
@@ -14,7 +15,11 @@ import uuid
 from pathlib import Path
 
 import pytest
+import yaml
 
+from components.model.versions import SECRETREADER_PLUGIN_IMAGE
+from components.objects.kueue_install import PLUGIN_VOLUME
+from kindnode import images
 from tests.kind_tier import (
     copy_project,
     fleet_containers,
@@ -84,4 +89,57 @@ def test_sigterm_mid_run_tears_the_fleet_down(ci_project: tuple[Path, dict[str, 
         os.kill(child.pid, signal.SIGTERM)
         code = child.wait(timeout=1800)
     assert code == 143, log.read_text()[-6000:]
+    _nothing_left(project, env, name)
+
+
+# What the command inside `mkf run` records of the manager before the sample jobs run: Kueue's
+# pod spec and the MultiKueueClusters, so the test sees which way the plugin went in.
+RECORD = (
+    "kubectl get deployment kueue-controller-manager -n kueue-system -o json > kueue.json && "
+    "kubectl get multikueueclusters -o json > clusters.json && bash scripts/sample-jobs.sh"
+)
+
+
+@pytest.mark.parametrize(
+    ("mount", "plugin_image"),
+    [
+        # Kubernetes 1.35+: the official, shell-less plugin image mounted as an image volume.
+        ("imageVolume", None),
+        # Below 1.35 (or by choice): an init container copies the plugin out of an image with
+        # a shell, one the user builds and names; here Kueue's own e2e build (kindnode/images).
+        ("initContainer", images.KUEUE_E2E_SECRETREADER),
+    ],
+)
+def test_cluster_profile_mode_dispatches_through_each_plugin_mount(
+    ci_project: tuple[Path, dict[str, str]], mount: str, plugin_image: str | None
+) -> None:
+    project, env = ci_project
+    base = f"cp-{mount.lower()}"
+    data = yaml.safe_load((project / "stacks" / "Pulumi.ci.yaml").read_text())
+    settings: dict[str, str] = {"pluginMount": mount}
+    if plugin_image:
+        settings["pluginImage"] = plugin_image
+    data["config"]["multikueue-fleet:credentials"] = {
+        "mode": "clusterProfile",
+        "clusterProfile": settings,
+    }
+    (project / "stacks" / f"Pulumi.{base}.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    name = f"kt{uuid.uuid4().hex[:6]}"
+    command = [".venv/bin/mkf", "run", "--base", base, "--name", name, "--out", ".fleet", "--",
+               "bash", "-c", RECORD]  # fmt: skip
+    result = run(command, project, env, timeout=2400)
+    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-6000:]
+    assert "the Job and the JobSet completed on a worker" in result.stdout
+    pod = json.loads((project / "kueue.json").read_text())["spec"]["template"]["spec"]
+    volume = next(v for v in pod["volumes"] if v["name"] == PLUGIN_VOLUME)
+    if mount == "imageVolume":
+        assert volume["image"]["reference"] == SECRETREADER_PLUGIN_IMAGE
+        assert not pod.get("initContainers")
+    else:
+        assert "emptyDir" in volume
+        (init,) = pod["initContainers"]
+        assert init["image"] == plugin_image
+    (cluster,) = json.loads((project / "clusters.json").read_text())["items"]
+    assert cluster["spec"]["clusterSource"] == {"clusterProfileRef": {"name": "worker1"}}
+    assert {c["type"]: c["status"] for c in cluster["status"]["conditions"]}["Active"] == "True"
     _nothing_left(project, env, name)

@@ -1,0 +1,434 @@
+"""The real-fleet comparison (issue 30, part 1), every dispatcher in turn on one fleet: one
+workload stream (bench/fleet_stream.py) replayed through Kueue's AllAtOnce, Incremental and
+our dispatcher, each run measured from Kueue's own objects (bench/fleet_replay.py) beside
+the simulation's prediction of the same stream, with the dispatcher's CPU and memory.
+
+    .venv/bin/mkf up --base bench --name fleet-bench --out .fleet/fleet-bench
+    .venv-dev/bin/python bench/fleet_compare.py --fleet .fleet/fleet-bench \\
+        [--dispatchers AllAtOnce,Incremental,policy] [--minutes 3] [--seeds 1,2] \\
+        [--cpu-unit 0.1] [--csv runs.csv] [--check]
+    .venv/bin/mkf down --name fleet-bench
+
+The fleet is one `mkf up` made (stacks/Pulumi.bench.yaml: a manager and three workers of
+3, 4 and 5 tenths of a core, team-a/user-queue everywhere): FLEET/kubeconfigs holds its
+admin kubeconfigs. Each worker's quota and queue settings are read from its ClusterQueue.
+
+Switching dispatchers changes the bench fleet behind its stack, and puts it back after the
+last run (also on an error or Ctrl-C): Kueue's `multiKueue.dispatcherName` in its
+ConfigMap (Kueue v0.19.2 apis/config/v1beta2/configuration_types.go 395-399: the built-in
+AllAtOnce and Incremental names; any other name leaves nomination to an outside
+controller), Kueue restarted to read it (it reads its configuration only at start), and our
+dispatcher's Deployment scaled to zero while a built-in runs. Between runs every Job,
+JobSet and LeaderWorkerSet of the namespace is deleted on every cluster and the run waits
+until no Workload is left. The WorkloadPriorityClasses the stream names (bench-low 0,
+bench-normal 100, bench-high 200) are created on every cluster where missing and left.
+
+`--check`: exit 1 unless every run finished every job with no admission lost and nothing
+left pending (the CI's small run, tests/test_kind_fleet_bench.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import csv
+import math
+import re
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import yaml
+from fleet_metrics import RecordError
+from fleet_replay import COLUMNS, SIMULATED, _predicted, replay, reset
+from fleet_stream import Stream, StreamError, draw
+
+from controller.kube import CLUSTER_QUEUES, LOCAL_QUEUES, ApiError, Kind, Kube
+
+BUILT_IN = {  # configuration_types.go at v0.19.2, lines 395-399
+    "AllAtOnce": "kueue.x-k8s.io/multikueue-dispatcher-all-at-once",
+    "Incremental": "kueue.x-k8s.io/multikueue-dispatcher-incremental",
+}
+KUEUE_NAMESPACE = "kueue-system"
+KUEUE_CONFIG = ("kueue-manager-config", "controller_manager_config.yaml")
+KUEUE_DEPLOYMENT = "kueue-controller-manager"
+DISPATCHER_NAMESPACE = "multikueue-fleet-system"
+DISPATCHER_DEPLOYMENT = "multikueue-fleet-dispatcher"
+METRICS_PORT = 8080  # components/objects/dispatcher.py, the container's "metrics" port
+PRIORITY_CLASSES = {0: "bench-low", 100: "bench-normal", 200: "bench-high"}
+
+CONFIG_MAPS = Kind("", "v1", "configmaps", True)
+DEPLOYMENTS = Kind("apps", "v1", "deployments", True)
+PODS = Kind("", "v1", "pods", True)
+PRIORITIES = Kind("kueue.x-k8s.io", "v1beta2", "workloadpriorityclasses", False)
+
+
+class Fleet:
+    """The bench fleet's clusters, from the admin kubeconfigs `mkf up --out` wrote."""
+
+    def __init__(self, manager: Kube, workers: dict[str, Kube]) -> None:
+        self.manager, self.workers = manager, workers
+
+    @classmethod
+    async def open(cls, folder: Path) -> Fleet:
+        found = sorted((folder / "kubeconfigs").glob("*.yaml"))
+        names = [p.stem for p in found]
+        if "manager" not in names or len(names) < 4:
+            raise StreamError(
+                f"--fleet {folder}: {folder / 'kubeconfigs'} holds {names or 'no kubeconfigs'}; "
+                "give the --out folder of `mkf up --base bench` (manager.yaml and at least "
+                "three workers' kubeconfigs)"
+            )
+        kubes = {}
+        for path in found:
+            try:
+                loaded = yaml.safe_load(path.read_text())
+            except (OSError, yaml.YAMLError) as exc:
+                raise StreamError(f"{path}: cannot read it as a kubeconfig ({exc})") from None
+            kubes[path.stem] = await Kube.from_kubeconfig(loaded, path.stem)
+        manager = kubes.pop("manager")
+        return cls(manager, kubes)
+
+    @property
+    def every(self) -> list[Kube]:
+        return [self.manager, *self.workers.values()]
+
+    async def close(self) -> None:
+        for kube in self.every:
+            await kube.close()
+
+
+def _cores(quantity: Any) -> float:
+    text = str(quantity)
+    return int(text[:-1]) / 1000 if text.endswith("m") else float(text)
+
+
+async def worker_queues(
+    fleet: Fleet, namespace: str, local_queue: str
+) -> tuple[dict[str, float], dict[str, tuple[str, str]]]:
+    """Each worker's cpu quota (cores) and (queueingStrategy, withinClusterQueue), read from
+    the ClusterQueue its LocalQueue `namespace/local_queue` feeds."""
+    quotas, queues = {}, {}
+    for name, kube in fleet.workers.items():
+        try:
+            lq = await kube.get(LOCAL_QUEUES, local_queue, namespace)
+            cq = await kube.get(CLUSTER_QUEUES, lq["spec"]["clusterQueue"])
+        except ApiError as exc:
+            raise StreamError(
+                f"{name}: no LocalQueue {namespace}/{local_queue} with its ClusterQueue "
+                f"({exc}); the stream's local work is submitted there (--local-queue)"
+            ) from None
+        spec = cq.get("spec") or {}
+        quotas[name] = sum(
+            _cores(r["nominalQuota"])
+            for group in spec.get("resourceGroups") or []
+            for flavor in group.get("flavors") or []
+            for r in flavor.get("resources") or []
+            if r.get("name") == "cpu"
+        )
+        within = (spec.get("preemption") or {}).get("withinClusterQueue", "Never")
+        queues[name] = (spec.get("queueingStrategy", "BestEffortFIFO"), within)
+    return quotas, queues
+
+
+async def ensure_priority_classes(fleet: Fleet) -> None:
+    for kube in fleet.every:
+        for value, name in PRIORITY_CLASSES.items():
+            body = {
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "WorkloadPriorityClass",
+                "metadata": {"name": name, "labels": {"app.kubernetes.io/part-of": "fleet-bench"}},
+                "value": value,
+                "description": "bench/fleet_compare.py: the stream's priorities",
+            }
+            try:
+                await kube.create(PRIORITIES, body, answer="none")
+            except ApiError as exc:
+                if exc.status != 409:  # there already
+                    raise
+
+
+async def _rolled_out(kube: Kube, namespace: str, name: str, timeout: float = 300) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        d = await kube.get(DEPLOYMENTS, name, namespace)
+        status, want = d.get("status") or {}, (d.get("spec") or {}).get("replicas", 1)
+        if (
+            status.get("observedGeneration", 0) >= d["metadata"].get("generation", 0)
+            and status.get("updatedReplicas", 0) == want
+            and status.get("availableReplicas", 0) == want
+            and status.get("replicas", 0) == want
+        ):
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(
+                f"manager: Deployment {namespace}/{name} not rolled out after {timeout:.0f} s; "
+                f"see `kubectl -n {namespace} describe deployment {name}`"
+            )
+        await asyncio.sleep(2)
+
+
+class Switch:
+    """Which dispatcher the manager's Kueue hands nomination to, and back to the stack's."""
+
+    def __init__(self, manager: Kube) -> None:
+        self.manager = manager
+        self.ours: str | None = None  # the stack's dispatcherName
+        self.replicas = 1  # the stack's dispatcher replicas
+
+    async def _config(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        cm = await self.manager.get(CONFIG_MAPS, KUEUE_CONFIG[0], KUEUE_NAMESPACE)
+        return cm, yaml.safe_load(cm["data"][KUEUE_CONFIG[1]]) or {}
+
+    async def remember(self) -> None:
+        _, config = await self._config()
+        self.ours = (config.get("multiKueue") or {}).get("dispatcherName")
+        if self.ours is None or self.ours in BUILT_IN.values():
+            raise StreamError(
+                "manager: Kueue's multiKueue.dispatcherName is "
+                f"{self.ours or 'unset (AllAtOnce)'}: the fleet runs no dispatcher of ours; "
+                "bring it up from stacks/Pulumi.bench.yaml (dispatcher enabled)"
+            )
+        d = await self.manager.get(DEPLOYMENTS, DISPATCHER_DEPLOYMENT, DISPATCHER_NAMESPACE)
+        self.replicas = max((d.get("spec") or {}).get("replicas", 1), 1)
+
+    async def to(self, dispatcher: str) -> None:
+        name = BUILT_IN.get(dispatcher, self.ours)
+        cm, config = await self._config()
+        if (config.get("multiKueue") or {}).get("dispatcherName") != name:
+            config.setdefault("multiKueue", {})["dispatcherName"] = name
+            cm["data"][KUEUE_CONFIG[1]] = yaml.safe_dump(config, sort_keys=False)
+            await self.manager.replace(CONFIG_MAPS, cm)
+            # Kueue reads its configuration at start only: a new pod template restarts it.
+            stamp = {"fleet-bench/restarted-at": str(time.time())}
+            patch = {"spec": {"template": {"metadata": {"annotations": stamp}}}}
+            await self.manager.merge_patch(DEPLOYMENTS, KUEUE_DEPLOYMENT, patch, KUEUE_NAMESPACE)
+        replicas = 0 if dispatcher in BUILT_IN else self.replicas
+        await self.manager.merge_patch(
+            DEPLOYMENTS,
+            DISPATCHER_DEPLOYMENT,
+            {"spec": {"replicas": replicas}},
+            DISPATCHER_NAMESPACE,
+        )
+        await _rolled_out(self.manager, KUEUE_NAMESPACE, KUEUE_DEPLOYMENT)
+        if replicas:
+            await _rolled_out(self.manager, DISPATCHER_NAMESPACE, DISPATCHER_DEPLOYMENT)
+
+
+_SAMPLE = re.compile(r"^(process_cpu_seconds_total|process_resident_memory_bytes) (\S+)$", re.M)
+
+
+def usage_of(metrics: str) -> dict[str, float]:
+    """CPU seconds and resident bytes from one process's Prometheus text exposition."""
+    found = {"cpu": 0.0, "rss": 0.0}
+    for metric, value in _SAMPLE.findall(metrics):
+        found["cpu" if metric.startswith("process_cpu") else "rss"] += float(value)
+    return found
+
+
+async def dispatcher_usage(manager: Kube) -> dict[str, float]:
+    """CPU seconds and resident bytes of every dispatcher pod, summed, from its /metrics
+    through the API server's proxy."""
+    pods = await manager.request(
+        "GET",
+        PODS.path(DISPATCHER_NAMESPACE),
+        query=[("labelSelector", "app.kubernetes.io/name=multikueue-fleet-dispatcher")],
+    )
+    total = {"cpu": 0.0, "rss": 0.0}
+    for pod in pods.get("items") or []:
+        if (pod.get("status") or {}).get("phase") != "Running":
+            continue
+        path = PODS.path(DISPATCHER_NAMESPACE, f"{pod['metadata']['name']}:{METRICS_PORT}", "proxy")
+        found = usage_of((await manager.read(f"{path}/metrics", timeout=10)).decode())
+        total = {k: total[k] + found[k] for k in total}
+    return total
+
+
+async def _sampled(manager: Kube, peaks: dict[str, float], stop: asyncio.Event) -> None:
+    while not stop.is_set():
+        try:
+            usage = await dispatcher_usage(manager)
+            peaks["rss"] = max(peaks.get("rss", 0.0), usage["rss"])
+        except ApiError:
+            pass  # a pod restarting: the next sample counts
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), 5)
+
+
+async def one_run(
+    fleet: Fleet, switch: Switch, stream: Stream, dispatcher: str, args: argparse.Namespace
+) -> dict[str, float]:
+    await switch.to(dispatcher)
+    await reset(fleet.every, args.namespace)
+    ours = dispatcher not in BUILT_IN
+    before = await dispatcher_usage(fleet.manager) if ours else {}
+    peaks: dict[str, float] = {}
+    stop = asyncio.Event()
+    sampler = asyncio.create_task(_sampled(fleet.manager, peaks, stop)) if ours else None
+    try:
+        found, _ = await replay(
+            stream,
+            fleet.manager,
+            fleet.workers,
+            args.namespace,
+            args.queue,
+            args.local_queue,
+            PRIORITY_CLASSES,
+            args.image,
+            args.timeout,
+        )
+    finally:
+        stop.set()
+        if sampler is not None:
+            await sampler
+    if ours:
+        after = await dispatcher_usage(fleet.manager)
+        found["cpu_s"] = after["cpu"] - before["cpu"]
+        found["rss_mib"] = max(peaks.get("rss", 0.0), after["rss"]) / 2**20
+    return found
+
+
+MEASURES = (*COLUMNS, ("unfinished", "unfinished"), ("pending", "pending"))
+USAGE = (("cpu_s", "dispatcher CPU s"), ("rss_mib", "dispatcher RSS MiB"))
+
+
+def _cell(value: float) -> str:
+    return "n/a" if math.isnan(value) else f"{value:.0f}" if value == int(value) else f"{value:.1f}"
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    """Per dispatcher, the median over seeds of the real runs and of the simulation."""
+    heads = [h for _, h in MEASURES] + [h for _, h in USAGE]
+    out = ["| dispatcher | run | " + " | ".join(heads) + " |", "|---|---|" + "---:|" * len(heads)]
+    for dispatcher in dict.fromkeys(r["dispatcher"] for r in rows):
+        for source in ("real", "simulated"):
+            runs = [r[source] for r in rows if r["dispatcher"] == dispatcher]
+            cells = []
+            for key, _ in (*MEASURES, *USAGE):
+                values = [run[key] for run in runs if key in run and not math.isnan(run[key])]
+                cells.append(_cell(statistics.median(values)) if values else "n/a")
+            label = f"{source} ({len(runs)} seed{'s' if len(runs) > 1 else ''})"
+            out.append(f"| {dispatcher} | {label} | " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
+def _csv(path: Path, rows: list[dict[str, Any]]) -> None:
+    keys = [k for k, _ in (*MEASURES, *USAGE)]
+    with path.open("w", newline="") as out:
+        writer = csv.writer(out)
+        writer.writerow(["dispatcher", "seed", "run", *keys])
+        for row in rows:
+            for source in ("real", "simulated"):
+                found = row[source]
+                writer.writerow(
+                    [row["dispatcher"], row["seed"], source, *(found.get(k, "") for k in keys)]
+                )
+
+
+async def compare(args: argparse.Namespace) -> list[dict[str, Any]]:
+    fleet = await Fleet.open(args.fleet)
+    switch = Switch(fleet.manager)
+    rows: list[dict[str, Any]] = []
+    try:
+        await switch.remember()
+        quotas, queues = await worker_queues(fleet, args.namespace, args.local_queue)
+        await ensure_priority_classes(fleet)
+        for seed in args.seeds:
+            stream = draw(
+                quotas, args.minutes, args.time_scale, seed, queues=queues, unit=args.cpu_unit
+            )
+            print(f"seed {seed}: {stream.scenario.about}; {len(stream.scenario.jobs)} jobs")
+            for dispatcher in args.dispatchers:
+                started = time.monotonic()
+                real = await one_run(fleet, switch, stream, dispatcher, args)
+                predicted = _predicted(stream, dispatcher)
+                rows.append(
+                    {"dispatcher": dispatcher, "seed": seed, "real": real, "simulated": predicted}
+                )
+                print(
+                    f"  {dispatcher}: {time.monotonic() - started:.0f} s; unfinished "
+                    f"{real['unfinished']:.0f}, lost {real['lost']:.0f}, "
+                    f"pending {real['pending']:.0f}",
+                    flush=True,
+                )
+    finally:
+        try:
+            await reset(fleet.every, args.namespace)
+            if switch.ours is not None:
+                await switch.to("policy")
+        finally:
+            await fleet.close()
+    return rows
+
+
+def _names(text: str) -> list[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    bad = [n for n in names if n not in SIMULATED]
+    if bad or not names:
+        raise argparse.ArgumentTypeError(
+            f"{bad or text!r}: name dispatchers from {', '.join(sorted(SIMULATED))}, "
+            "comma-separated"
+        )
+    return names
+
+
+def _seeds(text: str) -> list[int]:
+    try:
+        return [int(s) for s in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: give seeds as integers, comma-separated"
+        ) from None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--fleet", type=Path, required=True, help="`mkf up --out` folder")
+    parser.add_argument(
+        "--dispatchers", type=_names, default=["AllAtOnce", "Incremental", "policy"]
+    )
+    parser.add_argument("--seeds", type=_seeds, default=[1])
+    parser.add_argument("--minutes", type=float, default=3.0, help="of arrivals, real time")
+    parser.add_argument("--time-scale", type=float, default=60.0)
+    parser.add_argument(
+        "--cpu-unit", type=float, default=0.1, help="real cores per simulated core (bench: 0.1)"
+    )
+    parser.add_argument("--namespace", default="team-a")
+    parser.add_argument("--queue", default="user-queue", help="the manager's LocalQueue")
+    parser.add_argument("--local-queue", default="user-queue", help="the workers' LocalQueue")
+    parser.add_argument("--image", default="busybox:1.36", help="an image with `sleep`")
+    parser.add_argument("--timeout", type=float, default=1200.0, help="seconds per run, at most")
+    parser.add_argument("--csv", type=Path, help="every run's measures, one row per run")
+    parser.add_argument("--check", action="store_true", help="exit 1 on any unfinished job")
+    args = parser.parse_args(argv)
+    started = time.monotonic()
+    try:
+        rows = asyncio.run(compare(args))
+    except (StreamError, RecordError, TimeoutError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except ApiError as exc:
+        print(
+            f"error: the API server refused: {exc}; check --fleet's kubeconfigs and that the "
+            "fleet came from stacks/Pulumi.bench.yaml",
+            file=sys.stderr,
+        )
+        return 2
+    print(f"\n{len(rows)} runs in {time.monotonic() - started:.0f} s; medians over seeds\n")
+    print(table(rows))
+    if args.csv:
+        _csv(args.csv, rows)
+    failed = [
+        r for r in rows if r["real"]["unfinished"] or r["real"]["lost"] or r["real"]["pending"]
+    ]
+    return 1 if args.check and failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
