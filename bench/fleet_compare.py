@@ -267,7 +267,7 @@ async def one_run(
     await switch.to(dispatcher)
     await reset(fleet.every, args.namespace)
     ours = dispatcher not in BUILT_IN
-    before = await dispatcher_usage(fleet.manager) if ours else {}
+    before = await _usage(fleet.manager) if ours else {}
     peaks: dict[str, float] = {}
     stop = asyncio.Event()
     sampler = asyncio.create_task(_sampled(fleet.manager, peaks, stop)) if ours else None
@@ -288,10 +288,20 @@ async def one_run(
         if sampler is not None:
             await sampler
     if ours:
-        after = await dispatcher_usage(fleet.manager)
+        after = await _usage(fleet.manager)
         found["cpu_s"] = after["cpu"] - before["cpu"]
         found["rss_mib"] = max(peaks.get("rss", 0.0), after["rss"]) / 2**20
     return found
+
+
+async def _usage(manager: Kube) -> dict[str, float]:
+    """The dispatcher's usage, or NaN (shown n/a) where its metrics cannot be read: the
+    run's measures stand without them."""
+    try:
+        return await dispatcher_usage(manager)
+    except ApiError as exc:
+        print(f"  the dispatcher's metrics could not be read ({exc}): its cost is n/a")
+        return {"cpu": math.nan, "rss": math.nan}
 
 
 MEASURES = (*COLUMNS, ("unfinished", "unfinished"), ("pending", "pending"))

@@ -17,7 +17,14 @@ import pytest
 import yaml
 
 from components.cli import automation as driver_module
-from components.cli.automation import Driver, DriverError, Options, require_tools, stack_name
+from components.cli.automation import (
+    Driver,
+    DriverError,
+    Options,
+    kind_only_config,
+    require_tools,
+    stack_name,
+)
 from components.cli.status import Check, FleetStatus
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -244,6 +251,38 @@ def test_down_is_safe_twice(fake: Any) -> None:
     driver.down("ci-twice")
     driver.down("ci-twice")
     assert fake.calls.count(("destroy", "ci-twice")) == 1
+
+
+def test_a_kind_fleet_skips_checkpoints_in_up_and_in_a_later_down(fake: Any) -> None:
+    fake.make(name="ci-kind").up()
+    assert fake.env["PULUMI_SKIP_CHECKPOINTS"] == "true"
+    fake.env = {}
+    # `mkf down` in another process reads no base stack: the config `up` wrote says kind.
+    fake.make(name="ci-kind").down("ci-kind")
+    assert fake.env["PULUMI_SKIP_CHECKPOINTS"] == "true"
+
+
+@pytest.mark.parametrize(
+    ("text", "kind_only"),
+    [
+        ("config:\n  multikueue-fleet:manager: {provider: kind}\n", True),
+        (
+            "config:\n  multikueue-fleet:manager: {}\n  multikueue-fleet:workers: [{name: w}]\n",
+            True,
+        ),
+        ("config:\n  multikueue-fleet:workers: [{name: w, provider: gke}]\n", False),
+        ("config:\n  multikueue-fleet:manager: {provider: existing}\n", False),
+        ("config: [unreadable\n", False),
+        (None, False),
+    ],
+)
+def test_only_a_fleet_of_kind_clusters_skips_checkpoints(
+    tmp_path: Path, text: str | None, kind_only: bool
+) -> None:
+    path = tmp_path / "Pulumi.x.yaml"
+    if text is not None:
+        path.write_text(text)
+    assert kind_only_config(path) is kind_only
 
 
 def test_a_passphrase_is_required(fake: Any, monkeypatch: pytest.MonkeyPatch) -> None:

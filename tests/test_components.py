@@ -245,9 +245,12 @@ def test_creation_order(runs: dict[str, Run], stack: str) -> None:
         # Kueue installed, or (kueue.install: existing) found served.
         managed = spec.kueue.install == "managed"
         kueue = _urn(monitor, f"{cluster.name}-kueue-{'manifests' if managed else 'api'}")
+        # And Kueue's webhooks answering through the API server (kueue_webhooks.py).
+        ready = _urn(monitor, f"{cluster.name}-kueue-webhooks") if managed else kueue
+        assert kueue in before(monitor, ready) or ready == kueue
         for key, reg in objects[cluster.name].items():
             if reg.inputs["kind"] not in ("Namespace", "CustomResourceDefinition"):
-                assert kueue in before(monitor, reg.urn), (cluster.name, key)
+                assert {kueue, ready} <= before(monitor, reg.urn), (cluster.name, key)
         # Every framework before Kueue: Kueue v0.19.2 sets up a framework's integration
         # from the CRDs it finds, and Trainer's fails for good when its CRDs come later
         # (fleet.py, Fleet._kueue_after_frameworks). A dependency of a component does not

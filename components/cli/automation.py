@@ -49,7 +49,7 @@ from pulumi.automation.errors import create_command_error
 from components.checks.consumers import context_problem, existing_worker_servers
 from components.checks.kind_host import preflight as kind_preflight
 from components.checks.load import load_stack
-from components.model.spec import PROJECT
+from components.model.spec import PROJECT, ClusterSpec
 from components.model.stack_file import parse_stack_text, stack_path
 from components.resources.program_env import (
     CREDENTIAL_PLUGINS,
@@ -71,6 +71,23 @@ MISSING_CLI = "the Pulumi CLI is not on PATH (scripts/up.sh installs it into .to
 
 
 DEFAULT_DRAIN_TIMEOUT = 600.0
+
+
+def kind_only_config(path: Path) -> bool:
+    """Whether the stack config `up` wrote (Driver.config_file) names kind clusters only;
+    False when it cannot be read, so an unknown fleet keeps every checkpoint."""
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except (OSError, yaml.YAMLError):
+        return False
+    config = data.get("config") if isinstance(data, dict) else None
+    if not isinstance(config, dict):
+        return False
+    workers = config.get(f"{PROJECT}:workers")
+    clusters = [config.get(f"{PROJECT}:manager") or {}]
+    clusters += workers if isinstance(workers, list) else [{}]  # the default workers: kind
+    default = ClusterSpec.model_fields["provider"].default
+    return all(isinstance(c, dict) and c.get("provider", default) == "kind" for c in clusters)
 
 
 class DriverError(Exception):
@@ -584,6 +601,8 @@ class Driver:
 
     def _down(self, name: str) -> None:
         o = self.options
+        # `down` alone reads no base stack: the config `up` wrote says what the fleet is.
+        self.kind_only = kind_only_config(self.config_file(name))
         try:
             stack = self._bounded(
                 STACK_OP_TIMEOUT, f"selecting stack {name}", lambda: self._stack(name, False)

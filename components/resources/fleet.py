@@ -63,6 +63,7 @@ from components.resources.drain import DRAIN_TIMEOUT, QueueDrain
 from components.resources.existing_kueue import ExistingKueue
 from components.resources.immutable import ImmutableFields, guarded_fields
 from components.resources.kube_objects import KubeObject, ObjectSet, with_deploy_time_values
+from components.resources.kueue_webhooks import PROBE_TIMEOUT, KueueWebhookProbe
 from components.resources.providers import (
     IMAGE_PLATFORM,
     ControllerImage,
@@ -197,11 +198,12 @@ class KueueInstall(pulumi.ComponentResource):
         self,
         name: str,
         spec: FleetSpec,
-        cluster: ClusterSpec,
+        handle: ClusterHandle,
         fetcher: Callable,
         opts: pulumi.ResourceOptions,
     ) -> None:
         super().__init__("multikueue-fleet:kueue:Install", name, None, opts)
+        cluster = handle.spec
         objs = kueue_objects(fetcher(kueue_bundle(spec.kueue.version).url), spec, cluster)
         # ConfigGroup applies CRDs and namespaces first and waits for every object to be
         # ready: the Deployment available, the webhook Service with endpoints.
@@ -211,6 +213,22 @@ class KueueInstall(pulumi.ComponentResource):
             # A component's depends_on does not hold back its children: passed on.
             opts=pulumi.ResourceOptions(
                 parent=self, depends_on=opts.depends_on, transforms=opts.transforms
+            ),
+        )
+        # Everything that depends on this install waits for Kueue's webhooks to answer
+        # through the API server too (components/resources/kueue_webhooks.py).
+        self.webhooks = KueueWebhookProbe(
+            f"{name}-webhooks",
+            {
+                "kubeconfig": handle.kubeconfig,
+                "context": handle.context,
+                "cluster": handle.identity,
+                "cluster_name": cluster.name,
+                "version": spec.kueue.version,
+                "timeout": PROBE_TIMEOUT,
+            },
+            pulumi.ResourceOptions(
+                parent=self, depends_on=[self.group], deleted_with=handle.created
             ),
         )
         self.register_outputs({})
@@ -567,7 +585,7 @@ class Fleet(pulumi.ComponentResource):
                 )
             )
         kueue = KueueInstall(
-            f"{cluster.name}-kueue", self.spec, cluster, fetcher, self._on(handle, before, True)
+            f"{cluster.name}-kueue", self.spec, handle, fetcher, self._on(handle, before, True)
         )
         return kueue, installed
 
