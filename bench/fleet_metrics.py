@@ -19,7 +19,7 @@ Kueue v0.19.2's objects, as read here:
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -114,12 +114,17 @@ def percentile(values: list[float], p: float) -> float:
 
 
 def measure(
-    manager: Iterable[Obj], workers: dict[str, Iterable[Obj]], served: Iterable[str] = ()
+    manager: Iterable[Obj],
+    workers: dict[str, Iterable[Obj]],
+    served: Iterable[str] = (),
+    deleted: Mapping[str, float] | None = None,
 ) -> dict[str, float]:
     """The measures of one run. `manager`: every version of the manager's Workloads seen;
     `workers`: per worker, every version of its Workloads seen (local work included);
     `served`: namespace/name of the LeaderWorkerSets the replay deleted once they had run
-    their time (they never finish by themselves): their Workloads end when deleted.
+    their time (they never finish by themselves): their Workloads end when deleted;
+    `deleted`: namespace/name -> when a manager Workload's deletion was seen, for one whose
+    versions never showed a deletionTimestamp (deleted with no finalizer left).
 
     - waits (seconds): first QuotaReserved on the manager to its first Admitted (the first
       admission on a worker, as the simulation's `admit` columns);
@@ -136,7 +141,9 @@ def measure(
     if not ours:
         raise RecordError("no manager Workloads recorded; was anything submitted?")
     served = set(served)
-    for h in ours.values():
+    for key, h in ours.items():
+        if h.deleted is None:
+            h.deleted = (deleted or {}).get(key.rsplit("/", 1)[0])
         if h.finished is None and h.deleted is not None and h.owners & served:
             h.finished = h.deleted
     waits = [h.admitted[0] - h.reserved[0] for h in ours.values() if h.reserved and h.admitted]

@@ -68,23 +68,39 @@ COLUMNS = (
 
 class Recorder:
     """Every version of one cluster's Workloads seen: a list, then a watch from it,
-    listing again when the watch's history is gone (410)."""
+    listing again when the watch's history is gone (410). `gone`: the Workloads deleted,
+    from their DELETED event or, across a new list, by no longer being there. A Workload
+    deleted with no finalizer left (a LeaderWorkerSet's, collected with it) ends with no
+    deletionTimestamp in any version seen: only its deletion says it is over."""
 
     def __init__(self, kube: Kube, namespace: str) -> None:
         self.kube, self.namespace = kube, namespace
         self.seen: list[dict[str, Any]] = []
         self.latest: dict[str, dict[str, Any]] = {}
+        self.gone: dict[str, float] = {}  # namespace/name -> when its deletion was seen
 
-    def _record(self, obj: dict[str, Any]) -> None:
+    def _record(self, obj: dict[str, Any]) -> str:
         self.seen.append(obj)
         meta = obj.get("metadata") or {}
-        self.latest[f"{meta.get('namespace')}/{meta.get('name')}"] = obj
+        key = f"{meta.get('namespace')}/{meta.get('name')}"
+        self.latest[key] = obj
+        return key
+
+    def over(self, key: str) -> bool:
+        """Finished, or being deleted, or deleted."""
+        obj = self.latest[key]
+        return (
+            key in self.gone
+            or _true(obj, "Finished")
+            or bool((obj.get("metadata") or {}).get("deletionTimestamp"))
+        )
 
     async def run(self) -> None:
         while True:
             items, version = await self.kube.list(WORKLOADS, self.namespace)
-            for obj in items:
-                self._record(obj)
+            listed = {self._record(obj) for obj in items}
+            for key in set(self.latest) - listed - set(self.gone):
+                self.gone[key] = time.time()
             try:
                 while True:
                     async for event in self.kube.watch(WORKLOADS, version, self.namespace):
@@ -92,8 +108,11 @@ class Recorder:
                         if event.get("type") == "ERROR":
                             raise Gone()
                         version = (obj.get("metadata") or {}).get("resourceVersion", version)
-                        if event.get("type") != "BOOKMARK":
-                            self._record(obj)
+                        if event.get("type") == "BOOKMARK":
+                            continue
+                        key = self._record(obj)
+                        if event.get("type") == "DELETED":
+                            self.gone.setdefault(key, time.time())
             except Gone:
                 continue
 
@@ -174,12 +193,8 @@ async def replay(
         expected = sum(j.parts for j in stream.scenario.jobs)
         deadline = start + timeout
         while time.monotonic() < deadline:
-            ours = list(recorders[""].latest.values())
-            done = sum(
-                1
-                for o in ours
-                if _true(o, "Finished") or (o.get("metadata") or {}).get("deletionTimestamp")
-            )
+            ours = list(recorders[""].latest)
+            done = sum(1 for key in ours if recorders[""].over(key))
             if len(ours) >= expected and done >= len(ours):
                 break
             for cluster, task in zip(recorders, watching, strict=True):
@@ -193,7 +208,12 @@ async def replay(
         for task in [*watching, *pending]:
             task.cancel()
         await asyncio.gather(*watching, *pending, return_exceptions=True)
-    found = measure(recorders[""].seen, {n: recorders[n].seen for n in workers}, served=served)
+    found = measure(
+        recorders[""].seen,
+        {n: recorders[n].seen for n in workers},
+        served=served,
+        deleted=recorders[""].gone,
+    )
     return found, served
 
 

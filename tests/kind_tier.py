@@ -18,6 +18,7 @@ import yaml
 
 from components.upstream import toolchain
 from kindnode import build, host
+from tests.ambient import as_a_user
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -76,15 +77,7 @@ def tool_env(project: Path, passphrase: str | None = None) -> dict[str, str]:
         "PULUMI_SKIP_UPDATE_CHECK": "1",
         "PULUMI_BACKEND_URL": f"file://{project}/.pulumi-state",
     }
-    # What the mock-engine tests set in this process (tests/pulumi_harness.py): a synthetic
-    # release cache and a fake kubeconfig, which a user's fleet must never see.
-    for name in (
-        "PULUMI_CONFIG_PASSPHRASE_FILE",
-        "KUBECONFIG",
-        "MKF_UPSTREAM_CACHE",
-        "VIRTUAL_ENV",
-    ):
-        env.pop(name, None)
+    env = as_a_user(env)
     if passphrase:
         env["PULUMI_CONFIG_PASSPHRASE"] = passphrase
     else:

@@ -12,9 +12,11 @@ in a dry run a missing or null output is unknown)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import runpy
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -256,9 +258,29 @@ def engine_config(stack_file: Path) -> tuple[dict[str, str], list[str]]:
     return config, secret
 
 
-def prepare_environment(tmp: Path) -> None:
+@contextlib.contextmanager
+def synthetic_environment(tmp: Path) -> Iterator[None]:
+    """prepare_environment for the length of the block, then the process's environment as
+    it was: later tests (and the fleets they start) never see the synthetic files."""
+    saved = {name: os.environ.get(name) for name in SYNTHETIC_VARIABLES}
+    prepare_environment(tmp, os.environ.__setitem__)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+SYNTHETIC_VARIABLES = ("MKF_UPSTREAM_CACHE", "KUBECONFIG")
+
+
+def prepare_environment(tmp: Path, setenv: Callable[[str, str], None]) -> None:
     """The synthetic Kueue release in a private upstream cache, and a kubeconfig with the
-    contexts the `existing` stack names."""
+    contexts the `existing` stack names, named to the program by `setenv` (a test's
+    monkeypatch.setenv, or synthetic_environment's: never for the rest of the session)."""
     cache = tmp / "upstream"
     cache.mkdir(parents=True, exist_ok=True)
     text = yaml.safe_dump_all(FAKE_KUEUE)
@@ -281,10 +303,10 @@ def prepare_environment(tmp: Path) -> None:
         entry = entry / source.entry
         entry.mkdir(parents=True, exist_ok=True)
         (entry / "kustomization.yaml").write_text("resources: []\n")
-    os.environ["MKF_UPSTREAM_CACHE"] = str(cache)
+    setenv("MKF_UPSTREAM_CACHE", str(cache))
     kubeconfig = tmp / "kubeconfig"
     kubeconfig.write_text(yaml.safe_dump(FAKE_KUBECONFIG))
-    os.environ["KUBECONFIG"] = str(kubeconfig)
+    setenv("KUBECONFIG", str(kubeconfig))
 
 
 def run_program(

@@ -36,6 +36,7 @@ from loopback.controlplane import ADMIN, ControlPlane
 from loopback.fleet import cluster_crds
 from loopback.kueue import VISIBILITY_CERT_DIR, Kueue, ensure_visibility_certs
 from loopback.processes import log_tail, others_running, stop_all
+from tests.ambient import as_a_user
 from tests.upstream_data import real_kueue_manifest, why_missing
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -81,15 +82,7 @@ def pulumi_env(tmp: Path, passphrase: str) -> dict[str, str]:
         "PULUMI_SKIP_UPDATE_CHECK": "1",
         "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
     }
-    for name in (
-        "PULUMI_IGNORE_AMBIENT_PLUGINS",
-        "PULUMI_ACCESS_TOKEN",
-        "VIRTUAL_ENV",
-        "MKF_UPSTREAM_CACHE",
-        "KUBECONFIG",
-    ):
-        env.pop(name, None)
-    return env
+    return as_a_user(env, "PULUMI_IGNORE_AMBIENT_PLUGINS", "PULUMI_ACCESS_TOKEN")
 
 
 def real_fetch(url: str) -> str:

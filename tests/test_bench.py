@@ -111,9 +111,6 @@ def test_real_server_mode_runs() -> None:
 def test_provisioning_benchmark_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from tests.pulumi_harness import prepare_environment
 
-    # prepare_environment points these at synthetic files; later tests must not see them.
-    for name in ("MKF_UPSTREAM_CACHE", "KUBECONFIG"):
-        monkeypatch.setenv(name, "")
-    prepare_environment(tmp_path)
+    prepare_environment(tmp_path, monkeypatch.setenv)
     row = provisioning_bench.measure(2, 3)
     assert row["resources"] > 0 and row["objects"] >= 3 * 3

@@ -29,6 +29,7 @@ from tests.pulumi_harness import (
     kube_objects,
     prepare_environment,
     run_program,
+    synthetic_environment,
     unknown_paths,
 )
 
@@ -40,14 +41,14 @@ def _run(stack: str, preview: bool) -> Run:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Run]:
-    prepare_environment(tmp_path_factory.mktemp("pulumi"))
-    return {stack: _run(stack, preview=False) for stack in STACKS}
+    with synthetic_environment(tmp_path_factory.mktemp("pulumi")):
+        return {stack: _run(stack, preview=False) for stack in STACKS}
 
 
 @pytest.fixture(scope="module")
 def previews(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Run]:
-    prepare_environment(tmp_path_factory.mktemp("preview"))
-    return {stack: _run(stack, preview=True) for stack in STACKS}
+    with synthetic_environment(tmp_path_factory.mktemp("preview")):
+        return {stack: _run(stack, preview=True) for stack in STACKS}
 
 
 SECRET_SIG = "4dabf18193072939515e22adb298388d"  # how a secret input reaches the engine
@@ -201,7 +202,7 @@ def test_a_preview_after_a_controller_change_changes_only_the_deployment(
 ) -> None:
     """A new `controller/` is a new image tag: the image resource and the dispatcher
     Deployment change; every other object's inputs stay as they were."""
-    prepare_environment(tmp_path)
+    prepare_environment(tmp_path, monkeypatch.setenv)
     for stack in ("dev", "gke"):
         monkeypatch.setattr(fleet_module, "source_hash", lambda _root: "aaaa")
         old = {r.name: r.inputs for r in kube_objects(_run(stack, preview=False).monitor)}
@@ -631,12 +632,12 @@ def test_the_engine_is_asked_to_replace_exactly_the_objects_with_immutable_field
 
 
 def test_the_dispatcher_image_is_built_for_the_platform_the_stack_names(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The image resource gets `dispatcher.platform` (docker build --platform), whatever
     machine runs pulumi up; without it, a kind manager's image is built for the Docker
     engine's machine (the provider asks it), another's for linux/amd64."""
-    prepare_environment(tmp_path)
+    prepare_environment(tmp_path, monkeypatch.setenv)
     config, secret = engine_config(ROOT / "stacks" / "Pulumi.dev.yaml")
     default = run_program("dev", config, secret).monitor.named("dispatcher-image")
     assert not default.inputs.get("platform")
@@ -647,7 +648,7 @@ def test_the_dispatcher_image_is_built_for_the_platform_the_stack_names(
 
 
 def test_team_namespaces_on_existing_clusters_are_used_never_owned(
-    tmp_path: Path, runs: dict[str, Run]
+    tmp_path: Path, runs: dict[str, Run], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A LocalQueue's namespace on an `existing` cluster may be a team's, with its work in
     it: it is a Patch resource there (applied whether it exists or not, never deleted:
@@ -659,7 +660,7 @@ def test_team_namespaces_on_existing_clusters_are_used_never_owned(
         {"namespace": "team-a", "name": "lq", "clusterQueue": "cluster-queue"}
     )
     config["multikueue-fleet:queues"] = json.dumps(queues)
-    prepare_environment(tmp_path)
+    prepare_environment(tmp_path, monkeypatch.setenv)
     monitor = run_program("existing", config, secret).monitor
     spec = _spec("existing")
     for cluster in spec.clusters:

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from components.upstream import toolchain
+from tests.ambient import as_a_user
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.e2e
@@ -95,11 +96,7 @@ def _pulumi_env(project: Path, passphrase: str = DEV_PASSPHRASE) -> dict[str, st
         # the first python3 on PATH (components/resources/program_env.py program_path).
         "PATH": os.pathsep.join([str(project / ".venv" / "bin"), *tools, os.environ["PATH"]]),
     }
-    # Pulumi reads PULUMI_CONFIG_PASSPHRASE first, but a file set for other stacks is noise;
-    # the mock-engine tests point this process at a synthetic release cache.
-    for name in ("PULUMI_CONFIG_PASSPHRASE_FILE", "MKF_UPSTREAM_CACHE", "KUBECONFIG"):
-        environment.pop(name, None)
-    return environment
+    return as_a_user(environment)
 
 
 def _pulumi_run(

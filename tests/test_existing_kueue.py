@@ -30,7 +30,7 @@ from components.resources.existing_kueue import (
 )
 from tests.apiserver import missing
 from tests.conftest import load, only, problems_of
-from tests.pulumi_harness import Run, before, kube_objects, prepare_environment, run_program
+from tests.pulumi_harness import Run, before, kube_objects, run_program, synthetic_environment
 from tests.stack_texts import cli
 
 # A fleet of clusters that already exist, whose Kueue a platform team installed (the
@@ -322,14 +322,14 @@ def test_the_check_runs_again_only_for_another_cluster_version_or_need() -> None
 
 @pytest.fixture(scope="module")
 def byo_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Run]:
-    prepare_environment(tmp_path_factory.mktemp("byo"))
-    config = byo(credentials={"mode": "clusterProfile"})
-    engine = {f"multikueue-fleet:{k}": json.dumps(v) for k, v in config.items()}
-    engine["multikueue-fleet:fleetName"] = "byo"
-    return {
-        mode: run_program("byo", engine, [], preview=mode == "preview")
-        for mode in ("up", "preview")
-    }
+    with synthetic_environment(tmp_path_factory.mktemp("byo")):
+        config = byo(credentials={"mode": "clusterProfile"})
+        engine = {f"multikueue-fleet:{k}": json.dumps(v) for k, v in config.items()}
+        engine["multikueue-fleet:fleetName"] = "byo"
+        return {
+            mode: run_program("byo", engine, [], preview=mode == "preview")
+            for mode in ("up", "preview")
+        }
 
 
 def test_the_program_applies_nothing_of_kueues(byo_runs: dict[str, Run]) -> None:

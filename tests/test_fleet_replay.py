@@ -57,11 +57,15 @@ def admit(
     )
 
 
-async def kueue(manager: Emulator, workers: dict[str, Emulator], run_for: float) -> None:
+async def kueue(
+    manager: Emulator, workers: dict[str, Emulator], run_for: float, finalizer: bool = True
+) -> None:
     """Each Job, JobSet and LeaderWorkerSet on the manager gets a Workload, reserved, a
     copy on a worker, admitted there, and (but a LeaderWorkerSet's) finished `run_for`
     later; a LeaderWorkerSet's Workload goes when it does, as Kueue's owner reference
-    makes it (leaderworkerset_reconciler.go 363)."""
+    makes it (leaderworkerset_reconciler.go 363): marked for deletion first while a
+    finalizer holds it, or (`finalizer` False) removed at once, its last version showing no
+    deletionTimestamp."""
     names = sorted(workers)
     started: dict[str, float] = {}
     while True:
@@ -85,6 +89,9 @@ async def kueue(manager: Emulator, workers: dict[str, Emulator], run_for: float)
             status = wl.get("status") or {}
             if wl["metadata"].get("ownerReferences"):
                 if manager.get("leaderworkerset.x-k8s.io/leaderworkersets", owner, NS) is None:
+                    if not finalizer:
+                        manager.remove(WORKLOADS, name, NS)
+                        continue
                     gone = {**wl, "metadata": {**wl["metadata"], "deletionTimestamp": _now()}}
                     manager.put(WORKLOADS, gone)
                 continue
@@ -95,7 +102,8 @@ async def kueue(manager: Emulator, workers: dict[str, Emulator], run_for: float)
         await asyncio.sleep(0.05)
 
 
-def test_a_stream_is_replayed_recorded_and_measured() -> None:
+@pytest.mark.parametrize("finalizer", [True, False])
+def test_a_stream_is_replayed_recorded_and_measured(finalizer: bool) -> None:
     # Half a minute of arrivals on a time scale of 1/3600: a trace hour per second.
     stream = draw({"w1": 4.0, "w2": 6.0, "w3": 8.0}, minutes=0.05, time=3600, seed=3)
     lws = [j for j in stream.scenario.jobs if j.kind == "lws"]
@@ -106,7 +114,7 @@ def test_a_stream_is_replayed_recorded_and_measured() -> None:
         workers = {n: Emulator(n, crds=None) for n in ("w1", "w2", "w3")}
         for e in (manager, *workers.values()):
             await e.start()
-        fake = asyncio.create_task(kueue(manager, workers, run_for=0.3))
+        fake = asyncio.create_task(kueue(manager, workers, run_for=0.3, finalizer=finalizer))
         kubes = {n: await Kube.from_kubeconfig(e.kubeconfig(), n) for n, e in workers.items()}
         kube = await Kube.from_kubeconfig(manager.kubeconfig(), "manager")
         try:

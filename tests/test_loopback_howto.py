@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 from components.upstream import toolchain
+from tests.ambient import as_a_user
 from tests.real_fleet import binaries
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -92,16 +93,7 @@ def _env(folder: Path) -> dict[str, str]:
         # `python -m loopback build` in the clone finds the tools already built.
         "MKF_TOOLS_BIN": str(toolchain.BIN_DIR),
     }
-    # MKF_UPSTREAM_CACHE: the mock-engine tests point this process at a synthetic cache.
-    for name in (
-        "KUBECONFIG",
-        "PULUMI_BACKEND_URL",
-        "PULUMI_CONFIG_PASSPHRASE",
-        "VIRTUAL_ENV",
-        "MKF_UPSTREAM_CACHE",
-    ):
-        env.pop(name, None)
-    return env
+    return as_a_user(env, "PULUMI_BACKEND_URL", "PULUMI_CONFIG_PASSPHRASE")
 
 
 def test_the_loopback_howto_as_written_leaves_the_clone_clean(tmp_path: Path) -> None:

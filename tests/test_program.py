@@ -7,19 +7,21 @@ from __future__ import annotations
 import copy
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pulumi
 import pytest
 import yaml
 
-from tests.pulumi_harness import ROOT, STACKS, engine_config, prepare_environment, run_program
+from tests.pulumi_harness import ROOT, STACKS, engine_config, run_program, synthetic_environment
 from tests.test_validate import KUBECONFIG
 
 
 @pytest.fixture(autouse=True)
-def environment(tmp_path: Path) -> None:
-    prepare_environment(tmp_path)
+def environment(tmp_path: Path) -> Iterator[None]:
+    with synthetic_environment(tmp_path):
+        yield
 
 
 @pytest.mark.parametrize("stack", STACKS)

@@ -95,7 +95,7 @@ def test_a_tampered_release_stops_the_program_before_any_resource(
     """The eks stack installs the MPI Operator, whose file is pinned: a download with other
     content, and no Go module to make the file from instead, stops `pulumi up` before a
     single resource (not even a cluster) is registered."""
-    prepare_environment(tmp_path)
+    prepare_environment(tmp_path, monkeypatch.setenv)
     (tmp_path / "upstream" / upstream.cache_key(MPI_OPERATOR_URL)).unlink()
     body = b"kind: ConfigMap\nmetadata: {name: not-the-release}\n"
     assert hashlib.sha256(body).hexdigest() != PINNED_SHA256[MPI_OPERATOR_URL]

@@ -1,0 +1,16 @@
+"""What a developer's shell (or this test session) may hold that a user following the
+README has not: a test that runs the project as a user would starts from the environment
+less these, so no fleet it makes sees another kubeconfig, an upstream cache of test files,
+another virtualenv or another stack's passphrase file."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+AMBIENT = ("KUBECONFIG", "MKF_UPSTREAM_CACHE", "VIRTUAL_ENV", "PULUMI_CONFIG_PASSPHRASE_FILE")
+
+
+def as_a_user(environ: Mapping[str, str], *more: str) -> dict[str, str]:
+    """`environ` without AMBIENT and `more`."""
+    dropped = {*AMBIENT, *more}
+    return {k: v for k, v in environ.items() if k not in dropped}
