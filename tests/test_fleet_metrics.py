@@ -25,6 +25,7 @@ def workload(
     uid: str = "",
     origin: bool = False,
     cluster: str = "",
+    nominated: tuple[str, ...] = (),
     **conditions: int | tuple[int, str],
 ) -> dict[str, Any]:
     """A Workload version: each condition True since the given second (with a reason)."""
@@ -37,6 +38,8 @@ def workload(
     status: dict[str, Any] = {"conditions": conds}
     if cluster:
         status["clusterName"] = cluster
+    if nominated:
+        status["nominatedClusterNames"] = list(nominated)
     return {
         "metadata": {
             "name": name,
@@ -51,17 +54,17 @@ def workload(
 
 def test_a_run_is_measured_from_what_the_watches_saw() -> None:
     """job-a: reserved at 1 s, copies on w1 and w2, admitted on w1 at 5 s, evicted at 30 s,
-    admitted again on w2 at 40 s, finished at 100 s. job-b: reserved at 2 s, never admitted;
-    its copy on w3 reserved quota there, but the manager never took it. On w1 a local
-    workload was preempted by job-a's copy."""
+    admitted again on w2 at 40 s, finished at 100 s. job-b: reserved at 2 s, nominated to w1
+    only, never admitted; its copy on w3, never nominated, was admitted there: lost. On w1 a
+    local workload was preempted by job-a's copy."""
     manager = [
         workload("job-a", 0),
-        workload("job-a", 0, QuotaReserved=1),
+        workload("job-a", 0, QuotaReserved=1, nominated=("w1", "w2")),
         workload("job-a", 0, cluster="w1", QuotaReserved=1, Admitted=5),
         workload("job-a", 0, QuotaReserved=1, Evicted=(30, "AdmissionCheck")),
         workload("job-a", 0, cluster="w2", QuotaReserved=35, Admitted=40),
         workload("job-a", 0, cluster="w2", QuotaReserved=35, Admitted=40, Finished=100),
-        workload("job-b", 2, QuotaReserved=2),
+        workload("job-b", 2, QuotaReserved=2, nominated=("w1",)),
     ]
     workers = {
         "w1": [
@@ -74,7 +77,7 @@ def test_a_run_is_measured_from_what_the_watches_saw() -> None:
             workload("job-a", 1, uid="a-w2", origin=True),
             workload("job-a", 31, uid="a-w2-again", origin=True, QuotaReserved=39),
         ],
-        "w3": [workload("job-b", 2, uid="b-w3", origin=True, QuotaReserved=3)],
+        "w3": [workload("job-b", 2, uid="b-w3", origin=True, QuotaReserved=3, Admitted=3)],
     }
     found = measure(manager, workers)
     assert found["workloads"] == 2
@@ -84,6 +87,20 @@ def test_a_run_is_measured_from_what_the_watches_saw() -> None:
     assert found["preemptions"] == 1 and found["evictions"] == 1
     assert found["lost"] == 1  # job-b's copy on w3
     assert found["unfinished"] == 1 and found["pending"] == 1
+
+
+def test_a_copy_that_raced_where_it_was_nominated_and_lost_is_not_a_lost_admission() -> None:
+    """AllAtOnce: nominated on every worker; w2's copy admitted a second after w1's won."""
+    manager = [
+        workload("job", 0, QuotaReserved=1, nominated=("w1", "w2")),
+        workload("job", 0, cluster="w1", QuotaReserved=1, Admitted=2, Finished=9),
+    ]
+    workers = {
+        "w1": [workload("job", 1, uid="w1", origin=True, QuotaReserved=2, Admitted=2)],
+        "w2": [workload("job", 1, uid="w2", origin=True, QuotaReserved=3, Admitted=3)],
+    }
+    found = measure(manager, workers)
+    assert (found["lost"], found["copies"]) == (0, 2)
 
 
 def test_every_workload_admitted_and_finished_leaves_nothing_pending() -> None:
