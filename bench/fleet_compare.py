@@ -46,10 +46,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import yaml
 from fleet_metrics import RecordError
-from fleet_replay import COLUMNS, SIMULATED, _predicted, replay, reset
-from fleet_stream import Stream, StreamError, draw
+from fleet_replay import COLUMNS, JOBS, SIMULATED, _predicted, _true, replay, reset
+from fleet_stream import PRIORITY_LABEL, QUEUE_LABEL, Stream, StreamError, draw
 
-from controller.kube import CLUSTER_QUEUES, LOCAL_QUEUES, ApiError, Kind, Kube
+from controller.kube import CLUSTER_QUEUES, LOCAL_QUEUES, WORKLOADS, ApiError, Kind, Kube
 
 BUILT_IN = {  # configuration_types.go at v0.19.2, lines 395-399
     "AllAtOnce": "kueue.x-k8s.io/multikueue-dispatcher-all-at-once",
@@ -261,11 +261,81 @@ async def _sampled(manager: Kube, peaks: dict[str, float], stop: asyncio.Event) 
             await asyncio.wait_for(stop.wait(), 5)
 
 
+CANARY = "fleet-bench-canary"
+
+
+def _canary_job(args: argparse.Namespace) -> dict[str, Any]:
+    pod = {
+        "restartPolicy": "Never",
+        "terminationGracePeriodSeconds": 0,
+        "containers": [
+            {
+                "name": "canary",
+                "image": args.image,
+                "command": ["sleep", "1"],
+                "resources": {"requests": {"cpu": "1m", "memory": "8Mi"}},
+            }
+        ],
+    }
+    labels = {QUEUE_LABEL: args.queue, PRIORITY_LABEL: PRIORITY_CLASSES[200]}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": CANARY, "namespace": args.namespace, "labels": labels},
+        "spec": {"suspend": True, "backoffLimit": 0, "template": {"spec": pod}},
+    }
+
+
+async def _canary_admitted(manager: Kube, namespace: str, within: float) -> bool:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        items, _ = await manager.list(WORKLOADS, namespace)
+        for wl in items:
+            owners = (wl.get("metadata") or {}).get("ownerReferences") or []
+            if any(o.get("name") == CANARY for o in owners) and _true(wl, "Admitted"):
+                return True
+        await asyncio.sleep(1)
+    return False
+
+
+async def canary(
+    fleet: Fleet, args: argparse.Namespace, timeout: float = 300, within: float = 30
+) -> float:
+    """A tiny Job through the manager until a worker admits it; the seconds that took.
+    After Kueue restarts, a Workload that reserves quota before its MultiKueue clients have
+    reconnected is never dispatched by AllAtOnce: it nominates the clusters connected at
+    that moment, none, and nothing queues it again when they connect (Kueue v0.19.2
+    pkg/controller/admissionchecks/multikueue/workload.go, remoteClientsForAC 293-307 and
+    reconcileGroup 911-960; seen here: the stream's first Job pending for 10 minutes). So
+    each run starts on a fleet that dispatches: a canary not admitted within 30 s is
+    deleted and sent again."""
+    started = time.monotonic()
+    while True:
+        await fleet.manager.create(JOBS, _canary_job(args), args.namespace, answer="none")
+        admitted = await _canary_admitted(fleet.manager, args.namespace, within)
+        await fleet.manager.request(
+            "DELETE",
+            JOBS.path(args.namespace, CANARY),
+            body={"propagationPolicy": "Background"},
+        )
+        await reset([fleet.manager, *fleet.workers.values()], args.namespace)
+        if admitted:
+            return time.monotonic() - started
+        if time.monotonic() - started > timeout:
+            raise TimeoutError(
+                f"manager: a one-millicore Job in {args.namespace}/{args.queue} was not admitted "
+                f"on any worker within {timeout:.0f} s; see `kubectl get multikueueclusters` "
+                "and Kueue's log on the manager"
+            )
+
+
 async def one_run(
     fleet: Fleet, switch: Switch, stream: Stream, dispatcher: str, args: argparse.Namespace
 ) -> dict[str, float]:
     await switch.to(dispatcher)
     await reset(fleet.every, args.namespace)
+    waited = await canary(fleet, args)
+    print(f"  {dispatcher}: the fleet dispatches ({waited:.0f} s after the switch)", flush=True)
     ours = dispatcher not in BUILT_IN
     before = await _usage(fleet.manager) if ours else {}
     peaks: dict[str, float] = {}
@@ -420,6 +490,13 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     try:
         rows = asyncio.run(compare(args))
+    except KeyboardInterrupt:
+        print(
+            "interrupted: the namespace was emptied and the fleet put back to its own "
+            "dispatcher where it answered",
+            file=sys.stderr,
+        )
+        return 130
     except (StreamError, RecordError, TimeoutError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

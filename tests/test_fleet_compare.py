@@ -6,6 +6,7 @@ cost read from its metrics, and the table. The runs themselves are the kind tier
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import math
 import sys
@@ -177,3 +178,63 @@ def test_the_table_holds_medians_over_seeds_beside_the_simulation() -> None:
     assert real.startswith("| policy | real (3 seeds) | n/a | 6 | n/a |")
     assert "| 2 |" in real  # the dispatcher's CPU seconds
     assert simulated.startswith("| policy | simulated (3 seeds) | n/a | 9 |")
+
+
+def test_a_run_starts_once_a_canary_job_is_admitted_and_gone() -> None:
+    """The first canary is never admitted (a Kueue that has not reconnected to its workers):
+    it is deleted and sent again; the second is admitted, then deleted, its Workload gone."""
+    ns, workloads = "team-a", "kueue.x-k8s.io/workloads"
+
+    async def main() -> None:
+        manager = Emulator("manager", crds=None)
+        workers = {n: Emulator(n, crds=None) for n in ("w1", "w2", "w3")}
+        for e in (manager, *workers.values()):
+            await e.start()
+        kube = await Kube.from_kubeconfig(manager.kubeconfig(), "manager")
+        kubes = {n: await Kube.from_kubeconfig(e.kubeconfig(), n) for n, e in workers.items()}
+        args = argparse.Namespace(namespace=ns, queue="user-queue", image="busybox:1.36")
+        sent: list[dict[str, Any]] = []
+
+        async def kueue() -> None:
+            """Deaf to the first Job; admits the next ones; a Workload goes with its Job."""
+            while True:
+                jobs = {j["metadata"]["uid"]: j for j in manager.items("batch/jobs")}
+                for uid, job in jobs.items():
+                    if uid not in {j["metadata"]["uid"] for j in sent}:
+                        sent.append(job)
+                    if len(sent) > 1 and not manager.get(workloads, f"wl-{uid}", ns):
+                        owner = {"kind": "Job", "name": job["metadata"]["name"], "uid": uid}
+                        admitted = {
+                            "type": "Admitted",
+                            "status": "True",
+                            "reason": "Admitted",
+                            "lastTransitionTime": "2026-11-27T10:00:00Z",
+                        }
+                        manager.put(workloads, {
+                            "metadata": {"name": f"wl-{uid}", "namespace": ns,
+                                         "ownerReferences": [owner]},
+                            "status": {"conditions": [admitted]},
+                        })  # fmt: skip
+                for wl in manager.items(workloads):
+                    if wl["metadata"]["ownerReferences"][0]["uid"] not in jobs:
+                        manager.remove(workloads, wl["metadata"]["name"], ns)
+                await asyncio.sleep(0.05)
+
+        fake = asyncio.create_task(kueue())
+        try:
+            waited = await fleet_compare.canary(
+                fleet_compare.Fleet(kube, kubes), args, timeout=20, within=3
+            )
+            assert 3 <= waited < 20 and len(sent) == 2
+            assert not manager.items("batch/jobs") and not manager.items(workloads)
+            requests = sent[0]["spec"]["template"]["spec"]["containers"][0]["resources"]
+            assert requests == {"requests": {"cpu": "1m", "memory": "8Mi"}}
+            assert sent[0]["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] == "bench-high"
+        finally:
+            fake.cancel()
+            for k in (kube, *kubes.values()):
+                await k.close()
+            for e in (manager, *workers.values()):
+                await e.stop()
+
+    asyncio.run(asyncio.wait_for(main(), 60))

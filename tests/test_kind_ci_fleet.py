@@ -101,17 +101,19 @@ RECORD = (
 
 
 @pytest.mark.parametrize(
-    ("mount", "plugin_image"),
+    ("mount", "plugin_image", "exit_code"),
     [
         # Kubernetes 1.35+: the official, shell-less plugin image mounted as an image volume.
-        ("imageVolume", None),
+        ("imageVolume", None, 0),
         # Below 1.35 (or by choice): an init container copies the plugin out of an image with
         # a shell, one the user builds and names; here Kueue's own e2e build (kindnode/images).
-        ("initContainer", images.KUEUE_E2E_SECRETREADER),
+        # And the command then fails: `mkf run` passes its exit code on and still tears the
+        # fleet down (the CI fleet on failure, without a fleet of its own).
+        ("initContainer", images.KUEUE_E2E_SECRETREADER, 3),
     ],
 )
 def test_cluster_profile_mode_dispatches_through_each_plugin_mount(
-    ci_project: tuple[Path, dict[str, str]], mount: str, plugin_image: str | None
+    ci_project: tuple[Path, dict[str, str]], mount: str, plugin_image: str | None, exit_code: int
 ) -> None:
     project, env = ci_project
     base = f"cp-{mount.lower()}"
@@ -126,9 +128,9 @@ def test_cluster_profile_mode_dispatches_through_each_plugin_mount(
     (project / "stacks" / f"Pulumi.{base}.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
     name = f"kt{uuid.uuid4().hex[:6]}"
     command = [".venv/bin/mkf", "run", "--base", base, "--name", name, "--out", ".fleet", "--",
-               "bash", "-c", RECORD]  # fmt: skip
+               "bash", "-c", f"{RECORD} && exit {exit_code}"]  # fmt: skip
     result = run(command, project, env, timeout=2400)
-    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-6000:]
+    assert result.returncode == exit_code, result.stdout[-6000:] + result.stderr[-6000:]
     assert "the Job and the JobSet completed on a worker" in result.stdout
     pod = json.loads((project / "kueue.json").read_text())["spec"]["template"]["spec"]
     volume = next(v for v in pod["volumes"] if v["name"] == PLUGIN_VOLUME)

@@ -735,6 +735,6 @@ class Driver:
         except DriverError as exc:
             return (
                 f"teardown of {name} failed: {exc}; finish it with "
-                f"`python -m components down --name {name}`"
+                f"`mkf down --name {name}`"
             )
         return None
