@@ -35,6 +35,7 @@ import contextlib
 import csv
 import math
 import re
+import signal
 import statistics
 import sys
 import time
@@ -431,6 +432,8 @@ async def compare(args: argparse.Namespace) -> list[dict[str, Any]]:
                 rows.append(
                     {"dispatcher": dispatcher, "seed": seed, "real": real, "simulated": predicted}
                 )
+                if args.csv:  # as each run ends: a run stopped later keeps what it measured
+                    _csv(args.csv, rows)
                 print(
                     f"  {dispatcher}: {time.monotonic() - started:.0f} s; unfinished "
                     f"{real['unfinished']:.0f}, lost {real['lost']:.0f}, "
@@ -445,6 +448,18 @@ async def compare(args: argparse.Namespace) -> list[dict[str, Any]]:
         finally:
             await fleet.close()
     return rows
+
+
+async def _until_stopped(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """compare, cancelled by SIGINT or SIGTERM (also where the shell that started it in
+    the background ignores SIGINT), so its clean-up runs: the namespace emptied, the
+    fleet's own dispatcher back."""
+    task = asyncio.current_task()
+    assert task is not None
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, task.cancel)
+    return await compare(args)
 
 
 def _names(text: str) -> list[str]:
@@ -484,13 +499,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--local-queue", default="user-queue", help="the workers' LocalQueue")
     parser.add_argument("--image", default="busybox:1.36", help="an image with `sleep`")
     parser.add_argument("--timeout", type=float, default=1200.0, help="seconds per run, at most")
-    parser.add_argument("--csv", type=Path, help="every run's measures, one row per run")
+    parser.add_argument(
+        "--csv", type=Path, help="every run's measures, one row per run, written as each ends"
+    )
     parser.add_argument("--check", action="store_true", help="exit 1 on any unfinished job")
     args = parser.parse_args(argv)
     started = time.monotonic()
     try:
-        rows = asyncio.run(compare(args))
-    except KeyboardInterrupt:
+        rows = asyncio.run(_until_stopped(args))
+    except (KeyboardInterrupt, asyncio.CancelledError):
         print(
             "interrupted: the namespace was emptied and the fleet put back to its own "
             "dispatcher where it answered",
@@ -509,8 +526,6 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(f"\n{len(rows)} runs in {time.monotonic() - started:.0f} s; medians over seeds\n")
     print(table(rows))
-    if args.csv:
-        _csv(args.csv, rows)
     failed = [
         r for r in rows if r["real"]["unfinished"] or r["real"]["lost"] or r["real"]["pending"]
     ]

@@ -157,11 +157,17 @@ async def replay(
     served: set[str] = set()
     pending: list[asyncio.Task] = []
 
-    async def serve(name: str, seconds: float) -> None:
-        """Delete LeaderWorkerSet `name` `seconds` after a Workload of it is admitted."""
-        while not any(
-            _owned_by(o, name) and _true(o, "Admitted") for o in recorders[""].latest.values()
-        ):
+    async def serve(name: str, seconds: float, groups: int) -> None:
+        """Delete LeaderWorkerSet `name` `seconds` after the last of its `groups` Workloads
+        is admitted: every group has run at least its time (the earlier ones longer), and
+        none is deleted before it ran."""
+        admitted: set[str] = set()
+        while len(admitted) < groups:
+            admitted |= {
+                key
+                for key, o in recorders[""].latest.items()
+                if _owned_by(o, name) and _true(o, "Admitted")
+            }
             await asyncio.sleep(0.5)
         await asyncio.sleep(seconds)
         await manager.request("DELETE", LEADER_WORKER_SETS.path(namespace, name))
@@ -181,13 +187,14 @@ async def replay(
             )
             for i, job in enumerate(stream.scenario.local)
         ]
-        durations = {j.name: j.duration for j in stream.scenario.jobs}
+        jobs = {j.name: j for j in stream.scenario.jobs}
         for arrival, kube, obj in sorted(submissions, key=lambda s: s[0]):
             await _at(start, arrival)
             await kube.create(KINDS[obj["kind"]], obj, namespace, answer="none")
             if obj["kind"] == "LeaderWorkerSet":
                 name = obj["metadata"]["name"]
-                pending.append(asyncio.create_task(serve(name, durations[name])))
+                job = jobs[name]
+                pending.append(asyncio.create_task(serve(name, job.duration, job.parts)))
         # Every workload the stream makes on the manager (a LeaderWorkerSet one per group)
         # finished, or deleted after serving its time.
         expected = sum(j.parts for j in stream.scenario.jobs)

@@ -248,8 +248,8 @@ def job_object(
         }
     if job.kind == "lws":
         # A LeaderWorkerSet serves (its pods are a StatefulSet's, restartPolicy Always):
-        # it never finishes by itself, so the replay deletes it `job.duration` after its
-        # admission.
+        # it never finishes by itself, so the replay deletes it `job.duration` after the last
+        # of its groups is admitted.
         template = {"spec": _pod("worker", job.requests, None, image, stream.unit)}
         return {
             "apiVersion": "leaderworkerset.x-k8s.io/v1",
