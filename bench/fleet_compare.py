@@ -412,6 +412,20 @@ def _csv(path: Path, rows: list[dict[str, Any]]) -> None:
                 )
 
 
+def read_csv(path: Path) -> list[dict[str, Any]]:
+    """The rows `--csv` wrote, as compare returned them (a missing measure is NaN)."""
+    keys = [k for k, _ in (*MEASURES, *USAGE)]
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    with path.open(newline="") as source:
+        for line in csv.DictReader(source):
+            row = rows.setdefault(
+                (line["dispatcher"], line["seed"]),
+                {"dispatcher": line["dispatcher"], "seed": int(line["seed"])},
+            )
+            row[line["run"]] = {k: float(line[k]) if line.get(k) else math.nan for k in keys}
+    return list(rows.values())
+
+
 async def compare(args: argparse.Namespace) -> list[dict[str, Any]]:
     fleet = await Fleet.open(args.fleet)
     switch = Switch(fleet.manager)
@@ -484,7 +498,10 @@ def _seeds(text: str) -> list[int]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--fleet", type=Path, required=True, help="`mkf up --out` folder")
+    parser.add_argument("--fleet", type=Path, help="`mkf up --out` folder")
+    parser.add_argument(
+        "--table", type=Path, metavar="CSV", help="print the table of a --csv file and exit"
+    )
     parser.add_argument(
         "--dispatchers", type=_names, default=["AllAtOnce", "Incremental", "policy"]
     )
@@ -504,6 +521,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--check", action="store_true", help="exit 1 on any unfinished job")
     args = parser.parse_args(argv)
+    if args.table:
+        try:
+            print(table(read_csv(args.table)))
+        except (OSError, KeyError, ValueError) as exc:
+            print(f"error: --table {args.table}: not a --csv file of this script ({exc})",
+                  file=sys.stderr)  # fmt: skip
+            return 2
+        return 0
+    if args.fleet is None:
+        parser.error("--fleet is required (the `mkf up --out` folder of the bench fleet)")
     started = time.monotonic()
     try:
         rows = asyncio.run(_until_stopped(args))

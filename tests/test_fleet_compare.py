@@ -238,3 +238,18 @@ def test_a_run_starts_once_a_canary_job_is_admitted_and_gone() -> None:
                 await e.stop()
 
     asyncio.run(asyncio.wait_for(main(), 60))
+
+
+def test_the_table_comes_back_from_the_csv(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    rows = [
+        {"dispatcher": "policy", "seed": 1, "real": {"p95": 4.0, "cpu_s": 2.0},
+         "simulated": {"p95": 9.0}},
+        {"dispatcher": "AllAtOnce", "seed": 1, "real": {"p95": 5.0}, "simulated": {"p95": 7.0}},
+    ]  # fmt: skip
+    path = tmp_path / "runs.csv"
+    fleet_compare._csv(path, rows)
+    assert fleet_compare.main(["--table", str(path)]) == 0
+    assert capsys.readouterr().out.strip() == fleet_compare.table(rows)
+    (tmp_path / "other.csv").write_text("a,b\n1,2\n")
+    assert fleet_compare.main(["--table", str(tmp_path / "other.csv")]) == 2
+    assert "not a --csv file of this script" in capsys.readouterr().err
