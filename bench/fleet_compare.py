@@ -380,7 +380,9 @@ USAGE = (("cpu_s", "dispatcher CPU s"), ("rss_mib", "dispatcher RSS MiB"))
 
 
 def _cell(value: float) -> str:
-    return "n/a" if math.isnan(value) else f"{value:.0f}" if value == int(value) else f"{value:.1f}"
+    if math.isnan(value):
+        return "n/a"
+    return f"{value:.0f}" if abs(value - round(value)) < 0.05 else f"{value:.1f}"
 
 
 def table(rows: list[dict[str, Any]]) -> str:

@@ -733,8 +733,5 @@ class Driver:
         try:
             self._down(name)
         except DriverError as exc:
-            return (
-                f"teardown of {name} failed: {exc}; finish it with "
-                f"`mkf down --name {name}`"
-            )
+            return f"teardown of {name} failed: {exc}; finish it with `mkf down --name {name}`"
         return None
