@@ -46,8 +46,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import yaml
-from fleet_metrics import RecordError
-from fleet_replay import COLUMNS, JOBS, SIMULATED, _predicted, _true, replay, reset
+from fleet_replay import (
+    COLUMNS,
+    JOBS,
+    RUN_ERRORS,
+    SIMULATED,
+    _predicted,
+    _true,
+    replay,
+    report_error,
+    reset,
+)
 from fleet_stream import PRIORITY_LABEL, QUEUE_LABEL, Stream, StreamError, draw
 
 from controller.kube import CLUSTER_QUEUES, LOCAL_QUEUES, WORKLOADS, ApiError, Kind, Kube
@@ -543,16 +552,10 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 130
-    except (StreamError, RecordError, TimeoutError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except ApiError as exc:
-        print(
-            f"error: the API server refused: {exc}; check --fleet's kubeconfigs and that the "
-            "fleet came from stacks/Pulumi.bench.yaml",
-            file=sys.stderr,
+    except RUN_ERRORS as exc:
+        return report_error(
+            exc, "check --fleet's kubeconfigs and that the fleet came from stacks/Pulumi.bench.yaml"
         )
-        return 2
     print(f"\n{len(rows)} runs in {time.monotonic() - started:.0f} s; medians over seeds\n")
     print(table(rows))
     failed = [

@@ -360,6 +360,19 @@ async def _run(args: argparse.Namespace, run: Callable[..., Awaitable[Any]] = re
     return 1 if real["unfinished"] or real["lost"] or real["pending"] else 0
 
 
+# What a run on a fleet can end in that is the fleet's or the input's fault, not a bug.
+RUN_ERRORS = (StreamError, RecordError, TimeoutError, ApiError)
+
+
+def report_error(exc: Exception, refused_hint: str) -> int:
+    """One line on stderr for one of RUN_ERRORS; the exit code."""
+    if isinstance(exc, ApiError):
+        print(f"error: the API server refused: {exc}; {refused_hint}", file=sys.stderr)
+    else:
+        print(f"error: {exc}", file=sys.stderr)
+    return 2
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--manager", type=Path, required=True, help="the manager's kubeconfig")
@@ -384,16 +397,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return asyncio.run(_run(args))
-    except (StreamError, RecordError, TimeoutError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except ApiError as exc:
-        print(
-            f"error: the API server refused: {exc}; check the kubeconfigs and that the "
-            "fleet's CRDs and queues exist",
-            file=sys.stderr,
-        )
-        return 2
+    except RUN_ERRORS as exc:
+        return report_error(exc, "check the kubeconfigs and that the fleet's CRDs and queues exist")
 
 
 if __name__ == "__main__":

@@ -93,6 +93,20 @@ def run(
     )
 
 
+def user_project(target: Path, stack: str, passphrase: str) -> tuple[Path, dict[str, str]]:
+    """A copy of the project with STACK's clusters on the kind tier, the tools' environment,
+    and its own virtualenv installed as the README says."""
+    manifest = require_kind_tier()
+    project = copy_project(target)
+    use_kind_tier(project / "stacks" / f"Pulumi.{stack}.yaml", manifest)
+    env = tool_env(project, passphrase)
+    venv = run(["bash", "-c", "python3 -m venv .venv && .venv/bin/pip install -q -r "
+                "requirements.txt && .venv/bin/pip install -q --no-deps -e ."],
+               project, env, timeout=900)  # fmt: skip
+    assert venv.returncode == 0, venv.stderr
+    return project, env
+
+
 def kubectl(kubeconfig: Path, *args: str, stdin: str | None = None) -> str:
     result = subprocess.run(
         [str(toolchain.BIN_DIR / "kubectl"), "--kubeconfig", str(kubeconfig), *args],

@@ -23,6 +23,7 @@ from fleet_stream import StreamError
 
 from controller.kube import Kube
 from controller.metrics import Metrics
+from tests.fleet_harness import cluster_queue
 from tests.kube_emulator import Emulator
 
 OURS = "multikueue-fleet/dispatcher"
@@ -56,26 +57,10 @@ async def _controller(manager: Emulator) -> None:
         await asyncio.sleep(0.05)
 
 
-def _cluster_queue(cpu: str, within: str | None) -> dict[str, Any]:
-    spec: dict[str, Any] = {
-        "resourceGroups": [
-            {
-                "coveredResources": ["cpu", "memory"],
-                "flavors": [
-                    {
-                        "name": "default-flavor",
-                        "resources": [
-                            {"name": "cpu", "nominalQuota": cpu},
-                            {"name": "memory", "nominalQuota": "2Gi"},
-                        ],
-                    }
-                ],
-            }
-        ]
-    }
-    if within:
-        spec["preemption"] = {"withinClusterQueue": within}
-    return {"metadata": {"name": "cluster-queue"}, "spec": spec}
+def _cluster_queue(cpu: str, within: str) -> dict[str, Any]:
+    cq = cluster_queue(cpu, "2Gi")
+    cq["spec"]["preemption"] = {"withinClusterQueue": within}
+    return cq
 
 
 def test_queues_read_back_and_the_switch_goes_there_and_back() -> None:

@@ -21,13 +21,10 @@ from components.model.versions import SECRETREADER_PLUGIN_IMAGE
 from components.objects.kueue_install import PLUGIN_VOLUME
 from kindnode import images
 from tests.kind_tier import (
-    copy_project,
     fleet_containers,
     kind_clusters,
-    require_kind_tier,
     run,
-    tool_env,
-    use_kind_tier,
+    user_project,
 )
 
 pytestmark = pytest.mark.kind
@@ -36,14 +33,7 @@ PASSPHRASE = "kind-tier-ci"
 
 @pytest.fixture(scope="module")
 def ci_project(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
-    manifest = require_kind_tier()
-    project = copy_project(tmp_path_factory.mktemp("kind-ci") / "project")
-    use_kind_tier(project / "stacks" / "Pulumi.ci.yaml", manifest)
-    env = tool_env(project, PASSPHRASE)
-    venv = run(["bash", "-c", "python3 -m venv .venv && .venv/bin/pip install -q -r "
-                "requirements.txt && .venv/bin/pip install -q --no-deps -e ."],
-               project, env, timeout=900)  # fmt: skip
-    assert venv.returncode == 0, venv.stderr
+    project, env = user_project(tmp_path_factory.mktemp("kind-ci") / "project", "ci", PASSPHRASE)
     return project, env
 
 

@@ -15,13 +15,10 @@ import pytest
 import yaml
 
 from tests.kind_tier import (
-    copy_project,
     fleet_containers,
     kubectl,
-    require_kind_tier,
     run,
-    tool_env,
-    use_kind_tier,
+    user_project,
 )
 
 pytestmark = pytest.mark.kind
@@ -31,14 +28,9 @@ PASSPHRASE = "kind-tier-bench"
 def test_the_stream_finishes_through_ours_and_all_at_once(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
-    manifest = require_kind_tier()
-    project = copy_project(tmp_path_factory.mktemp("kind-bench") / "project")
-    use_kind_tier(project / "stacks" / "Pulumi.bench.yaml", manifest)
-    env = tool_env(project, PASSPHRASE)
-    venv = run(["bash", "-c", "python3 -m venv .venv && .venv/bin/pip install -q -r "
-                "requirements.txt && .venv/bin/pip install -q --no-deps -e ."],
-               project, env, timeout=900)  # fmt: skip
-    assert venv.returncode == 0, venv.stderr
+    project, env = user_project(
+        tmp_path_factory.mktemp("kind-bench") / "project", "bench", PASSPHRASE
+    )
     name = f"ktb{uuid.uuid4().hex[:6]}"
     out = project / ".fleet" / name
     up = run([".venv/bin/mkf", "up", "--base", "bench", "--name", name, "--out", str(out)],
