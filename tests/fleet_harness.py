@@ -361,6 +361,33 @@ async def dispatcher_on(
         await fleet.stop()
 
 
+class BenchFleet:
+    """A manager and workers as bare emulators (no CRD schemas) with a client for each: what
+    the real-fleet scripts (bench/fleet_*.py) talk to."""
+
+    def __init__(self, workers: tuple[str, ...]) -> None:
+        self.manager = Emulator("manager", crds=None)
+        self.workers = {n: Emulator(n, crds=None) for n in workers}
+        self.kube: Kube
+        self.kubes: dict[str, Kube] = {}
+
+    @classmethod
+    async def start(cls, workers: tuple[str, ...] = ("w1", "w2", "w3")) -> BenchFleet:
+        fleet = cls(workers)
+        for e in (fleet.manager, *fleet.workers.values()):
+            await e.start()
+        fleet.kube = await Kube.from_kubeconfig(fleet.manager.kubeconfig(), "manager")
+        for n, e in fleet.workers.items():
+            fleet.kubes[n] = await Kube.from_kubeconfig(e.kubeconfig(), n)
+        return fleet
+
+    async def stop(self) -> None:
+        for k in (self.kube, *self.kubes.values()):
+            await k.close()
+        for e in (self.manager, *self.workers.values()):
+            await e.stop()
+
+
 async def until(check: Callable[[], Any], timeout: float = 8.0, what: str = "") -> Any:
     deadline = asyncio.get_running_loop().time() + timeout
     while True:

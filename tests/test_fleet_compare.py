@@ -21,9 +21,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 import fleet_compare
 from fleet_stream import StreamError
 
-from controller.kube import Kube
 from controller.metrics import Metrics
-from tests.fleet_harness import cluster_queue
+from tests.fleet_harness import BenchFleet, cluster_queue
 from tests.kube_emulator import Emulator
 
 OURS = "multikueue-fleet/dispatcher"
@@ -65,10 +64,8 @@ def _cluster_queue(cpu: str, within: str) -> dict[str, Any]:
 
 def test_queues_read_back_and_the_switch_goes_there_and_back() -> None:
     async def main() -> None:
-        manager = Emulator("manager", crds=None)
-        workers = {n: Emulator(n, crds=None) for n in ("worker1", "worker2", "worker3")}
-        for e in (manager, *workers.values()):
-            await e.start()
+        bench = await BenchFleet.start(("worker1", "worker2", "worker3"))
+        manager, workers, kube, kubes = bench.manager, bench.workers, bench.kube, bench.kubes
         manager.put(
             "configmaps",
             {
@@ -89,8 +86,6 @@ def test_queues_read_back_and_the_switch_goes_there_and_back() -> None:
                  "spec": {"clusterQueue": "cluster-queue"}},
             )  # fmt: skip
         deployments = asyncio.create_task(_controller(manager))
-        kube = await Kube.from_kubeconfig(manager.kubeconfig(), "manager")
-        kubes = {n: await Kube.from_kubeconfig(e.kubeconfig(), n) for n, e in workers.items()}
         fleet = fleet_compare.Fleet(kube, kubes)
         try:
             quotas, queues = await fleet_compare.worker_queues(fleet, "team-a", "user-queue")
@@ -129,10 +124,7 @@ def test_queues_read_back_and_the_switch_goes_there_and_back() -> None:
                 await fleet_compare.Switch(kube).remember()
         finally:
             deployments.cancel()
-            for k in (kube, *kubes.values()):
-                await k.close()
-            for e in (manager, *workers.values()):
-                await e.stop()
+            await bench.stop()
 
     asyncio.run(asyncio.wait_for(main(), 60))
 
@@ -171,12 +163,8 @@ def test_a_run_starts_once_a_canary_job_is_admitted_and_gone() -> None:
     ns, workloads = "team-a", "kueue.x-k8s.io/workloads"
 
     async def main() -> None:
-        manager = Emulator("manager", crds=None)
-        workers = {n: Emulator(n, crds=None) for n in ("w1", "w2", "w3")}
-        for e in (manager, *workers.values()):
-            await e.start()
-        kube = await Kube.from_kubeconfig(manager.kubeconfig(), "manager")
-        kubes = {n: await Kube.from_kubeconfig(e.kubeconfig(), n) for n, e in workers.items()}
+        bench = await BenchFleet.start()
+        manager, kube, kubes = bench.manager, bench.kube, bench.kubes
         args = argparse.Namespace(namespace=ns, queue="user-queue", image="busybox:1.36")
         sent: list[dict[str, Any]] = []
 
@@ -217,10 +205,7 @@ def test_a_run_starts_once_a_canary_job_is_admitted_and_gone() -> None:
             assert sent[0]["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] == "bench-high"
         finally:
             fake.cancel()
-            for k in (kube, *kubes.values()):
-                await k.close()
-            for e in (manager, *workers.values()):
-                await e.stop()
+            await bench.stop()
 
     asyncio.run(asyncio.wait_for(main(), 60))
 

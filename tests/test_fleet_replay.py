@@ -22,7 +22,7 @@ import fleet_replay
 from fleet_metrics import ORIGIN_LABEL
 from fleet_stream import draw
 
-from controller.kube import Kube
+from tests.fleet_harness import BenchFleet
 from tests.kube_emulator import Emulator
 
 NS = "team-a"
@@ -110,13 +110,9 @@ def test_a_stream_is_replayed_recorded_and_measured(finalizer: bool) -> None:
     assert lws and len(stream.scenario.jobs) > 5
 
     async def main() -> dict[str, float]:
-        manager = Emulator("manager", crds=None)
-        workers = {n: Emulator(n, crds=None) for n in ("w1", "w2", "w3")}
-        for e in (manager, *workers.values()):
-            await e.start()
+        bench = await BenchFleet.start()
+        manager, workers, kube, kubes = bench.manager, bench.workers, bench.kube, bench.kubes
         fake = asyncio.create_task(kueue(manager, workers, run_for=0.3, finalizer=finalizer))
-        kubes = {n: await Kube.from_kubeconfig(e.kubeconfig(), n) for n, e in workers.items()}
-        kube = await Kube.from_kubeconfig(manager.kubeconfig(), "manager")
         try:
             began = time.monotonic()
             found, served = await fleet_replay.replay(
@@ -130,10 +126,7 @@ def test_a_stream_is_replayed_recorded_and_measured(finalizer: bool) -> None:
             return found
         finally:
             fake.cancel()
-            for k in (kube, *kubes.values()):
-                await k.close()
-            for e in (manager, *workers.values()):
-                await e.stop()
+            await bench.stop()
 
     found = asyncio.run(asyncio.wait_for(main(), 60))
     assert found["workloads"] == sum(j.parts for j in stream.scenario.jobs)
@@ -177,13 +170,9 @@ def test_a_cluster_whose_workloads_cannot_be_watched_stops_the_run_with_one_line
     stream = draw({"w1": 4.0, "w2": 6.0, "w3": 8.0}, minutes=0.05, time=3600, seed=3)
 
     async def main() -> str:
-        manager = Emulator("manager", crds=None)
-        workers = {n: Emulator(n, crds=None) for n in ("w1", "w2", "w3")}
-        for e in (manager, *workers.values()):
-            await e.start()
+        bench = await BenchFleet.start()
+        workers, kube, kubes = bench.workers, bench.kube, bench.kubes
         workers["w2"].fail("GET", "workloads", 403, times=1000)
-        kubes = {n: await Kube.from_kubeconfig(e.kubeconfig(), n) for n, e in workers.items()}
-        kube = await Kube.from_kubeconfig(manager.kubeconfig(), "manager")
         try:
             with pytest.raises(fleet_replay.RecordError) as caught:
                 await fleet_replay.replay(
@@ -191,10 +180,7 @@ def test_a_cluster_whose_workloads_cannot_be_watched_stops_the_run_with_one_line
                 )
             return str(caught.value)
         finally:
-            for k in (kube, *kubes.values()):
-                await k.close()
-            for e in (manager, *workers.values()):
-                await e.stop()
+            await bench.stop()
 
     message = asyncio.run(asyncio.wait_for(main(), 25))
     assert message.startswith("w2: watching Workloads in team-a failed") and "\n" not in message
