@@ -45,7 +45,7 @@ async def run(
         settings.lease_renew_deadline_seconds,
     )
     dispatcher = Dispatcher(
-        manager, settings, metrics, Kube.from_kubeconfig, lambda: elector.is_leader
+        manager, settings, metrics, Kube.from_kubeconfig, elector.leading
     )
     runner = web.AppRunner(
         app(metrics, dispatcher.state.synced, lambda: dispatcher.heartbeat), handle_signals=False
@@ -65,10 +65,14 @@ async def run(
                 # A new leader looks at everything: the old one may have died mid-way.
                 dispatcher.look_at_everything()
                 await dispatcher.sync_policy_status()
+            else:
+                # A write begun while leading would otherwise go on through the client's
+                # retries (minutes) after another replica took over: two writers.
+                await dispatcher.stop_writing()
 
     async def profiles() -> None:
         while True:
-            if elector.is_leader and settings.cluster_profiles and dispatcher.state.synced():
+            if elector.leading() and settings.cluster_profiles and dispatcher.state.synced():
                 await sync_profiles(
                     manager, dispatcher.state, settings.cluster_profiles, settings.kueue_namespace
                 )
@@ -79,7 +83,7 @@ async def run(
     async def inventory() -> None:
         while True:
             await asyncio.sleep(min(settings.resync_seconds, 2))
-            if not (elector.is_leader and dispatcher.state.synced()):
+            if not (elector.leading() and dispatcher.state.synced()):
                 continue
             try:
                 await keeper.step(datetime.now(UTC))

@@ -207,6 +207,14 @@ class Dispatcher:
     ) -> None:
         await self.events.say(obj, kind, reason, message, decision)
 
+    async def stop_writing(self) -> None:
+        """Cancels the writes under way (leadership lost); their workloads are decided
+        again by whoever leads next."""
+        tasks = list(self.writer.tasks)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
     async def stop(self) -> None:
         for task in [*self._tasks, *self.writer.tasks]:
             task.cancel()
@@ -404,9 +412,10 @@ class Dispatcher:
             if written is not None:
                 # Before the answer is given: the echo, once recognised, is looked up here.
                 self.decided.expect_echo(key, wl, tuple(decision.nominate), fleet)
+            else:  # failed, or cancelled (leadership lost): nothing of it is in flight
+                self.demand.uncount(key)
             answered(nominated(wl, clusters, written) if written else None)
         if written is None:
-            self.demand.uncount(key)
             return
         for cluster in decision.nominate:
             if cluster not in current:

@@ -93,10 +93,25 @@ class LeaderElector:
         spec = json.loads(self._observed) if self._observed else {}
         return spec.get("holderIdentity") not in (self.identity, None, "")
 
+    def leading(self) -> bool:
+        """May this replica write now: it holds the lease and its last renewal is within
+        the renew deadline. Also true between tries, so a leader whose loop is late (a busy
+        event loop, a try that failed fast just before the deadline) stops at the deadline
+        itself, not at its next try."""
+        if not self.is_leader or self._renewed_at is None:
+            return False
+        return self.clock() - self._renewed_at < self.deadline
+
     async def run(self) -> None:
         while True:
             await self.step()
-            await asyncio.sleep(self.renew)
+            # client-go retries every retry period but never past the renew deadline
+            # (renew's PollImmediateUntil under context.WithTimeout(RenewDeadline)): a
+            # leader's next try comes at the deadline at the latest, where it steps down.
+            wait = self.renew
+            if self.is_leader and self._renewed_at is not None:
+                wait = min(wait, max(self._renewed_at + self.deadline - self.clock(), 0.0))
+            await asyncio.sleep(wait)
 
     async def step(self) -> None:
         """One try to acquire or renew. A leader's try is cut off at its renew deadline,

@@ -174,6 +174,10 @@ class Emulator:
     # The CRDs served: custom resources of these kinds are pruned, defaulted and validated
     # on every write; None serves every kind permissively (what is sent is kept).
     crds: CrdSchemas | None = field(default_factory=served_crds)
+    # (method, path part) -> requests that match are held unanswered while listed; those
+    # whose client gave up meanwhile (closed the connection) are logged in `abandoned`.
+    hung: set[tuple[str, str]] = field(default_factory=set)
+    abandoned: list[Request] = field(default_factory=list)
     # When set, requests must carry this bearer token (as a real server would refuse them).
     required_token: str | None = None
     _watchers: list[asyncio.Queue] = field(default_factory=list)
@@ -436,6 +440,13 @@ class Emulator:
                 ]
             )
         while self.stalled:
+            await asyncio.sleep(0.02)
+        while any(m == request.method and part in request.path for m, part in self.hung):
+            if request.transport is None or request.transport.is_closing():
+                self.abandoned.append(
+                    Request(request.method, request.path, dict(request.query), None, "")
+                )
+                raise web.HTTPServiceUnavailable()  # nobody reads it
             await asyncio.sleep(0.02)
         if self.down:
             raise web.HTTPServiceUnavailable()

@@ -626,6 +626,39 @@ async def test_two_replicas_only_the_leader_writes(fleet: Fleet) -> None:
 
 
 @fleet_test(TWO)
+async def test_a_leader_that_steps_down_abandons_the_write_under_way(fleet: Fleet) -> None:
+    """A nomination write sent while leading, whose answer hangs, is given up when the
+    leader steps down at its renew deadline: not carried on through the client's retries
+    (minutes) while another replica leads. client-go's leader stops everything it runs at
+    that point (tools/leaderelection/leaderelection.go, OnStoppedLeading)."""
+    stop, metrics = await fleet.run_controller(
+        identity="replica-a",
+        lease_duration_seconds=3,
+        lease_renew_seconds=0.2,
+        lease_renew_deadline_seconds=2,
+    )
+    leader = partial(metrics.registry.get_sample_value, "mkf_leader")
+    await until(lambda: leader() == 1)
+    fleet.manager.hung.add(("PATCH", "/workloads/one/status"))
+    fleet.manager.put(WORKLOADS, workload("one"))
+    await until(lambda: fleet.manager.writes("/workloads/one/status"), what="the write sent")
+    assert not fleet.manager.abandoned
+    loop = asyncio.get_running_loop()
+    cut = loop.time()
+    fleet.manager.fail("PUT", "/leases/", 500, times=100_000)  # no renewal succeeds now
+    await until(lambda: leader() == 0, timeout=10, what="the leader stepped down")
+    stepped_down = loop.time() - cut
+    await until(lambda: fleet.manager.abandoned, timeout=2, what="the write abandoned")
+    assert stepped_down <= 2 + 0.2 + 1.0, stepped_down
+    assert [r.path for r in fleet.manager.abandoned] == [
+        fleet.manager.writes("/workloads/one/status")[0].path
+    ]
+    fleet.manager.hung.clear()
+    assert not fleet.nominations("one")
+    await fleet.stop_controller(stop)
+
+
+@fleet_test(TWO)
 async def test_probes_and_metrics_over_http(fleet: Fleet) -> None:
     await fleet.run_controller()
     fleet.manager.put(WORKLOADS, workload("job"))

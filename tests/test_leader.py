@@ -279,6 +279,62 @@ def test_a_failed_renewal_is_retried_until_the_deadline_then_the_leader_stops() 
     asyncio.run(main())
 
 
+class _FailsSlowly(_Leases):
+    """The lease store; once `failing`, each read fails after `after` seconds."""
+
+    def __init__(self, after: float) -> None:
+        super().__init__()
+        self.after = after
+        self.failing = False
+
+    async def get(self, _resource: str, name: str, namespace: str) -> dict[str, Any]:
+        if self.failing:
+            await asyncio.sleep(self.after)
+            raise aiohttp.ClientConnectionError("connection reset")
+        return await super().get(_resource, name, namespace)
+
+
+def test_a_leader_whose_renewals_fail_stops_at_the_deadline_not_a_retry_period_later() -> None:
+    """A try that fails just before the deadline (0.95 s of 1 s) must not leave the leader
+    writing until its next try a retry period later (1.45 s, about the lease's 1.5 s, when
+    a standby takes over): client-go's retries end at the renew deadline, and `leading()`
+    is false from the deadline on, whenever the loop next runs."""
+
+    async def main() -> None:
+        leases = _FailsSlowly(after=0.45)
+        a = LeaderElector(
+            leases,  # type: ignore[arg-type]
+            "ns",
+            "d",
+            "replica-a",
+            duration=1.5,
+            renew=0.5,
+            deadline=1.0,
+        )
+        task = asyncio.create_task(a.run())
+        try:
+            while not a.leading():
+                await asyncio.sleep(0.01)
+            leases.failing = True
+            renewed = a._renewed_at
+            assert renewed is not None
+            stopped_writing = stepped_down = None
+            while stepped_down is None:
+                await asyncio.sleep(0.01)
+                if stopped_writing is None and not a.leading():
+                    stopped_writing = time.monotonic() - renewed
+                if not a.is_leader:
+                    stepped_down = time.monotonic() - renewed
+            assert stopped_writing is not None
+            assert 0.9 <= stopped_writing <= 1.05, stopped_writing
+            assert stepped_down <= 1.2, stepped_down
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    asyncio.run(main())
+
+
 def test_a_leader_that_sees_another_holder_stops_at_once() -> None:
     async def main() -> None:
         leases, clock = _Leases(), _Clock()
