@@ -44,9 +44,7 @@ async def run(
         settings.lease_renew_seconds,
         settings.lease_renew_deadline_seconds,
     )
-    dispatcher = Dispatcher(
-        manager, settings, metrics, Kube.from_kubeconfig, elector.leading
-    )
+    dispatcher = Dispatcher(manager, settings, metrics, Kube.from_kubeconfig, elector.leading)
     runner = web.AppRunner(
         app(metrics, dispatcher.state.synced, lambda: dispatcher.heartbeat), handle_signals=False
     )
