@@ -13,21 +13,28 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
-import os
 import runpy
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pulumi
+import pytest
 import yaml
 from google.protobuf import json_format
 from pulumi.runtime.mocks import MockMonitor
 
 from components.model.frameworks import FRAMEWORKS
-from components.model.versions import clusterprofile_crd_bundle, kueue_bundle
+from components.model.versions import (
+    PINNED_SHA256,
+    Bundle,
+    clusterprofile_crd_bundle,
+    kueue_bundle,
+)
+from components.upstream import gomodule
 from components.upstream.gomodule import KUSTOMIZATIONS
 from components.upstream.releases import cache_key
 
@@ -260,31 +267,26 @@ def engine_config(stack_file: Path) -> tuple[dict[str, str], list[str]]:
 
 @contextlib.contextmanager
 def synthetic_environment(tmp: Path) -> Iterator[None]:
-    """prepare_environment for the length of the block, then the process's environment as
-    it was: later tests (and the fleets they start) never see the synthetic files."""
-    saved = {name: os.environ.get(name) for name in SYNTHETIC_VARIABLES}
-    prepare_environment(tmp, os.environ.__setitem__)
-    try:
+    """prepare_environment for the length of the block, then the process as it was: later
+    tests (and the fleets they start) never see the synthetic files or their pins."""
+    with pytest.MonkeyPatch.context() as patch:
+        prepare_environment(tmp, patch)
         yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
 
 
-SYNTHETIC_VARIABLES = ("MKF_UPSTREAM_CACHE", "KUBECONFIG")
-
-
-def prepare_environment(tmp: Path, setenv: Callable[[str, str], None]) -> None:
-    """The synthetic Kueue release in a private upstream cache, and a kubeconfig with the
-    contexts the `existing` stack names, named to the program by `setenv` (a test's
-    monkeypatch.setenv, or synthetic_environment's: never for the rest of the session)."""
+def prepare_environment(tmp: Path, patch: pytest.MonkeyPatch) -> None:
+    """The synthetic Kueue release and every other manifest bundle in a private upstream
+    cache, pinned (in this process only) as what they are, each kustomize bundle as a
+    synthetic folder, and a kubeconfig with the contexts the `existing` stack names: set
+    by `patch` (a test's monkeypatch, or synthetic_environment's), undone with it."""
     cache = tmp / "upstream"
     cache.mkdir(parents=True, exist_ok=True)
-    text = yaml.safe_dump_all(FAKE_KUEUE)
-    (cache / cache_key(kueue_bundle("v0.19.2").url)).write_text(text)
+
+    def seed(url: str, text: str) -> None:
+        (cache / cache_key(url)).write_text(text)
+        patch.setitem(PINNED_SHA256, url, hashlib.sha256(text.encode()).hexdigest())
+
+    seed(kueue_bundle("v0.19.2").url, yaml.safe_dump_all(FAKE_KUEUE))
     # Every other manifest bundle the fleet applies (the provider no longer downloads them:
     # the program reads them through the verified cache), as one synthetic object each.
     others = [b for f in FRAMEWORKS.values() for b in f.bundles if b.method == "manifests"]
@@ -294,19 +296,21 @@ def prepare_environment(tmp: Path, setenv: Callable[[str, str], None]) -> None:
             "kind": "ConfigMap",
             "metadata": {"name": f"synthetic-{bundle.name}", "namespace": "default"},
         }
-        (cache / cache_key(bundle.url)).write_text(yaml.safe_dump(synthetic))
-    # And every kustomize bundle's verified copy (components/upstream/gomodule.py,
-    # kustomization_source), so the program needs no Go module here.
-    for bundle in [b for f in FRAMEWORKS.values() for b in f.bundles if b.method == "kustomize"]:
-        source = KUSTOMIZATIONS[bundle.name]
-        entry = cache / "kustomize-src" / f"{bundle.name}-{bundle.source_sha256[:16]}"
-        entry = entry / source.entry
+        seed(bundle.url, yaml.safe_dump(synthetic))
+
+    # Every kustomize bundle as an empty kustomization, in place of its checked copy of the
+    # Go module (components/upstream/gomodule.py, kustomization_source): no module here.
+    def kustomization_source(bundle: Bundle, into: Path) -> Path:
+        entry = into / f"synthetic-{bundle.name}" / KUSTOMIZATIONS[bundle.name].entry
         entry.mkdir(parents=True, exist_ok=True)
         (entry / "kustomization.yaml").write_text("resources: []\n")
-    setenv("MKF_UPSTREAM_CACHE", str(cache))
+        return entry
+
+    patch.setattr(gomodule, "kustomization_source", kustomization_source)
+    patch.setenv("MKF_UPSTREAM_CACHE", str(cache))
     kubeconfig = tmp / "kubeconfig"
     kubeconfig.write_text(yaml.safe_dump(FAKE_KUBECONFIG))
-    setenv("KUBECONFIG", str(kubeconfig))
+    patch.setenv("KUBECONFIG", str(kubeconfig))
 
 
 def run_program(

@@ -111,6 +111,6 @@ def test_real_server_mode_runs() -> None:
 def test_provisioning_benchmark_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from tests.pulumi_harness import prepare_environment
 
-    prepare_environment(tmp_path, monkeypatch.setenv)
+    prepare_environment(tmp_path, monkeypatch)
     row = provisioning_bench.measure(2, 3)
     assert row["resources"] > 0 and row["objects"] >= 3 * 3

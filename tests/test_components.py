@@ -202,7 +202,7 @@ def test_a_preview_after_a_controller_change_changes_only_the_deployment(
 ) -> None:
     """A new `controller/` is a new image tag: the image resource and the dispatcher
     Deployment change; every other object's inputs stay as they were."""
-    prepare_environment(tmp_path, monkeypatch.setenv)
+    prepare_environment(tmp_path, monkeypatch)
     for stack in ("dev", "gke"):
         monkeypatch.setattr(fleet_module, "source_hash", lambda _root: "aaaa")
         old = {r.name: r.inputs for r in kube_objects(_run(stack, preview=False).monitor)}
@@ -637,7 +637,7 @@ def test_the_dispatcher_image_is_built_for_the_platform_the_stack_names(
     """The image resource gets `dispatcher.platform` (docker build --platform), whatever
     machine runs pulumi up; without it, a kind manager's image is built for the Docker
     engine's machine (the provider asks it), another's for linux/amd64."""
-    prepare_environment(tmp_path, monkeypatch.setenv)
+    prepare_environment(tmp_path, monkeypatch)
     config, secret = engine_config(ROOT / "stacks" / "Pulumi.dev.yaml")
     default = run_program("dev", config, secret).monitor.named("dispatcher-image")
     assert not default.inputs.get("platform")
@@ -660,7 +660,7 @@ def test_team_namespaces_on_existing_clusters_are_used_never_owned(
         {"namespace": "team-a", "name": "lq", "clusterQueue": "cluster-queue"}
     )
     config["multikueue-fleet:queues"] = json.dumps(queues)
-    prepare_environment(tmp_path, monkeypatch.setenv)
+    prepare_environment(tmp_path, monkeypatch)
     monitor = run_program("existing", config, secret).monitor
     spec = _spec("existing")
     for cluster in spec.clusters:

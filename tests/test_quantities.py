@@ -189,3 +189,21 @@ def test_a_manager_sum_past_int64_is_refused_and_a_managerquota_accepted() -> No
         "default-flavor": {"cpu": big, "memory": "16Gi"}
     }
     assert [p for p in problems_of(config) if p.severity == "error"] == []
+
+
+def test_the_int64_limit_is_per_resource_as_kueue_counts_it() -> None:
+    """Kueue v0.19.2 (pkg/resources/amount.go AmountFromQuantity) counts cpu in thousandths
+    and memory in bytes: 9Pi of memory is fine, 9Ei is not; cpu stops below 9.2e15 cores."""
+    config = _cq_resources(base(), cpu=4, memory="9Pi")
+    assert [p for p in problems_of(config) if p.severity == "error"] == []
+    config = _cq_resources(base(), cpu=4, memory="9Ei")
+    assert "too large" in only(problems_of(config), f"{FLAVOR}.resources.memory").message
+    config = _cq_resources(base(), cpu="9223372036854775", memory="8Gi")
+    problem = only(problems_of(config), f"{FLAVOR}.resources.cpu")
+    assert "thousandths" in problem.message and "9223372036854775" in problem.hint
+    # Two workers of 5Ei memory each: each fits, the manager's sum does not.
+    config = _cq_resources(base(), cpu=4, memory="5Ei")
+    problem = only(
+        problems_of(config), "queues.clusterQueues[0].managerQuota.default-flavor.memory"
+    )
+    assert "add up to" in problem.message and "int64 of units" in problem.message

@@ -73,7 +73,7 @@ CASES = [
         SMALL.replace("cpu: 4", 'cpu: "1e400"'),
         "queues.clusterQueues[0].resourceGroups[0].flavors[0].resources.cpu",
         "'1e400' is too large",
-        "at most",
+        "use less than",
     ),
     (
         "infinite quota",
@@ -430,3 +430,24 @@ def test_a_node_image_whose_tag_and_pinned_digest_disagree_is_refused() -> None:
     assert KIND_NODE_IMAGES["1.36"] in problem.hint
     config["workers"][0]["kind"] = {"nodeImage": KIND_NODE_IMAGES["1.35"]}
     assert [p for p in problems_of(config) if p.severity == "error"] == []
+
+
+def test_an_untagged_node_image_with_a_pinned_digest_runs_that_digests_version() -> None:
+    """`kindest/node@sha256:…` of v1.36.4 with kubernetesVersion 1.35 runs 1.36: refused as
+    a tagged one would be; with 1.36, or no version at all, it is told by its digest."""
+    digest_136 = KIND_NODE_IMAGES["1.36"].split("@")[1]
+    config = base()
+    config["workers"][0]["kubernetesVersion"] = "1.35"
+    config["workers"][0]["kind"] = {"nodeImage": f"kindest/node@{digest_136}"}
+    problem = only(problems_of(config), "workers[0].kubernetesVersion")
+    assert "kubernetesVersion is 1.35 but kind.nodeImage runs 1.36" in problem.message
+    for version in ("1.36", None):
+        if version is None:
+            config["workers"][0].pop("kubernetesVersion")
+        else:
+            config["workers"][0]["kubernetesVersion"] = version
+        assert [p for p in problems_of(config) if p.severity == "error"] == [], version
+    # A digest no kind release names still needs a version said.
+    config["workers"][0]["kind"] = {"nodeImage": "kindest/node@sha256:" + "1" * 64}
+    problem = only(problems_of(config), "workers[0].kind.nodeImage")
+    assert "cannot be told from its tag" in problem.message

@@ -95,7 +95,7 @@ def test_a_tampered_release_stops_the_program_before_any_resource(
     """The eks stack installs the MPI Operator, whose file is pinned: a download with other
     content, and no Go module to make the file from instead, stops `pulumi up` before a
     single resource (not even a cluster) is registered."""
-    prepare_environment(tmp_path, monkeypatch.setenv)
+    prepare_environment(tmp_path, monkeypatch)
     (tmp_path / "upstream" / upstream.cache_key(MPI_OPERATOR_URL)).unlink()
     body = b"kind: ConfigMap\nmetadata: {name: not-the-release}\n"
     assert hashlib.sha256(body).hexdigest() != PINNED_SHA256[MPI_OPERATOR_URL]
@@ -192,6 +192,35 @@ def test_a_kustomization_whose_source_tree_differs_is_refused(
         upstream.verified_kustomization(replace(kuberay, source_sha256="0" * 64))
     assert "\n" not in str(info.value)
     assert not list((tmp_path / "kustomize-src").iterdir())  # nothing kept
+
+
+def test_a_cached_kustomization_copy_that_differs_is_made_again_from_the_module(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The copy in the cache is checked against the pin on every use, not only when made:
+    an edited copy is replaced by the module's checked tree. Trainer's overlay, whose
+    JobSet line the fleet drops, is built from a copy of the checked tree less that line."""
+    _needs_go()
+    monkeypatch.setenv("MKF_UPSTREAM_CACHE", str(tmp_path))
+    (kuberay,) = FRAMEWORKS["kuberay"].bundles
+    entry = Path(upstream.verified_kustomization(kuberay))
+    pristine = tmp_path / "kustomize-src" / f"kuberay-{kuberay.source_sha256[:16]}"
+    assert gomodule.tree_sha256(pristine) == kuberay.source_sha256
+    (pristine / "default" / "kustomization.yaml").write_text("resources: [evil.yaml]\n")
+    (pristine / "default" / "evil.yaml").write_text("kind: Namespace\nmetadata: {name: e}\n")
+    assert Path(upstream.verified_kustomization(kuberay)) == entry
+    assert gomodule.tree_sha256(pristine) == kuberay.source_sha256
+    trainer = next(b for b in FRAMEWORKS["trainer"].bundles if b.name == "kubeflow-trainer")
+    upstream.verified_kustomization(trainer)
+    copy = tmp_path / "kustomize-src" / f"kubeflow-trainer-{trainer.source_sha256[:16]}"
+    assert gomodule.tree_sha256(copy) == trainer.source_sha256  # the checked tree, whole
+    overlay = Path("overlays") / "manager" / "kustomization.yaml"
+    assert "third-party/jobset" in (copy / overlay).read_text()
+    edited = copy.with_name(f"{copy.name}-edited") / overlay
+    assert "third-party/jobset" not in edited.read_text()
+    assert edited.read_text() == "".join(
+        x for x in (copy / overlay).read_text().splitlines(keepends=True) if "jobset" not in x
+    )
 
 
 def _kustomize() -> list[str]:

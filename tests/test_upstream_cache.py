@@ -3,6 +3,7 @@ truncated download or cached file is refused and fetched again."""
 
 from __future__ import annotations
 
+import hashlib
 import io
 from pathlib import Path
 from typing import Any
@@ -67,7 +68,7 @@ def test_a_cache_entry_without_digest_is_used_only_when_whole(
     net: list[Any], tmp_path: Path
 ) -> None:
     cached = tmp_path / upstream.cache_key(URL)
-    cached.write_text(WHOLE)  # seeded, as older versions and the test harnesses write it
+    cached.write_text(WHOLE)  # an unpinned artifact, seeded by hand or by an older version
     assert upstream.fetch(URL, expect_kinds=["Deployment"]) == WHOLE
     assert cached.with_suffix(".sha256").exists()
     cached.with_suffix(".sha256").unlink()
@@ -104,3 +105,33 @@ def test_without_the_release_url_the_go_module_of_its_tag_is_used(
     monkeypatch.setattr(upstream.gomodule, "artifact_text", broken)
     with pytest.raises(RuntimeError, match=r"cannot download .*; nor from its Go module: go mod"):
         upstream.fetch(URL + "?other")  # not cached
+
+
+def test_a_pinned_artifacts_cached_copy_must_have_the_pinned_digest(
+    net: list[Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sidecar digest is only as trustworthy as the folder: a cached copy of a pinned
+    artifact is checked against the pin itself, and one that differs is fetched again
+    (through the pinned check), whether it has a matching sidecar or none."""
+    monkeypatch.setitem(upstream.PINNED_SHA256, URL, hashlib.sha256(WHOLE.encode()).hexdigest())
+    net.append(Response(WHOLE.encode()))
+    assert upstream.fetch(URL) == WHOLE
+    assert upstream.fetch(URL) == WHOLE  # untouched: used as it is, nothing downloaded
+    cached = tmp_path / upstream.cache_key(URL)
+    evil = "kind: Namespace\nmetadata: {name: evil}\n"
+    for sidecar in (True, False):
+        cached.write_text(evil)
+        sidecar_file = cached.with_suffix(".sha256")
+        if sidecar:
+            sidecar_file.write_text(hashlib.sha256(evil.encode()).hexdigest() + "\n")
+        else:
+            sidecar_file.unlink()
+        net.append(Response(WHOLE.encode()))
+        assert upstream.fetch(URL) == WHOLE
+        assert upstream.verified_file(URL) and cached.read_text() == WHOLE
+    # And when the pinned bytes cannot be had again, the tampered copy is refused, not used.
+    cached.write_text(evil)
+    monkeypatch.setattr(upstream.gomodule, "SOURCES", {})
+    net.append(Response(evil.encode()))
+    with pytest.raises(RuntimeError, match="not the pinned"):
+        upstream.fetch(URL)

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from decimal import ROUND_CEILING, Decimal
 
-from components.model.fieldtypes import QUANTITY, QUANTITY_MAX, quantity_value
+from components.model.fieldtypes import QUANTITY, quantity_limit, quantity_value
 from components.model.problems import Problem, key_path
 from components.model.spec import FleetSpec
 
@@ -101,6 +101,14 @@ def quantity_problems(resource: str, value: str, path: str) -> Iterator[Problem]
             f"write a whole number of bytes with a unit, such as {_whole_bytes(exact)}",
         )
         return
+    if resource == "cpu" and exact is not None and exact >= quantity_limit("cpu"):
+        yield Problem(
+            path,
+            f"cpu {value} is too large: Kueue counts cpu in thousandths in a 64-bit integer "
+            "and treats a quota this large as unlimited",
+            f"use less than {quantity_limit('cpu'):.0f} cores",
+        )
+        return
     if resource == "cpu" and not suffix and number >= CPU_CORES_LIKELY_MILLI:
         # cpu counts cores; 8000 is far more than one queue on one cluster usually gets, and
         # is what 8000m (8 cores) looks like with its unit forgotten. A warning, silenced by
@@ -175,12 +183,15 @@ def manager_quota_sums_fit(spec: FleetSpec) -> Iterator[Problem]:
                 if resource in chosen.get(flavor, {}):
                     continue
                 value = quantity_value(total)
-                if value is not None and value > QUANTITY_MAX:
+                limit = quantity_limit(resource)
+                if value is not None and value >= limit:
+                    unit = "thousandths of a core" if resource == "cpu" else "units"
                     yield Problem(
                         key_path(key_path(key_path(cq.path, "managerQuota"), flavor), resource),
                         f"the workers' quotas of {resource} in '{flavor}' add up to {total}, "
                         "the manager's quota when managerQuota is unset, which is more than "
-                        f"Kueue can count (int64 thousandths: at most {QUANTITY_MAX:.0f})",
+                        f"Kueue counts in an int64 of {unit} (less than {limit:.0f}; more "
+                        "becomes unlimited)",
                         "lower the workers' quotas, or set this managerQuota to what the "
                         "manager may admit",
                     )

@@ -183,8 +183,18 @@ QUANTITY = re.compile(r"([+-]?)(\d+(?:\.\d*)?|\.\d+)(Ki|Mi|Gi|Ti|Pi|Ei|[eE][+-]?
 _BINARY = {"Ki": 1, "Mi": 2, "Gi": 3, "Ti": 4, "Pi": 5, "Ei": 6}
 _DECIMAL = {"m": -3, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
 QUANTITY_SCHEMA_PATTERN = r"^\+?(\d+(\.\d*)?|\.\d+)(Ki|Mi|Gi|Ti|Pi|Ei|[eE][+-]?\d+|[mkMGTPE])?$"
-# Kueue keeps quotas as int64, CPU in thousandths: anything larger overflows.
-QUANTITY_MAX = Decimal(2**63 - 1) / 1000
+# Kueue v0.19.2 counts a quota of cpu in thousandths and anything else in units, in an
+# int64: pkg/resources/amount.go AmountFromQuantity makes a cpu quota of MaxInt64/1000
+# cores or more, or another of MaxInt64 or more, Unlimited (not the number written).
+INT64_MAX = 2**63 - 1
+
+
+def quantity_limit(resource: str | None) -> Decimal:
+    """The first quota of `resource` Kueue no longer counts as written (None: any resource;
+    the largest limit, what a field that does not know its resource can check)."""
+    return Decimal(INT64_MAX // 1000) if resource == "cpu" else Decimal(INT64_MAX)
+
+
 QUANTITY_FIX = "write it like 8, 500m or 32Gi"
 
 
@@ -225,10 +235,10 @@ def quantity_problem(value: Any) -> tuple[str, str] | None:
         return f"'{show(text)}' is not a Kubernetes quantity", QUANTITY_FIX
     if number < 0:
         return f"'{show(text)}' is negative", "quotas and limits are 0 or more"
-    if number > QUANTITY_MAX:
+    if number >= quantity_limit(None):
         return (
             f"'{show(text)}' is too large: Kueue counts quotas in 64-bit integers",
-            f"use at most {QUANTITY_MAX:.2E} (about 8Pi)",
+            f"use less than {quantity_limit(None):.2E} (about 8Ei)",
         )
     if 0 < number < Decimal("0.001"):
         return f"'{show(text)}' is below 1m, the finest unit Kueue counts", QUANTITY_FIX

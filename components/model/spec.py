@@ -429,6 +429,12 @@ class ClusterSpec(_Model):
                 )
             )
             return version, image, True
+        if from_image is None and known is not None:
+            # Untagged, but the digest is one kind's release notes give a tag for: that tag
+            # is the version the node runs, judged like one written out.
+            by_digest = NODE_IMAGE_VERSION.search(f":{known}")
+            assert by_digest is not None  # the pinned tags are all vX.Y.Z
+            from_image = f"{int(by_digest.group(1))}.{int(by_digest.group(2))}"
         if from_image is None and version is None:
             errors.append(
                 (

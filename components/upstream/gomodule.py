@@ -285,9 +285,12 @@ def kustomization_source(bundle: Bundle, into: Path) -> Path:
         raise ModuleSourceError(
             f"{bundle.name} is {bundle.version} but its module source is {source.version}"
         )
-    # A copy is only ever made (whole, then renamed into place) from a tree that matched:
-    # one already in the cache is used as a cached release file is.
+    # The copy is checked against the pin on every use, not only when made: a cached tree
+    # is only as trustworthy as the folder it sits in. One that differs (edited, or cut
+    # short) is made again from the module, which is checked in turn.
     copy = into / f"{bundle.name}-{bundle.source_sha256[:16]}"
+    if copy.is_dir() and tree_sha256(copy) != bundle.source_sha256:
+        shutil.rmtree(copy)
     if not copy.is_dir():
         folder = module_dir(source.module, source.version) / source.folder
         got = tree_sha256(folder)
@@ -296,14 +299,32 @@ def kustomization_source(bundle: Bundle, into: Path) -> Path:
                 f"{source.module}@{source.version}/{source.folder} has tree SHA-256 {got}, "
                 f"not the pinned {bundle.source_sha256}: the module changed; do not deploy it"
             )
-        temp = Path(tempfile.mkdtemp(dir=into, prefix=f".{bundle.name}-"))
-        try:
-            shutil.copytree(folder, temp / "tree")
-            for path in (temp / "tree").rglob("*"):
-                path.chmod(0o755 if path.is_dir() else 0o644)
-            for name, line in source.drop:
-                _drop_line(temp / "tree" / name, line, bundle.name)
-            (temp / "tree").rename(copy)
-        finally:
-            shutil.rmtree(temp, ignore_errors=True)
-    return copy / source.entry
+        _copy_whole(folder, copy)
+    if not source.drop:
+        return copy / source.entry
+    # The lines the bundle drops come out of a copy of the checked tree, made anew each
+    # time (a few small files), so what kustomize builds is always the pinned tree less
+    # exactly those lines.
+    edited = into / f"{bundle.name}-{bundle.source_sha256[:16]}-edited"
+    staged = Path(tempfile.mkdtemp(dir=into, prefix=f".{bundle.name}-edited-"))
+    try:
+        shutil.copytree(copy, staged / "tree")
+        for name, line in source.drop:
+            _drop_line(staged / "tree" / name, line, bundle.name)
+        shutil.rmtree(edited, ignore_errors=True)
+        (staged / "tree").rename(edited)
+    finally:
+        shutil.rmtree(staged, ignore_errors=True)
+    return edited / source.entry
+
+
+def _copy_whole(folder: Path, copy: Path) -> None:
+    """`folder` copied to `copy` whole or not at all (copied aside, then renamed)."""
+    temp = Path(tempfile.mkdtemp(dir=copy.parent, prefix=f".{copy.name}-"))
+    try:
+        shutil.copytree(folder, temp / "tree")
+        for path in (temp / "tree").rglob("*"):
+            path.chmod(0o755 if path.is_dir() else 0o644)
+        (temp / "tree").rename(copy)
+    finally:
+        shutil.rmtree(temp, ignore_errors=True)

@@ -50,14 +50,21 @@ def fetch(
     long as its Content-Length, parseable YAML with at least one object, and every kind in
     `expect_kinds` present; a truncated manifest would silently drop objects that Pulumi then
     deletes. The cache is written atomically (temporary file, then rename) with the content's
-    SHA-256 beside it; a cached file that does not match it is fetched again."""
+    SHA-256 beside it; a cached file that does not match it is fetched again. A pinned
+    artifact's cached copy must have the pinned SHA-256 itself (the sidecar is only as
+    trustworthy as the folder it sits in): one that does not is fetched again, through the
+    same pinned check as any download."""
     cache = cache_dir or _cache_dir()
     cache.mkdir(parents=True, exist_ok=True)
     cached = cache / cache_key(url)
     digest = cached.with_suffix(".sha256")
+    pinned = PINNED_SHA256.get(url)
     if cached.exists():
         text = cached.read_text()
-        if digest.exists():
+        if pinned:
+            if hashlib.sha256(text.encode()).hexdigest() == pinned:
+                return text
+        elif digest.exists():
             if hashlib.sha256(text.encode()).hexdigest() == digest.read_text().strip():
                 return text
         elif whole_manifest_problem(text, expect_kinds) is None:
