@@ -10,6 +10,7 @@ from components.checks.load import load_checked
 from components.model.problems import FleetConfigError
 from components.model.stack_file import from_pulumi_config
 from components.resources.fleet import Fleet
+from components.resources.program_env import missing_credential_plugins
 
 config, secret_keys = from_pulumi_config()
 try:
@@ -25,6 +26,16 @@ for problem in problems:
     # A note needs no action: the info channel shows it once in `pulumi up`, and runs under
     # the mock engine (tests, benchmarks) do not print it at all.
     (pulumi.log.info if problem.severity == "note" else pulumi.log.warn)(str(problem))
+
+# A GKE or EKS cluster's kubeconfig runs a credential plugin: without it `up` would create
+# the clusters and fail at its first Kubernetes call. mkf and scripts/up.sh ask before
+# Pulumi runs; this is the same check for a plain `pulumi up`.
+missing = missing_credential_plugins(c.provider for c in spec.clusters)
+if missing:
+    message = "cannot create the fleet: missing " + "; ".join(missing)
+    if not pulumi.runtime.is_dry_run():
+        raise pulumi.RunError(message)
+    pulumi.log.warn(message + " (`pulumi up` stops here)")
 
 fleet = Fleet("fleet", spec)
 manager = fleet.handles[spec.manager.name]

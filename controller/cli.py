@@ -15,6 +15,7 @@ import os
 import queue
 import re
 import signal
+import ssl
 import sys
 import threading
 from pathlib import Path
@@ -143,6 +144,18 @@ async def _from_kubeconfig(paths: str, source: str) -> Kube:
             f"{exc}); fix: give the manager's kubeconfig as `kubectl config view --raw` "
             "prints it"
         ) from exc
+    if configuration.ssl_ca_cert:
+        # Checked now: the TLS library would refuse it at the first request with an
+        # SSLError that names neither the file nor the cluster.
+        try:
+            ssl.create_default_context(cafile=configuration.ssl_ca_cert)
+        except (ssl.SSLError, OSError) as exc:
+            reason = getattr(exc, "reason", None) or exc
+            raise StartError(
+                f"kubeconfig {paths} (from {source}): the certificate authority of its current "
+                f"context's cluster holds no usable certificate ({reason}); fix: set its "
+                "certificate-authority-data to the base64 of the manager's CA certificate (PEM)"
+            ) from None
     return Kube(client.ApiClient(configuration), "manager")
 
 

@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import hashlib
 import json
+import os
 import runpy
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -34,6 +35,7 @@ from components.model.versions import (
     clusterprofile_crd_bundle,
     kueue_bundle,
 )
+from components.resources.program_env import CREDENTIAL_PLUGINS
 from components.upstream import gomodule
 from components.upstream.gomodule import KUSTOMIZATIONS
 from components.upstream.releases import cache_key
@@ -307,6 +309,14 @@ def prepare_environment(tmp: Path, patch: pytest.MonkeyPatch) -> None:
         return entry
 
     patch.setattr(gomodule, "kustomization_source", kustomization_source)
+    # The cloud stacks' credential plugins, as stubs: the program asks for them on PATH.
+    plugins = tmp / "plugins"
+    plugins.mkdir(exist_ok=True)
+    for command, _how in CREDENTIAL_PLUGINS.values():
+        stub = plugins / command
+        stub.write_text("#!/bin/sh\nexit 1\n")
+        stub.chmod(0o755)
+    patch.setenv("PATH", f"{plugins}{os.pathsep}{os.environ.get('PATH', '')}")
     patch.setenv("MKF_UPSTREAM_CACHE", str(cache))
     kubeconfig = tmp / "kubeconfig"
     kubeconfig.write_text(yaml.safe_dump(FAKE_KUBECONFIG))

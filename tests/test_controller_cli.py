@@ -5,6 +5,7 @@ the manager: --kubeconfig, then KUBECONFIG, then in-cluster, then ~/.kube/config
 from __future__ import annotations
 
 import asyncio
+import base64
 import os
 import socket
 import subprocess
@@ -156,6 +157,37 @@ def test_a_missing_or_garbled_kubeconfig_is_one_line(
     line = one_line_error(controller(home, "--kubeconfig", str(path), "run"))
     assert line.startswith(f"kubeconfig {path} (from --kubeconfig): "), line
     assert what in line, line
+
+
+@pytest.mark.parametrize("command", [["run"], ["explain", "default/job"]])
+def test_a_kubeconfig_whose_ca_data_is_no_certificate_is_one_line(
+    tmp_path: Path, home: Path, command: list[str]
+) -> None:
+    """It used to reach the first request and fail with an SSLError naming neither the
+    file nor the cluster."""
+    path = tmp_path / "kubeconfig"
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "current-context": "m",
+        "contexts": [{"name": "m", "context": {"cluster": "m", "user": "m"}}],
+        "clusters": [
+            {
+                "name": "m",
+                "cluster": {
+                    "server": "https://127.0.0.1:1",
+                    "certificate-authority-data": base64.b64encode(b"not a cert").decode(),
+                },
+            }
+        ],
+        "users": [{"name": "m", "user": {"token": "t"}}],
+    }
+    path.write_text(yaml.safe_dump(config))
+    result = controller(home, "--kubeconfig", str(path), *command)
+    line = one_line_error(result)
+    assert result.returncode != 0
+    assert line.startswith(f"kubeconfig {path} (from --kubeconfig): the certificate authority")
+    assert "certificate-authority-data" in line and "SSLError" not in line, line
 
 
 def test_a_bad_settings_file_is_refused_before_anything_else(tmp_path: Path, home: Path) -> None:

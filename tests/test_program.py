@@ -228,3 +228,24 @@ def test_the_loopback_stack_before_its_fleet_is_up_says_to_start_it(tmp_path: Pa
         f"cluster 'manager': kubeconfig {missing}: no such file; start the loopback fleet "
         "first: python -m loopback up --stack loopback"
     )
+
+
+@pytest.mark.parametrize(("stack", "plugin"), [("gke", "gke-gcloud-auth-plugin"), ("eks", "aws")])
+def test_a_plain_pulumi_up_without_the_credential_plugin_stops_before_any_cluster(
+    stack: str, plugin: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`pulumi up` (not mkf, not up.sh) of a cloud stack on a machine without the plugin its
+    kubeconfigs run: one line naming it and how to install it, before a cluster is
+    registered; `pulumi preview` says the same as a warning and goes on."""
+    bare = tmp_path / "bare-bin"
+    bare.mkdir()
+    monkeypatch.setenv("PATH", str(bare))
+    warned: list[str] = []
+    monkeypatch.setattr(pulumi.log, "warn", lambda message, *_a, **_k: warned.append(message))
+    config, secret = engine_config(ROOT / "stacks" / f"Pulumi.{stack}.yaml")
+    with pytest.raises(Exception, match=f"cannot create the fleet: missing {plugin}, ") as info:
+        run_program(stack, config, secret)
+    assert "install" in str(info.value) and "\n" not in str(info.value).strip()
+    run = run_program(stack, config, secret, preview=True)
+    assert [w for w in warned if f"missing {plugin}" in w and "`pulumi up` stops here" in w]
+    assert run.exports["fleet"]

@@ -52,8 +52,8 @@ from components.checks.load import load_stack
 from components.model.spec import PROJECT, ClusterSpec
 from components.model.stack_file import parse_stack_text, stack_path
 from components.resources.program_env import (
-    CREDENTIAL_PLUGINS,
     missing_cloud_sdks,
+    missing_credential_plugins,
     missing_message,
     program_env,
     program_path,
@@ -155,12 +155,7 @@ def require_tools(
     """kind needs kind and Docker; building the dispatcher image needs Docker on any
     stack (it is pushed to a registry when the manager is not kind); a GKE or EKS cluster
     needs the credential plugin its kubeconfig runs (program_env.CREDENTIAL_PLUGINS)."""
-    missing = []
-    for provider in sorted(set(providers)):
-        if provider in CREDENTIAL_PLUGINS:
-            command, how = CREDENTIAL_PLUGINS[provider]
-            if which(command) is None:
-                missing.append(f"{command}, which {provider} kubeconfigs run: install {how}")
+    missing = missing_credential_plugins(providers, which)
     if which("pulumi") is None:
         missing.append(
             "the Pulumi CLI (scripts/up.sh installs it into .tools/bin; put that on PATH)"

@@ -13,9 +13,10 @@ and EKS plugins, so they are installed there only for a stack with GKE or EKS cl
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import yaml
@@ -38,6 +39,21 @@ CREDENTIAL_PLUGINS: dict[str, tuple[str, str]] = {
     ),
     "eks": ("aws", "the AWS CLI v2 (its kubeconfigs run `aws eks get-token`)"),
 }
+
+
+def missing_credential_plugins(
+    providers: Iterable[str], which: Callable[[str], str | None] = shutil.which
+) -> list[str]:
+    """One phrase per credential plugin the clusters of `providers` need and PATH lacks."""
+    missing = []
+    for provider in sorted(set(providers)):
+        if provider in CREDENTIAL_PLUGINS:
+            command, how = CREDENTIAL_PLUGINS[provider]
+            if which(command) is None:
+                missing.append(f"{command}, which {provider} kubeconfigs run: install {how}")
+    return missing
+
+
 _FIND = (
     "import importlib.util, sys; "
     "print(*[m for m in sys.argv[1:] if not importlib.util.find_spec(m)])"
