@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from components.checks.consumers import existing_worker_servers
+from components.checks.consumers import credential_command_problem, existing_worker_servers
 from components.objects.kubeconfig import is_loopback_host, kueue_trusts_server, server_host
 from tests.conftest import base, load, only, problems_of
 
@@ -213,3 +213,28 @@ def test_the_default_kubeconfig_is_read_by_up_not_by_validate(
     (problem,) = existing_worker_servers(spec, this_machine=True)
     assert problem.path == "workers[0].existing.context"
     assert "https://127.0.0.1:39211 is a loopback address" in problem.message
+
+
+def test_an_exec_credential_plugin_missing_here_is_named_by_ups_preflight(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An existing cluster whose kubeconfig runs kubelogin (or gke-gcloud-auth-plugin, or
+    aws) on a machine without it: every call of `up` would fail on it."""
+    path = Path(_kubeconfig(tmp_path, "https://10.1.2.3:6443"))
+    doc = yaml.safe_load(path.read_text())
+    doc["users"][0]["user"] = {
+        "exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": "kubelogin"}
+    }
+    path.write_text(yaml.safe_dump(doc))
+    monkeypatch.setenv("KUBECONFIG", str(path))
+    spec, _ = load(_existing_worker(base(), context="w1"))
+    (worker,) = [c for c in spec.clusters if c.existing is not None]
+    problem = credential_command_problem(worker, which=lambda _cmd: None)
+    assert problem is not None and problem.path == "workers[0].existing.context"
+    assert "by running 'kubelogin'" in problem.message and "install 'kubelogin'" in problem.hint
+    assert credential_command_problem(worker, which=lambda cmd: f"/usr/bin/{cmd}") is None
+    # A token user runs nothing.
+    monkeypatch.setenv("KUBECONFIG", _kubeconfig(tmp_path, "https://10.1.2.3:6443", "w9"))
+    spec, _ = load(_existing_worker(base(), context="w9"))
+    (worker,) = [c for c in spec.clusters if c.existing is not None]
+    assert credential_command_problem(worker, which=lambda _cmd: None) is None

@@ -5,7 +5,8 @@ Each rule names the consumer's own rule where it comes from."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import shutil
+from collections.abc import Callable, Iterator
 
 import yaml
 
@@ -61,6 +62,41 @@ def context_problem(c: ClusterSpec) -> Problem | None:
         f"(it has: {', '.join(contexts) or 'none'})",
         f"set {c.path}.existing.context to one of its contexts, or point "
         f"{c.path}.existing.kubeconfigPath at this cluster's kubeconfig",
+    )
+
+
+def credential_command_problem(
+    c: ClusterSpec, which: Callable[[str], str | None] = shutil.which
+) -> Problem | None:
+    """The command an existing cluster's kubeconfig runs for credentials (its user's
+    `exec`: kubelogin, gke-gcloud-auth-plugin, `aws eks get-token`) when this machine has
+    no such command: every Kubernetes call of `up` would fail on it. For the pre-flight of
+    `mkf up` only: the deploying machine's PATH, not the one running `validate`."""
+    assert c.existing is not None
+    path = existing_kubeconfig_path(c.existing)
+    try:
+        config = yaml.safe_load(read_kubeconfig_file(path))
+    except (ValueError, yaml.YAMLError):
+        return None
+    if not isinstance(config, dict):
+        return None
+
+    def named(section: str, name: object) -> dict:
+        for entry in config.get(section) or []:
+            if isinstance(entry, dict) and entry.get("name") == name:
+                return entry
+        return {}
+
+    context = named("contexts", c.existing.context).get("context") or {}
+    user = named("users", context.get("user")).get("user") or {}
+    command = (user.get("exec") or {}).get("command") if isinstance(user, dict) else None
+    if not command or which(str(command)) is not None:
+        return None
+    return Problem(
+        key_path(c.path, "existing.context"),
+        f"the kubeconfig {path} gets this cluster's credentials by running '{command}' "
+        "(its user's exec plugin), which is not on PATH here",
+        f"install '{command}' on this machine (or put it on PATH), then run again",
     )
 
 

@@ -46,7 +46,11 @@ import yaml
 from pulumi.automation import CommandResult, PulumiCommand
 from pulumi.automation.errors import create_command_error
 
-from components.checks.consumers import context_problem, existing_worker_servers
+from components.checks.consumers import (
+    context_problem,
+    credential_command_problem,
+    existing_worker_servers,
+)
 from components.checks.kind_host import preflight as kind_preflight
 from components.checks.load import load_stack
 from components.model.spec import PROJECT, ClusterSpec
@@ -518,6 +522,7 @@ class Driver:
         # The kubeconfig of this machine, which `validate` leaves alone unless the stack
         # names the file (components/checks/consumers.py).
         found = [context_problem(c) for c in spec.clusters if c.existing is not None]
+        found += [credential_command_problem(c) for c in spec.clusters if c.existing is not None]
         found += list(existing_worker_servers(spec, this_machine=True))
         for problem in found:
             if problem is not None and problem.severity == "error":
