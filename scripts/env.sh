@@ -74,12 +74,15 @@ install_kind() {
   rm -rf "$tmp"
 }
 
+PULUMI_DIR=""
 install_pulumi() {
   # Binaries straight in .tools/bin (an older up.sh unpacked the release to .tools/bin/pulumi/).
   [ -d "$TOOLS/pulumi" ] && rm -rf "$TOOLS/pulumi"
   local found; found="$(command -v pulumi || true)"
   if [ -n "$found" ] && [ "$found" != "$TOOLS/pulumi" ] && tool_version_is "$found" "v${PULUMI_VERSION}"; then
-    echo "Pulumi CLI v$PULUMI_VERSION: $found"; return
+    # Its folder goes before .tools/bin on PATH (install_tools): the CLI and the plugins
+    # beside it, not an older CLI or plugin left in .tools/bin.
+    echo "Pulumi CLI v$PULUMI_VERSION: $found"; PULUMI_DIR="$(dirname "$found")"; return
   fi
   tool_version_is "$TOOLS/pulumi" "v${PULUMI_VERSION}" && return
   read -r os arch < <(platform)
@@ -143,5 +146,5 @@ install_tools() {
   install_pulumi
   # .venv first: a language host built from its Go module (no release reachable) runs the
   # first python3 on PATH rather than Pulumi.yaml's virtualenv (program_env.program_path).
-  export PATH="$ROOT/.venv/bin:$TOOLS:$PATH"
+  export PATH="$ROOT/.venv/bin:${PULUMI_DIR:+$PULUMI_DIR:}$TOOLS:$PATH"
 }

@@ -20,6 +20,10 @@ backend in .pulumi-state, and writes each cluster's kubeconfig to .fleet/kubecon
   scripts/up.sh            the dev stack (passphrase: multikueue-fleet-dev, set for you)
   scripts/up.sh gke        any other stack: set PULUMI_CONFIG_PASSPHRASE first
   scripts/down.sh [STACK]  tears it down again
+
+A kind or Pulumi CLI of the pinned version already on PATH is used; otherwise the release is
+downloaded (checked against its published checksum) or, where that cannot be reached, built
+from its Go module. MKF_TOOLS_DIR: where they go instead of .tools/bin.
 EOF
 }
 case "${1:-}" in

@@ -33,10 +33,19 @@ def project(tmp_path: Path) -> Path:
         shutil.copy(ROOT / name, copy / name)
     # Pulumi's environment for the program: this test's interpreter (every pin, so nothing
     # to download), with `pip install` recorded instead of run.
+    # `-m loopback build TOOL...` (a pinned tool built from its Go module) is recorded too,
+    # and copies the fake of each TOOL from $FAKE_BUILT, when a test gives one.
+    log = tmp_path / "calls.log"
     _fake(
         copy / ".venv" / "bin" / "python",
-        f'if [ "$1 $2 $3" = "-m pip install" ]; then echo "venv $*" >> {tmp_path / "calls.log"}; '
-        f'exit 0; fi\nexec {sys.executable} "$@"\n',
+        f'if [ "$1 $2 $3" = "-m pip install" ]; then echo "venv $*" >> {log}; exit 0; fi\n'
+        f'if [ "$1 $2 $3" = "-m loopback build" ]; then\n'
+        f'  echo "build ${{*:4}} into $MKF_TOOLS_BIN" >> {log}\n'
+        '  for t in "${@:4}"; do\n'
+        '    cp "${FAKE_BUILT:-/nonexistent}/$t" "$MKF_TOOLS_BIN/" || exit 1\n'
+        "  done\n"
+        "  exit 0\nfi\n"
+        f'exec {sys.executable} "$@"\n',
     )
     return copy
 
@@ -73,6 +82,12 @@ exit 0
 """
 
 
+FAKE_KIND = (
+    'echo "kind $*" >> LOG\n[ "$1" = version ] && echo "kind v0.33.0 go1.26.8 linux/amd64"\n'
+    "exit 0\n"
+)
+
+
 def run_up(
     project: Path,
     tmp_path: Path,
@@ -81,6 +96,8 @@ def run_up(
     env: dict[str, str] | None = None,
     script: str = "up.sh",
     without: tuple[str, ...] = (),
+    in_tools: tuple[str, ...] = ("kind", "pulumi"),
+    tools_on_path: bool = True,
 ) -> subprocess.CompletedProcess[str]:
     bin_dir, tools, log = tmp_path / "bin", tmp_path / "tools", tmp_path / "calls.log"
     _fake(
@@ -93,16 +110,16 @@ def run_up(
     for plugin in ("gke-gcloud-auth-plugin", "aws"):  # what cloud kubeconfigs run
         if plugin not in (without or ()):
             _fake(bin_dir / plugin, "exit 0\n")
-    _fake(
-        tools / "kind",
-        f'echo "kind $*" >> {log}\n[ "$1" = version ] && echo "kind v0.33.0 go1.26.8 linux/amd64"'
-        "\nexit 0\n",
-    )
-    _fake(tools / "pulumi", FAKE_PULUMI.replace("LOG", str(log)))
+    if "kind" in in_tools:
+        _fake(tools / "kind", FAKE_KIND.replace("LOG", str(log)))
+    if "pulumi" in in_tools:
+        _fake(tools / "pulumi", FAKE_PULUMI.replace("LOG", str(log)))
+    tools.mkdir(parents=True, exist_ok=True)
     # Only what the test sets: a passphrase in the caller's environment must not leak in.
     environment = {
         # The fakes first: up.sh uses a kind or Pulumi CLI of the pinned version on PATH.
-        "PATH": f"{tools}:{bin_dir}:{(env or {}).get('SYSTEM_PATH', os.environ['PATH'])}",
+        "PATH": f"{tools if tools_on_path else ''}:{bin_dir}:"
+        f"{(env or {}).get('SYSTEM_PATH', os.environ['PATH'])}",
         "HOME": str(tmp_path),
         "MKF_TOOLS_DIR": str(tools),
         "FAKE_OUTPUTS": OUTPUTS,
@@ -342,29 +359,107 @@ def test_help_prints_the_usage_and_touches_nothing(
     assert calls_of(tmp_path) == []
 
 
-@pytest.mark.parametrize(("stack", "plugin"), [("gke", "gke-gcloud-auth-plugin"), ("eks", "aws")])
-def test_a_cloud_stack_without_its_credential_plugin_stops_before_pulumi(
-    project: Path, tmp_path: Path, stack: str, plugin: str
-) -> None:
-    # A PATH without the plugin, whatever this machine has installed: every other command of
-    # the system folders linked into one folder, and python3 this interpreter.
+def _system_path(tmp_path: Path, *leave_out: str) -> str:
+    """A PATH of this machine's system folders without `leave_out` (and without Go, which
+    lives elsewhere), whatever the machine has installed: every other command linked into
+    one folder, and python3 this interpreter."""
     system = tmp_path / "system-bin"
     system.mkdir()
     for folder in ("/usr/local/bin", "/usr/bin", "/bin"):
         for command in Path(folder).iterdir() if Path(folder).is_dir() else ():
             target = system / command.name
-            if command.name != plugin and not target.exists():
+            if command.name not in (*leave_out, "go") and not target.exists():
                 target.symlink_to(command)
     (system / "python3").unlink(missing_ok=True)
     (system / "python3").symlink_to(sys.executable)
+    return str(system)
+
+
+@pytest.mark.parametrize(("stack", "plugin"), [("gke", "gke-gcloud-auth-plugin"), ("eks", "aws")])
+def test_a_cloud_stack_without_its_credential_plugin_stops_before_pulumi(
+    project: Path, tmp_path: Path, stack: str, plugin: str
+) -> None:
+    system = _system_path(tmp_path, plugin)
     result = run_up(
         project,
         tmp_path,
         stack,
-        env={"PULUMI_CONFIG_PASSPHRASE": "s3cret", "SYSTEM_PATH": str(system)},
+        env={"PULUMI_CONFIG_PASSPHRASE": "s3cret", "SYSTEM_PATH": system},
         without=(plugin,),
     )
     assert result.returncode == 1, result.stdout + result.stderr
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith("error: this stack has") and plugin in last and "install" in last
     assert not any(c.startswith("pulumi") for c in calls_of(tmp_path))
+
+
+def test_a_pinned_pulumi_on_path_is_used_over_an_older_one_in_the_tools_folder(
+    project: Path, tmp_path: Path
+) -> None:
+    """A stale CLI left in .tools/bin (an older pin) must not shadow the pinned one the
+    user has on PATH: every Pulumi call goes to the one on PATH."""
+    mine = tmp_path / "mine"
+    _fake(
+        mine / "pulumi",
+        FAKE_PULUMI.replace("LOG", str(tmp_path / "calls.log")).replace(
+            'echo "pulumi $*', 'echo "mine $*'
+        ),
+    )
+    _fake(tmp_path / "tools" / "pulumi", 'echo "stale $*" >> ' + str(tmp_path / "calls.log")
+          + '\n[ "$1" = version ] && echo v3.200.0\nexit 0\n')  # fmt: skip
+    result = run_up(
+        project,
+        tmp_path,
+        in_tools=("kind",),
+        tools_on_path=False,
+        env={"SYSTEM_PATH": f"{mine}:{os.environ['PATH']}"},
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"Pulumi CLI v3.274.1: {mine / 'pulumi'}" in result.stdout
+    calls = calls_of(tmp_path)
+    assert any(c.startswith("mine up --yes --stack dev") for c in calls), calls
+    assert not [c for c in calls if c.startswith("stale") and not c.startswith("stale version")]
+
+
+def _unreachable_releases(tmp_path: Path) -> None:
+    _fake(tmp_path / "bin" / "curl",
+          'echo "curl: (6) Could not resolve host: github.com" >&2\nexit 6\n')  # fmt: skip
+
+
+def test_without_the_release_download_or_go_kind_is_one_line_with_the_fix(
+    project: Path, tmp_path: Path
+) -> None:
+    _unreachable_releases(tmp_path)
+    result = run_up(project, tmp_path, in_tools=("pulumi",),
+                    env={"SYSTEM_PATH": _system_path(tmp_path, "kind")})  # fmt: skip
+    assert result.returncode == 1, result.stdout + result.stderr
+    line = result.stderr.strip().splitlines()[-1]
+    assert [x for x in result.stderr.splitlines() if x.startswith("error:")] == [line]
+    assert line.startswith("error: kind: the release download failed (curl: (6) Could not")
+    assert "Go is not installed" in line and "install Go" in line and "on PATH" in line
+    assert not any(c.startswith("pulumi up") for c in calls_of(tmp_path))
+
+
+def test_without_the_release_download_kind_and_pulumi_are_built_from_their_modules(
+    project: Path, tmp_path: Path
+) -> None:
+    """Behind a firewall with Go: `python -m loopback build` makes kind and the Pulumi CLI
+    (with its language host and kubernetes provider) into the tools folder, and up goes on."""
+    _unreachable_releases(tmp_path)
+    _fake(tmp_path / "bin" / "go", "exit 0\n")
+    built = tmp_path / "built"
+    log = tmp_path / "calls.log"
+    _fake(built / "kind", FAKE_KIND.replace("LOG", str(log)))
+    _fake(built / "pulumi", FAKE_PULUMI.replace("LOG", str(log)))
+    for plugin in ("pulumi-language-python", "pulumi-resource-kubernetes"):
+        _fake(built / plugin, "exit 0\n")
+    result = run_up(project, tmp_path, in_tools=(),
+                    env={"SYSTEM_PATH": _system_path(tmp_path, "kind", "pulumi"),
+                         "FAKE_BUILT": str(built)})  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    calls = calls_of(tmp_path)
+    tools = tmp_path / "tools"
+    assert f"build kind into {tools}" in calls
+    assert f"build pulumi pulumi-language-python pulumi-resource-kubernetes into {tools}" in calls
+    assert "building it from its Go module" in result.stdout
+    assert any(c.startswith("pulumi up --yes --stack dev") for c in calls)
