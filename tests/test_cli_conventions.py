@@ -107,7 +107,7 @@ def test_schema_check_exit_codes(tmp_path: Path) -> None:
 
 def test_validate_results_on_stdout_and_diagnostics_on_stderr(dev: Path, tmp_path: Path) -> None:
     broken = variant(tmp_path, dev, "cpu: 4", "cpu: four", "broken")
-    result = cli("validate", "--stack", str(dev), "--stack", str(broken))
+    result = cli("validate", "--stack", str(dev), "--stack", str(broken), "--notes")
     assert result.returncode == 1
     assert result.stdout.splitlines() == [
         f"{dev}: 0 error(s), 0 warning(s)",
@@ -182,14 +182,19 @@ def test_a_note_is_shown_once_per_run_and_never_once_acknowledged(tmp_path: Path
         "  multikueue-fleet:queues:",
     )
     write_stack(stacks, "d", acknowledged)
-    result = cli("validate", "--all", "--stacks-dir", str(stacks))
+    # Without --notes, only their count: the default stack's validate says nothing to act on.
+    plain = cli("validate", "--all", "--stacks-dir", str(stacks))
+    assert plain.returncode == 0, plain.stderr
+    assert "waitForPodsReady" not in plain.stderr
+    assert "note(s) that need nothing done: --notes shows them" in plain.stderr
+    result = cli("validate", "--all", "--stacks-dir", str(stacks), "--notes")
     assert result.returncode == 0, result.stderr
     assert result.stderr.count("waitForPodsReady is off on the manager") == 1
     assert "Pulumi.a.yaml, " in result.stderr and "Pulumi.d.yaml" not in result.stderr
-    quiet = cli("validate", "--all", "--stacks-dir", str(stacks), "-q")
+    quiet = cli("validate", "--all", "--stacks-dir", str(stacks), "-q", "--notes")
     assert quiet.stderr == ""
-    alone = cli("validate", "--stack", str(stacks / "Pulumi.d.yaml"))
-    assert "waitForPodsReady" not in alone.stderr
+    alone = cli("validate", "--stack", str(stacks / "Pulumi.d.yaml"), "--notes")
+    assert "waitForPodsReady" not in alone.stderr and "note" not in alone.stderr
 
 
 def test_notes_are_for_validate_not_for_every_command(tmp_path: Path) -> None:
@@ -197,7 +202,9 @@ def test_notes_are_for_validate_not_for_every_command(tmp_path: Path) -> None:
     says it; render, its diff and reader-access, run all day, do not repeat it."""
     stack = write_stack(tmp_path, "a", DEV)
     other = write_stack(tmp_path, "b", DEV.replace("cpu: 4", "cpu: 6"))
-    assert "note: kueue.waitForPodsReady" in cli("validate", "--stack", str(stack)).stderr
+    assert (
+        "note: kueue.waitForPodsReady" in cli("validate", "--stack", str(stack), "--notes").stderr
+    )
     for args in (
         ("render", "--stack", str(stack)),
         ("render", "--stack", str(stack), "--out", str(tmp_path / "out")),

@@ -30,7 +30,7 @@ from components.cli.render import (
     write_render,
 )
 from components.cli.report import Reporter, problem_json
-from components.model.problems import FleetConfigError, Problem, errors, warnings
+from components.model.problems import FleetConfigError, Problem, errors, notes, warnings
 from components.model.stack_file import stack_name_of, stack_path
 from controller.terminal import common_flags, flag, quietly_on_broken_pipe, seconds
 
@@ -105,7 +105,9 @@ def _load_or_report(
 def cmd_validate(args: argparse.Namespace) -> int:
     from components.checks.validate import validate_together
 
-    report = Reporter.for_args(args, show_notes=True)
+    # Notes need nothing done: shown when asked for (--notes), counted otherwise, so that
+    # the default stack's validate (also every scripts/up.sh run) is quiet when all is well.
+    report = Reporter.for_args(args, show_notes=args.notes)
     locations = _locations(args)
     if not locations:
         raise CliError("no stack files (Pulumi.*.yaml) to validate")
@@ -133,6 +135,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
     for problem in shared:
         report.error(str(problem))
     report.finish()
+    held = {(p.path, p.message) for _, _, problems in results for p in notes(problems)}
+    if held and not args.notes:
+        report.info(f"{len(held)} note(s) that need nothing done: --notes shows them")
     return SAME if valid else DIFFERS
 
 
@@ -513,6 +518,9 @@ def configure(parser: argparse.ArgumentParser) -> argparse._SubParsersAction:
     )
     v.add_argument("--all", action="store_true", help="every stack in stacks/, checked together")
     v.add_argument("--stacks-dir", help="with --all: the folder of stack files (default: stacks/)")
+    v.add_argument(
+        "--notes", action="store_true", help="show the notes too (facts that need nothing done)"
+    )
     _output_flag(v, "every problem with its path, line and fix")
     r = command("render", cmd_render, "every cluster's objects as YAML, or the diff of a change")
     r.add_argument(
