@@ -9,6 +9,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# What the tests run that this script does not install (it never changes a host): one
+# line naming it, before anything is built.
+if ! command -v zsh >/dev/null 2>&1; then
+  echo "error: zsh is not installed, and the shell-completion tests run in it; install it (apt-get install zsh, or brew install zsh) and run again" >&2
+  exit 1
+fi
+
 PYTHON="${PYTHON:-python3}"
 ENV=.venv-dev
 # One left half-made by an interrupted run is rebuilt, not reused.

@@ -181,10 +181,11 @@ def test_completion_knows_every_command_and_flag() -> None:
 @pytest.mark.parametrize(("line", "expected"), CASES)
 def test_zsh_completion(project: Path, line: str, expected: list[str]) -> None:
     """The zsh script run with `compadd` and `_files` standing in for the completion
-    system's own: they print what they were offered. zsh is a Debian package the test
-    setup installs (scripts/test.sh), so its absence is a failure, not a skip."""
+    system's own: they print what they were offered. zsh is a set-up prerequisite
+    (README; scripts/test.sh stops without it, .ci/run installs it), so its absence is a
+    failure, not a skip."""
     if shutil.which("zsh") is None:
-        pytest.fail("zsh is not installed: `apt-get install zsh` (scripts/test.sh installs it)")
+        pytest.fail("zsh is not installed: `apt-get install zsh` (see the README's set-up)")
     script = completion_script(build_parser(), "zsh")
     words = line.split(" ")
     program = (

@@ -463,3 +463,20 @@ def test_without_the_release_download_kind_and_pulumi_are_built_from_their_modul
     assert f"build pulumi pulumi-language-python pulumi-resource-kubernetes into {tools}" in calls
     assert "building it from its Go module" in result.stdout
     assert any(c.startswith("pulumi up --yes --stack dev") for c in calls)
+
+
+def test_the_test_script_stops_at_once_without_zsh(project: Path, tmp_path: Path) -> None:
+    """The completion tests run in zsh: without it, one line before anything is built."""
+    result = subprocess.run(
+        ["bash", str(project / "scripts" / "test.sh")],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+        env={"PATH": _system_path(tmp_path, "zsh"), "HOME": str(tmp_path)},
+    )
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert result.stdout == ""
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("error: zsh is not installed") and "apt-get install zsh" in line
+    assert not (project / ".venv-dev").exists()
