@@ -228,10 +228,63 @@ def test_the_stack_diff_workflow_fails_on_a_refused_change() -> None:
     steps = workflow["jobs"]["diff"]["steps"]
     script = next(s["run"] for s in steps if s.get("name") == "Render diff per changed stack")
     assert "|| true" not in script
-    assert 'render --diff --old "$base:$file" --new "$file" 2>&1 \\\n' in script
+    assert 'render --diff --old "$base:$file" --new "$new" 2>&1 \\\n' in script
     names = [s.get("name") or s.get("uses") for s in steps]
     assert names[-1] == "Fail when a change cannot be applied"
     assert names.index("actions/github-script@v7") < len(names) - 1
+
+
+def test_the_stack_diff_workflow_comments_on_a_changed_a_new_and_a_removed_stack(
+    tmp_path: Path,
+) -> None:
+    """The workflow's own script, run in a pull request's checkout: a changed stack gets its
+    diff, a new one its capacity from nothing (it used to get `validate` alone), a removed
+    one every object removed (it used to fail the job: no such stack file)."""
+    import shutil
+
+    workflow = yaml.safe_load((ROOT / ".github" / "workflows" / "stack-diff.yaml").read_text())
+    steps = workflow["jobs"]["diff"]["steps"]
+    script = next(s["run"] for s in steps if s.get("name") == "Render diff per changed stack")
+    script = script.replace("${{ github.base_ref }}", "main")
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    for name in ("components", "controller", "schema"):
+        if (ROOT / name).exists():
+            shutil.copytree(ROOT / name, repo / name, ignore=shutil.ignore_patterns("__pycache__"))
+    (repo / "stacks").mkdir()
+    for stack in ("dev", "ci"):
+        shutil.copy(ROOT / "stacks" / f"Pulumi.{stack}.yaml", repo / "stacks")
+    (repo / ".venv" / "bin").mkdir(parents=True)
+    python = repo / ".venv" / "bin" / "python"
+    python.write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
+    python.chmod(0o755)
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+                       cwd=repo, check=True, capture_output=True)  # fmt: skip
+
+    git("init", "-q", "-b", "main")
+    git("add", "stacks", "components", "controller")
+    git("commit", "-qm", "base")
+    git("update-ref", "refs/remotes/origin/main", "HEAD")
+    git("checkout", "-qb", "pr")
+    dev = repo / "stacks" / "Pulumi.dev.yaml"
+    dev.write_text(dev.read_text().replace("cpu: 4", "cpu: 6", 1))
+    shutil.copy(ROOT / "stacks" / "Pulumi.dev.yaml", repo / "stacks" / "Pulumi.added.yaml")
+    (repo / "stacks" / "Pulumi.ci.yaml").unlink()
+    git("add", "-A", "stacks")
+    git("commit", "-qm", "change")
+    result = subprocess.run(["bash", "-c", script], cwd=repo, capture_output=True, text=True,
+                            check=False, timeout=300)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    comment = (repo / "diff.md").read_text()
+    assert not (repo / "refused.txt").exists(), comment
+    sections = dict((part.split("\n", 1)[0], part) for part in comment.split("#### ")[1:])
+    assert set(sections) == {"added", "ci", "dev"}, comment
+    assert "the whole stack is new" in sections["added"]
+    assert "manager (total)  -       8      new" in sections["added"]
+    assert "the stack is removed" in sections["ci"] and "removed" in sections["ci"]
+    assert "4       6" in sections["dev"] and "Summary:" in sections["dev"]
 
 
 # --- what is deployed is read from the cluster when it answers -----------------------------

@@ -91,7 +91,7 @@ def nominal_quotas(spec: FleetSpec | None) -> dict[tuple[str, Slot], tuple[str, 
 
 def capacity_rows(
     old: FleetSpec | None,
-    new: FleetSpec,
+    new: FleetSpec | None,
     in_use: Mapping[tuple[str, Slot], str] | None = None,
 ) -> list[QuotaRow]:
     """Every cluster's row of each (ClusterQueue, flavor, resource) whose quota changes on

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -31,6 +32,7 @@ from components.cli.render import (
 )
 from components.cli.report import Reporter, problem_json
 from components.model.problems import FleetConfigError, Problem, errors, notes, warnings
+from components.model.spec import FleetSpec
 from components.model.stack_file import stack_name_of, stack_path
 from controller.terminal import common_flags, flag, quietly_on_broken_pipe, seconds
 
@@ -196,27 +198,34 @@ def _render_diff(args: argparse.Namespace) -> int:
     cannot be made or the change cannot be applied (an immutable field refused)."""
     report = Reporter.for_args(args)
     old, new = _diff_sides(args)
-    try:
-        new_spec, new_problems = load_stack(new)
-    except FleetConfigError as exc:
-        report.error(_head(new, exc.problems))
-        report.problems(exc.problems, new)
-        return FAILED
-    try:
-        # Two versions of one stack: the old is read under the new one's name, which the
-        # fleet's name and every label default to, so files named differently (Pulumi.a.yaml
-        # against a copy) show what changed, not every object.
-        old_spec, _ = load_stack(old, stack=stack_name_of(new))
-    except FleetConfigError as exc:
-        if not _not_in_revision(old):
-            report.error(_head(old, exc.problems))
-            report.problems(exc.problems, old)
+    if old == os.devnull and new == os.devnull:
+        raise CliError("render --diff: at most one side may be /dev/null (no stack)")
+    new_spec: FleetSpec | None = None
+    new_problems: list[Problem] = []
+    if new != os.devnull:  # /dev/null, as for `git diff`: the stack is removed
+        try:
+            new_spec, new_problems = load_stack(new)
+        except FleetConfigError as exc:
+            report.error(_head(new, exc.problems))
+            report.problems(exc.problems, new)
             return FAILED
-        old_spec = None  # a stack added since: everything in it is new
+    old_spec: FleetSpec | None = None
+    if old != os.devnull:
+        try:
+            # Two versions of one stack: the old is read under the new one's name, which
+            # the fleet's name and every label default to, so files named differently
+            # (Pulumi.a.yaml against a copy) show what changed, not every object.
+            old_spec, _ = load_stack(old, stack=stack_name_of(new if new_spec else old))
+        except FleetConfigError as exc:
+            if not _not_in_revision(old):
+                report.error(_head(old, exc.problems))
+                report.problems(exc.problems, old)
+                return FAILED
+            # a stack added since: everything in it is new
     report.problems(new_problems, new)
     # Immutable fields (components/checks/immutable.py): a replacement is marked in the diff,
     # a change the API server would refuse is an error.
-    refused = errors(change_problems(old_spec, new_spec)) if old_spec is not None else []
+    refused = errors(change_problems(old_spec, new_spec)) if old_spec and new_spec else []
     clusters = fleet_diff(old_spec, new_spec, old, new)
     in_use = _fleet_usage(args, report) if args.fleet or args.fleet_stack else None
     quota_rows = capacity_rows(old_spec, new_spec, in_use)
@@ -236,9 +245,17 @@ def _render_diff(args: argparse.Namespace) -> int:
             # What a reviewer asks first: how much each queue can run, before the objects.
             lines = [*capacity_lines(quota_rows, in_use is not None), "", *lines]
         if old_spec is None:
+            gone = f"/dev/null against {new}" if old == os.devnull else f"{old} does not exist"
             lines = [
-                f"{old} does not exist: the whole stack is new, so every object is added "
+                f"{gone}: the whole stack is new, so every object is added "
                 f"(listed below; `mkf render --stack {new}` prints them in full)",
+                "",
+                *lines,
+            ]
+        elif new_spec is None:
+            lines = [
+                f"the stack is removed ({old} against /dev/null): every object of it is "
+                "removed, as `pulumi destroy` of that stack would delete it",
                 "",
                 *lines,
             ]
@@ -542,8 +559,12 @@ def configure(parser: argparse.ArgumentParser) -> argparse._SubParsersAction:
         default="HEAD",
         help="with --diff --stack: git revision to compare against (default HEAD)",
     )
-    r.add_argument("--old", help="with --diff: a stack file path or REV:path")
-    r.add_argument("--new", help="with --diff: a stack file path or REV:path")
+    r.add_argument(
+        "--old", help="with --diff: a stack file path or REV:path (/dev/null: a new stack)"
+    )
+    r.add_argument(
+        "--new", help="with --diff: a stack file path or REV:path (/dev/null: a removed stack)"
+    )
     r.add_argument(
         "--fleet",
         metavar="DIR",

@@ -266,12 +266,13 @@ def _replaced(
 
 
 def fleet_diff(
-    old: FleetSpec | None, new: FleetSpec, old_label: str, new_label: str
+    old: FleetSpec | None, new: FleetSpec | None, old_label: str, new_label: str
 ) -> list[ClusterDiff]:
     """What `pulumi up` would change, per cluster directory, clusters with no change left
-    out. `old` None: a new stack, everything in it is added."""
+    out. `old` None: a new stack, everything in it is added; `new` None: a stack removed,
+    everything in it is removed (what `pulumi destroy` deletes)."""
     before = {c.directory: c for c in build_fleet(old)} if old is not None else {}
-    after = {c.directory: c for c in build_fleet(new)}
+    after = {c.directory: c for c in build_fleet(new)} if new is not None else {}
     clusters: list[ClusterDiff] = []
     for directory in list(dict.fromkeys([*before, *after])):
         a, b = _by_key(before.get(directory)), _by_key(after.get(directory))
