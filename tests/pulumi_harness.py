@@ -186,6 +186,7 @@ class Registration:
     aliases: list[dict[str, Any]]
     replace_on_changes: list[str]
     delete_before_replace: bool
+    replace_with: list[str]
 
 
 class Mocks(pulumi.runtime.Mocks):
@@ -223,6 +224,7 @@ class Monitor(MockMonitor):
             [json_format.MessageToDict(a) for a in request.aliases],
             list(request.replaceOnChanges),
             request.deleteBeforeReplace,
+            list(request.replace_with),
         )
         return response
 

@@ -605,7 +605,9 @@ def test_passphrase_file_reaches_the_cli(
     ],
 )
 def test_no_pulumi_cli_is_one_line(command: list[str], tmp_path: Path) -> None:
-    env = {**os.environ, "PATH": "/nonexistent", "PULUMI_CONFIG_PASSPHRASE": "x"}
+    # Neither on PATH nor in a tools folder (this checkout's .tools/bin would be used).
+    env = {**os.environ, "PATH": "/nonexistent", "PULUMI_CONFIG_PASSPHRASE": "x",
+           "MKF_TOOLS_DIR": str(tmp_path / "no-tools")}  # fmt: skip
     command = [str(tmp_path) if word == "OUT" else word for word in command]
     result = subprocess.run(
         [sys.executable, "-m", "components", *command],

@@ -614,6 +614,24 @@ def test_tokens_know_their_cluster_by_its_identity(runs: dict[str, Run], stack: 
             assert cluster.startswith(f"{worker.provider}/"), cluster
 
 
+@pytest.mark.parametrize("stack", STACKS)
+def test_a_token_is_replaced_with_the_secret_it_is_read_from(
+    runs: dict[str, Run], stack: str
+) -> None:
+    """Rotating a worker's credentials is `pulumi up --replace` of its token Secret
+    (docs/operations.md): each Token that reads a Secret is replaced with it (replaceWith),
+    so the kubeconfigs on the manager carry the new token, never the revoked one."""
+    monitor = runs[stack].monitor
+    secrets = {r.name: r.urn for r in kube_objects(monitor) if r.typ.endswith(":Secret")}
+    tokens = monitor.of_type("multikueue-fleet:Token")
+    assert tokens
+    for token in tokens:
+        namespace, secret = token.inputs["namespace"], token.inputs["secret"]
+        cluster = token.name.split("-access-")[0] if "-access-" in token.name else "manager"
+        urn = secrets[f"{cluster}:Secret:{namespace}/{secret}"]
+        assert token.replace_with == [urn], (token.name, token.replace_with)
+
+
 def test_the_engine_is_asked_to_replace_exactly_the_objects_with_immutable_fields(
     runs: dict[str, Run],
 ) -> None:

@@ -20,6 +20,7 @@ launcher's kubeconfig paths), so the checkout's own stacks/ and Pulumi state sta
 
 from __future__ import annotations
 
+import base64
 import json
 import subprocess
 import sys
@@ -359,6 +360,74 @@ def test_a_local_queue_moved_to_another_cluster_queue_is_replaced(project: Proje
             f"{K}/v1beta2", "LocalQueue", "user-queue", "team-a"
         )
         assert queue and queue["spec"]["clusterQueue"] == "batch-queue", (cluster.name, queue)
+
+
+def _multikueue_token(project: Project, worker: str) -> str:
+    """The token in the manager's kubeconfig Secret for `worker` (what MultiKueue uses)."""
+    secret = project.client("manager").get("v1", "Secret", f"{worker}-kubeconfig", "kueue-system")
+    assert secret, f"no kubeconfig Secret for {worker} on the manager"
+    text = base64.b64decode(secret["data"]["kubeconfig"]).decode()
+    (user,) = yaml.safe_load(text)["users"]
+    return str(user["user"]["token"])
+
+
+def _authenticates(project: Project, worker: str, token: str) -> bool:
+    """Whether the worker's API server accepts `token` (401 when it was revoked)."""
+    import kubernetes
+
+    config = yaml.safe_load(project.fleet.kubeconfig(worker).read_text())
+    for user in config["users"]:
+        user["user"] = {"token": token}
+    api = kubernetes.config.new_client_from_config_dict(config)
+    try:
+        kubernetes.client.VersionApi(api).get_code()
+        return True
+    except kubernetes.client.ApiException as exc:
+        assert exc.status == 401, exc
+        return False
+    finally:
+        api.close()
+
+
+def test_a_worker_token_rotated_as_the_day2_how_to_says(project: Project) -> None:
+    """docs/operations.md, "Rotate a worker's credentials": the URN found with the
+    documented command, `pulumi up --replace` of it: the old token is revoked, the manager's
+    kubeconfig Secret carries the new one (the Token follows its Secret: replaceWith), and
+    MultiKueue reaches the worker again with it."""
+    project.step("up")
+    old = _multikueue_token(project, "worker1")
+    assert _authenticates(project, "worker1", old)
+    listed = project.ok("stack", "--show-urns").stdout
+    pattern = "Secret::worker1:Secret:kueue-system/multikueue-token"  # as the how-to greps
+    (urn,) = [w for line in listed.splitlines() for w in line.split() if w.endswith(pattern)]
+    project.ok("up", "--yes", "--skip-preview", "--replace", urn)
+    new = _multikueue_token(project, "worker1")
+    assert new != old, "the manager still holds the old token"
+    assert not _authenticates(project, "worker1", old), "the old token still works"
+    assert _authenticates(project, "worker1", new)
+    # Kueue reloads a MultiKueueCluster's client when its Secret changes (v0.19.2
+    # pkg/controller/admissionchecks/multikueue/multikueuecluster.go, secretHandler).
+    manager = project.client("manager")
+    deadline = time.monotonic() + 180
+    while (active_condition(manager, "worker1") or {}).get("status") != "True":
+        assert time.monotonic() < deadline, active_condition(manager, "worker1")
+        time.sleep(1)
+    project.ok("up", "--yes", "--expect-no-changes")
+
+    # A leaked token: its Secret deleted at once (revoked), then `up --refresh --replace`
+    # of the Token's URN makes a new Secret and hands its token to the manager.
+    project.client("worker1").delete(
+        {"apiVersion": "v1", "kind": "Secret",
+         "metadata": {"name": "multikueue-token", "namespace": "kueue-system"}}
+    )  # fmt: skip
+    assert not _authenticates(project, "worker1", new)
+    token_pattern = "Token::worker1-access-multikueue-token"
+    (token_urn,) = [w for line in listed.splitlines() for w in line.split()
+                    if w.endswith(token_pattern)]  # fmt: skip
+    project.ok("up", "--yes", "--skip-preview", "--refresh", "--replace", token_urn)
+    third = _multikueue_token(project, "worker1")
+    assert third not in (old, new) and _authenticates(project, "worker1", third)
+    project.ok("up", "--yes", "--expect-no-changes")
 
 
 def _leftovers(project: Project) -> list[str]:

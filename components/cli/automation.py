@@ -53,6 +53,7 @@ from components.checks.consumers import (
 )
 from components.checks.kind_host import preflight as kind_preflight
 from components.checks.load import load_stack
+from components.cli.pinned_tools import use_pinned_tools
 from components.model.spec import PROJECT, ClusterSpec
 from components.model.stack_file import parse_stack_text, stack_path
 from components.resources.program_env import (
@@ -71,7 +72,7 @@ EXIT_TIMEOUT = 124
 EXIT_SIGNAL = {signal.SIGINT: 130, signal.SIGTERM: 143}
 # Selecting, creating or removing a stack on the local backend: file operations, quick.
 STACK_OP_TIMEOUT = 300
-MISSING_CLI = "the Pulumi CLI is not on PATH (scripts/up.sh installs it into .tools/bin/pulumi)"
+MISSING_CLI = "the Pulumi CLI is not on PATH (scripts/up.sh installs it into .tools/bin)"
 
 
 DEFAULT_DRAIN_TIMEOUT = 600.0
@@ -382,6 +383,8 @@ class Driver:
         self.auto = automation
         self.options = options
         self.log = log
+        if self.owned_cli:
+            use_pinned_tools(options.project, log)
         self.tools = tools
         self.host_check = host_check
         self.kind_only = False  # set once the base stack is read

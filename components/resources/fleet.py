@@ -133,6 +133,22 @@ def token_identity(handle: ClusterHandle) -> pulumi.Input[str]:
     return handle.identity
 
 
+def with_its_secret(
+    opts: pulumi.ResourceOptions, objects: pulumi.Resource, namespace: str, secret: str
+) -> pulumi.ResourceOptions:
+    """A token read from a Secret of `objects` is replaced whenever that Secret is: a
+    rotation (`pulumi up --replace` of the Secret, docs/operations.md) makes a new token, and
+    the kubeconfigs built from it must carry that one, not the revoked one."""
+    found = (
+        objects.resources.get(f"Secret {namespace}/{secret}")
+        if isinstance(objects, ObjectSet)
+        else None
+    )
+    if found is None:
+        return opts
+    return pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(replace_with=[found]))
+
+
 def token_kubeconfig(
     cluster: str,
     server: pulumi.Input[str],
@@ -358,7 +374,7 @@ class WorkerAccess(pulumi.ComponentResource):
                 handle.context,
                 namespace,
                 secret,
-                after,
+                with_its_secret(after, self.objects, namespace, secret),
                 identity,
             )
 
@@ -706,8 +722,13 @@ class Fleet(pulumi.ComponentResource):
             handle.context,
             FLEET_NAMESPACE,
             dispatcher.TOKEN_SECRET,
-            pulumi.ResourceOptions(
-                parent=self, depends_on=[objects], deleted_with=created_cluster_of(handle)
+            with_its_secret(
+                pulumi.ResourceOptions(
+                    parent=self, depends_on=[objects], deleted_with=created_cluster_of(handle)
+                ),
+                objects,
+                FLEET_NAMESPACE,
+                dispatcher.TOKEN_SECRET,
             ),
             token_identity(handle),
         )
