@@ -47,7 +47,7 @@ if [[ ",$PROVIDERS," =~ ,existing, ]]; then
 fi
 step "Destroying stack '$STACK'"
 checkpoints_for "$PROVIDERS"
-pulumi destroy --yes --stack "$STACK" --non-interactive
+pulumi destroy --yes --stack "$STACK" --non-interactive 2>&1 | .venv/bin/python -m components.cli.pulumi_output
 pulumi stack rm --yes --preserve-config --stack "$STACK" --non-interactive
 # The kubeconfigs and summary up.sh wrote for this stack (credentials of clusters that are
 # gone); another stack's are left alone.

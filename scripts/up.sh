@@ -117,7 +117,8 @@ step "Offline render of what each cluster gets (.render/$STACK)"
 
 step "Provisioning"
 checkpoints_for "$PROVIDERS"
-pulumi up --yes --stack "$STACK" --non-interactive
+# A provider's Python traceback shown as its one line of cause (components/cli/pulumi_output.py).
+pulumi up --yes --stack "$STACK" --non-interactive 2>&1 | .venv/bin/python -m components.cli.pulumi_output
 # What `python -m components status --dir .fleet` reads: each cluster's kubeconfig (0600)
 # and a summary, from the stack's outputs.
 pulumi stack output --json --show-secrets --stack "$STACK" \

@@ -73,6 +73,7 @@ FAKE_DOCKER_INFO = json.dumps(
 FAKE_PULUMI = r"""echo "pulumi $* | $PULUMI_BACKEND_URL | ${PULUMI_CONFIG_PASSPHRASE:-}" >> LOG
 case "$1 $2" in
   "version "*) echo v3.274.1 ;;
+  "up --yes") if [ -n "${FAKE_UP_FAILS:-}" ]; then printf '%s\n' "$FAKE_UP_FAILS"; exit 255; fi ;;
   "stack output")
     if [ "$3" = checks ]; then echo '["kubectl --context kind-dev-manager get clusterqueues"]'
     else echo "$FAKE_OUTPUTS"
@@ -480,3 +481,19 @@ def test_the_test_script_stops_at_once_without_zsh(project: Path, tmp_path: Path
     (line,) = result.stderr.splitlines()
     assert line.startswith("error: zsh is not installed") and "apt-get install zsh" in line
     assert not (project / ".venv-dev").exists()
+
+
+def test_a_providers_traceback_in_pulumi_up_is_one_line_and_up_fails(
+    project: Path, tmp_path: Path
+) -> None:
+    failure = "\n".join([
+        "    error: Exception calling application: Traceback (most recent call last):",
+        '      File "/p/components/resources/kind.py", line 120, in create',
+        "        run([kind, 'create', 'cluster'])",
+        "    components.resources.commands.CommandFailed: kind create cluster failed: no space",
+    ])  # fmt: skip
+    result = run_up(project, tmp_path, env={"FAKE_UP_FAILS": failure})
+    assert result.returncode != 0, result.stdout
+    assert "    error: kind create cluster failed: no space" in result.stdout
+    assert "Traceback" not in result.stdout + result.stderr
+    assert "The fleet is up" not in result.stdout

@@ -54,6 +54,7 @@ from components.checks.consumers import (
 from components.checks.kind_host import preflight as kind_preflight
 from components.checks.load import load_stack
 from components.cli.pinned_tools import use_pinned_tools
+from components.cli.pulumi_output import Tracebacks
 from components.model.spec import PROJECT, ClusterSpec
 from components.model.stack_file import parse_stack_text, stack_path
 from components.resources.program_env import (
@@ -557,7 +558,9 @@ class Driver:
             # history --show-secrets` without --config-file, and the CLI then makes a new
             # salt and writes it to stacks/Pulumi.<name>.yaml (pulumi v3.259.0
             # pkg/cmd/pulumi/stack/stack_history.go; SDK 3.272.0 automation/_stack.py).
-            lambda: stack.up(config_file=config_file, on_output=self.log, show_secrets=False),
+            lambda: stack.up(
+                config_file=config_file, on_output=Tracebacks(self.log), show_secrets=False
+            ),
         )
         outputs = {k: v.value for k, v in stack.outputs().items()}
         summary = self._write(name, outputs)
@@ -628,7 +631,7 @@ class Driver:
         self._bounded(
             o.destroy_timeout,
             f"destroy of {name}",
-            lambda: stack.destroy(on_output=self.log, show_secrets=False, **extra),
+            lambda: stack.destroy(on_output=Tracebacks(self.log), show_secrets=False, **extra),
         )
         self._bounded(
             STACK_OP_TIMEOUT,
@@ -683,7 +686,7 @@ class Driver:
             return self._bounded(
                 self.options.up_timeout,
                 f"preview of {name}",
-                lambda: stack.preview(diff=True, on_output=self.log, **extra).stdout,
+                lambda: stack.preview(diff=True, on_output=Tracebacks(self.log), **extra).stdout,
             )
 
     def run(self, command: Sequence[str]) -> int:
