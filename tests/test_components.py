@@ -618,11 +618,26 @@ def test_tokens_know_their_cluster_by_its_identity(runs: dict[str, Run], stack: 
 def test_a_token_is_replaced_with_the_secret_it_is_read_from(
     runs: dict[str, Run], stack: str
 ) -> None:
-    """Rotating a worker's credentials is `pulumi up --replace` of its token Secret
-    (docs/operations.md): each Token that reads a Secret is replaced with it (replaceWith),
-    so the kubeconfigs on the manager carry the new token, never the revoked one."""
+    """Rotating a worker's credentials is `pulumi up --replace` of its ServiceAccount
+    (docs/operations.md): its token Secret is replaced with it (a legacy token is the
+    account's UID, signed), and each Token that reads a Secret with that Secret
+    (replaceWith), so the kubeconfigs on the manager carry the new token, never the old."""
     monitor = runs[stack].monitor
-    secrets = {r.name: r.urn for r in kube_objects(monitor) if r.typ.endswith(":Secret")}
+    objects = kube_objects(monitor)
+    secrets = {r.name: r.urn for r in objects if r.typ.endswith(":Secret")}
+    accounts = {r.name: r.urn for r in objects if r.typ.endswith(":ServiceAccount")}
+    checked = 0
+    for reg in objects:
+        if reg.typ.endswith(":Secret") and reg.inputs.get("type") == (
+            "kubernetes.io/service-account-token"
+        ):
+            cluster, _, rest = reg.name.partition(":Secret:")
+            namespace = rest.split("/")[0]
+            owner = reg.inputs["metadata"]["annotations"]["kubernetes.io/service-account.name"]
+            account = accounts[f"{cluster}:ServiceAccount:{namespace}/{owner}"]
+            assert reg.replace_with == [account], reg.name
+            checked += 1
+    assert checked >= len(_spec(stack).workers)
     tokens = monitor.of_type("multikueue-fleet:Token")
     assert tokens
     for token in tokens:
@@ -636,8 +651,9 @@ def test_the_engine_is_asked_to_replace_exactly_the_objects_with_immutable_field
     runs: dict[str, Run],
 ) -> None:
     """LocalQueue spec.clusterQueue is immutable (CEL self == oldSelf in Kueue v0.19.2's
-    CRD): the engine gets replaceOnChanges for that path, delete first (the name is fixed);
-    a ClusterQueue, whose fields may change in place, gets neither."""
+    CRD): the engine gets replaceOnChanges for that path; a ClusterQueue, whose fields may
+    change in place, does not. Every object is deleted first when replaced (its name is
+    fixed)."""
     objects = kube_objects(runs["dev"].monitor)
     local_queues = [r for r in objects if r.typ.endswith(":LocalQueue")]
     assert local_queues
@@ -646,7 +662,9 @@ def test_the_engine_is_asked_to_replace_exactly_the_objects_with_immutable_field
         assert reg.delete_before_replace
     for reg in objects:
         if reg.typ.endswith(":ClusterQueue"):
-            assert reg.replace_on_changes == [] and not reg.delete_before_replace
+            assert reg.replace_on_changes == []
+        # A fixed name: any replacement (a user's --replace too) must delete first.
+        assert reg.delete_before_replace, reg.name
 
 
 def test_the_dispatcher_image_is_built_for_the_platform_the_stack_names(

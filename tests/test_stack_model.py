@@ -451,3 +451,17 @@ def test_an_untagged_node_image_with_a_pinned_digest_runs_that_digests_version()
     config["workers"][0]["kind"] = {"nodeImage": "kindest/node@sha256:" + "1" * 64}
     problem = only(problems_of(config), "workers[0].kind.nodeImage")
     assert "cannot be told from its tag" in problem.message
+
+
+def test_a_file_name_that_is_no_fleet_name_says_so_when_fleet_name_is_unset() -> None:
+    """`render --diff --old a.yaml --new B.yaml`: the fleet takes the stack's name, B,
+    from the file name; the error says that and both ways out, not `fleetName` alone."""
+
+    config = {k: v for k, v in base().items() if k != "fleetName"}
+    _, problems = load_spec(config, "B")
+    (problem,) = [p for p in problems if p.path == "fleetName"]
+    assert "fleetName is unset, so the fleet takes the stack's name 'B'" in problem.message
+    assert "set fleetName" in problem.hint and "Pulumi.<name>.yaml" in problem.hint
+    _, problems = load_spec({**config, "fleetName": "Bad_Name"}, "B")
+    (problem,) = [p for p in problems if p.path == "fleetName"]
+    assert problem.message == "fleet name 'Bad_Name' is not a valid DNS label"

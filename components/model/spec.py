@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 import typing
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
@@ -1047,7 +1048,23 @@ def load_spec(
     try:
         spec = FleetSpec.model_validate(dict(config), context={"stack": stack})
     except ValidationError as exc:
-        return None, problems_of(exc)
+        problems = problems_of(exc)
+        if "fleetName" not in config:
+            # The fleet took the stack's name, which the file name gave: say so, and that
+            # either one is the fix, rather than blame a key the file does not have.
+            problems = [
+                replace(
+                    p,
+                    message=f"fleetName is unset, so the fleet takes the stack's name '{stack}' "
+                    "(from the file name), which is not a valid DNS label",
+                    hint="set fleetName, or name the file Pulumi.<name>.yaml with <name> "
+                    "lower-case letters, digits and '-'",
+                )
+                if p.path == "fleetName"
+                else p
+                for p in problems
+            ]
+        return None, problems
     spec._stack = stack
     problems = []
     if "workerKubeconfigs" not in secret_keys:

@@ -41,6 +41,21 @@ def resource_type(obj: Mapping[str, Any]) -> str:
 PATCH_FORCE = "pulumi.com/patchForce"
 
 
+def token_account(obj: Mapping[str, Any]) -> str | None:
+    """The key of the ServiceAccount a token Secret belongs to, None for another object.
+    Such a Secret is replaced whenever its ServiceAccount is: a legacy token's claims are
+    the ServiceAccount's name and UID, the Secret's name and the namespace, not the
+    Secret's UID (k8s.io/kubernetes v1.36 pkg/serviceaccount/legacy.go, LegacyClaims), so
+    the same Secret made again carries the very same token; only a new ServiceAccount (a
+    new UID) makes a new one, and the old one is refused from then on (the legacy
+    validator checks the UID)."""
+    if obj.get("kind") != "Secret" or obj.get("type") != "kubernetes.io/service-account-token":
+        return None
+    meta = obj.get("metadata") or {}
+    name = (meta.get("annotations") or {}).get("kubernetes.io/service-account.name")
+    return f"ServiceAccount {meta.get('namespace')}/{name}" if name else None
+
+
 class KubeObject(pulumi.CustomResource):
     """One Kubernetes object, any kind, handed to the cluster's kubernetes provider as is;
     with `patch`, as a Patch resource of its kind (an object the stack shares with whoever
@@ -64,7 +79,13 @@ class KubeObject(pulumi.CustomResource):
             # As pulumi_kubernetes' Secret class does: what the API server returns stays secret.
             additional_secret_outputs=["data", "stringData"] if obj["kind"] == "Secret" else None,
             # A change to an immutable field replaces the object (components/checks/immutable.py).
-            **(replacement_options(typ) or {}),
+            replace_on_changes=(replacement_options(typ) or {}).get("replace_on_changes"),
+            # Every object has a fixed name, so any replacement (an immutable field, a user's
+            # `pulumi up --replace`, a Secret rotated with its token) deletes it first: the
+            # engine's default, create then delete, applies the "new" object over the old one
+            # and then deletes it, which the real engine showed for a token Secret rotated
+            # (tests/test_real_pulumi.py): the Secret gone, its token revoked.
+            delete_before_replace=True,
             # A stack that registered the object with its own kind adopts it as the patch.
             aliases=[pulumi.Alias(type_=typ)] if patch else None,
         )
@@ -196,6 +217,7 @@ class ObjectSet(pulumi.ComponentResource):
                 continue
             mentioned = mentions(obj)
             after = [res for other, res in known.values() if refers_to(obj, other, mentioned)]
+            account = token_account(obj)
             resource = KubeObject(
                 f"{cluster}:{key.replace(' ', ':')}",
                 obj,
@@ -205,6 +227,7 @@ class ObjectSet(pulumi.ComponentResource):
                         parent=self,
                         depends_on=after,
                         aliases=previously(obj) if previously else None,
+                        replace_with=[known[account][1]] if account in known else None,
                     ),
                 ),
                 patch=obj["kind"] in patch_kinds,
