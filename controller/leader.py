@@ -95,9 +95,9 @@ class LeaderElector:
 
     def leading(self) -> bool:
         """May this replica write now: it holds the lease and its last renewal is within
-        the renew deadline. Also true between tries, so a leader whose loop is late (a busy
-        event loop, a try that failed fast just before the deadline) stops at the deadline
-        itself, not at its next try."""
+        the renew deadline. Judged at each call, not only at each try, so a leader whose
+        loop is late (a busy event loop, a try that failed fast just before the deadline)
+        stops at the deadline itself, not at its next try."""
         if not self.is_leader or self._renewed_at is None:
             return False
         return self.clock() - self._renewed_at < self.deadline

@@ -21,6 +21,7 @@ from components.objects.kubeconfig import (
     kubeconfig_server,
     kueue_trusts_server,
     read_kubeconfig_file,
+    reduce_to_context,
     server_host,
 )
 from controller.settings import WORKER_LOST_TIMEOUT_MAX
@@ -75,20 +76,11 @@ def credential_command_problem(
     assert c.existing is not None
     path = existing_kubeconfig_path(c.existing)
     try:
-        config = yaml.safe_load(read_kubeconfig_file(path))
+        # The context with its cluster and user alone, as the stack keeps it.
+        reduced = yaml.safe_load(reduce_to_context(read_kubeconfig_file(path), c.existing.context))
     except (ValueError, yaml.YAMLError):
-        return None
-    if not isinstance(config, dict):
-        return None
-
-    def named(section: str, name: object) -> dict:
-        for entry in config.get(section) or []:
-            if isinstance(entry, dict) and entry.get("name") == name:
-                return entry
-        return {}
-
-    context = named("contexts", c.existing.context).get("context") or {}
-    user = named("users", context.get("user")).get("user") or {}
+        return None  # a missing file or context is context_problem's to say
+    user = next(iter(reduced["users"]), {}).get("user")
     command = (user.get("exec") or {}).get("command") if isinstance(user, dict) else None
     if not command or which(str(command)) is not None:
         return None
