@@ -3,7 +3,7 @@
     .venv-dev/bin/python bench/controller_bench.py [--workers 20] [--pending 10000] [--burst 300]
         [--server emulator|real] [--kubeconfig FILE]
 
-The manager is the API emulator (tests/kube_emulator.py, the default; it keeps its
+The manager is the API emulator (tests/helpers/kube_emulator.py, the default; it keeps its
 watch, conflict and status-subresource rules but not the CRD schemas, whose CEL costs
 ~30 ms a write in Python), a real kube-apiserver with etcd started from
 KUBEBUILDER_ASSETS (`--server real`, with Kueue's real CRDs from the pinned release or its
@@ -60,9 +60,9 @@ sys.path.insert(0, str(ROOT))
 
 from controller.kube import SECRETS, WORKLOADS, Kind, Kube  # noqa: E402
 from controller.settings import Settings  # noqa: E402
-from tests.apiserver import install, missing, running_apiserver, wait_ready  # noqa: E402
-from tests.apiserver import stop as stop_process  # noqa: E402
-from tests.fleet_harness import (  # noqa: E402
+from tests.helpers.apiserver import install, missing, running_apiserver, wait_ready  # noqa: E402
+from tests.helpers.apiserver import stop as stop_process  # noqa: E402
+from tests.helpers.fleet_harness import (  # noqa: E402
     ACTIVE,
     NS,
     K,
@@ -309,7 +309,14 @@ async def measure(
         out = Path(tmp) / "urls.json"
         emulated = workers if mode == "real" or given else ["manager", *workers]
         server = subprocess.Popen(
-            [sys.executable, "-m", "tests.kube_emulator", "--no-schemas", str(out), *emulated],
+            [
+                sys.executable,
+                "-m",
+                "tests.helpers.kube_emulator",
+                "--no-schemas",
+                str(out),
+                *emulated,
+            ],
             cwd=ROOT,
         )
         watcher = controller = None

@@ -24,7 +24,7 @@ until no Workload is left. The WorkloadPriorityClasses the stream names (bench-l
 bench-normal 100, bench-high 200) are created on every cluster where missing and left.
 
 `--check`: exit 1 unless every run finished every job with no admission lost and nothing
-left pending (the CI's small run, tests/test_kind_fleet_bench.py).
+left pending (the CI's small run, tests/kind/test_kind_fleet_bench.py).
 """
 
 from __future__ import annotations
@@ -53,6 +53,8 @@ from fleet_replay import (
     SIMULATED,
     _predicted,
     _true,
+    delete,
+    gone,
     replay,
     report_error,
     reset,
@@ -321,13 +323,11 @@ async def canary(
     deleted and sent again."""
     started = time.monotonic()
     while True:
+        # The last one sent, deleted in the background, may still be there.
+        await gone(fleet.manager, JOBS, args.namespace, CANARY)
         await fleet.manager.create(JOBS, _canary_job(args), args.namespace, answer="none")
         admitted = await _canary_admitted(fleet.manager, args.namespace, within)
-        await fleet.manager.request(
-            "DELETE",
-            JOBS.path(args.namespace, CANARY),
-            body={"propagationPolicy": "Background"},
-        )
+        await delete(fleet.manager, JOBS, args.namespace, CANARY)
         await reset([fleet.manager, *fleet.workers.values()], args.namespace)
         if admitted:
             return time.monotonic() - started

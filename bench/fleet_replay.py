@@ -224,6 +224,38 @@ async def replay(
     return found, served
 
 
+async def delete(kube: Kube, kind: Kind, namespace: str, name: str) -> None:
+    """Deletes an object (its dependents in the background); one already gone is deleted
+    as far as anyone can tell: on a loaded host a listed object, or one deleted a moment
+    ago, may have left before the request arrives (a 404, not a failure)."""
+    try:
+        await kube.request(
+            "DELETE", kind.path(namespace, name), body={"propagationPolicy": "Background"}
+        )
+    except ApiError as exc:
+        if exc.status != 404:
+            raise
+
+
+async def gone(kube: Kube, kind: Kind, namespace: str, name: str, timeout: float = 300) -> None:
+    """Waits until the object no longer exists (a Job deleted in the background stays while
+    its finalizers run), so that one of the same name can be created again."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            await kube.get(kind, name, namespace)
+        except ApiError as exc:
+            if exc.status == 404:
+                return
+            raise
+        if time.monotonic() > deadline:
+            raise TimeoutError(
+                f"{kube.cluster}: {kind.plural} {namespace}/{name} still exists {timeout:.0f} s "
+                "after its deletion; see its finalizers (`kubectl get -o yaml`)"
+            )
+        await asyncio.sleep(1.0)
+
+
 async def reset(kubes: list[Kube], namespace: str, timeout: float = 300) -> None:
     """Deletes every Job, JobSet and LeaderWorkerSet of `namespace` on each cluster (their
     pods with them) and waits until no Workload is left there."""
@@ -236,11 +268,7 @@ async def reset(kubes: list[Kube], namespace: str, timeout: float = 300) -> None
                     continue  # that framework is not installed on this cluster
                 raise
             for obj in items:
-                await kube.request(
-                    "DELETE",
-                    kind.path(namespace, obj["metadata"]["name"]),
-                    body={"propagationPolicy": "Background"},
-                )
+                await delete(kube, kind, namespace, obj["metadata"]["name"])
     deadline = time.monotonic() + timeout
     for kube in kubes:
         while (await kube.list(WORKLOADS, namespace))[0]:

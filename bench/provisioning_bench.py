@@ -20,7 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.pulumi_harness import kube_objects, prepare_environment, run_program  # noqa: E402
+from tests.helpers.pulumi_harness import kube_objects, prepare_environment, run_program  # noqa: E402
 
 
 def stack_config(workers: int, queues: int) -> dict[str, str]:

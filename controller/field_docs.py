@@ -1,7 +1,7 @@
 """What each key of a DispatchPolicy's spec and of the controller's settings file means,
 keyed `<Model>.<key as written>` (policy_api.py, settings.py). docs/dispatcher.md shows
 them beside the types and defaults read from the models themselves (`mkf reference`); a
-field without an entry here, or an entry naming no field, fails tests/test_docs.py."""
+field without an entry here, or an entry naming no field, fails tests/unit/test_docs.py."""
 
 from __future__ import annotations
 

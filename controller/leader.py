@@ -6,7 +6,7 @@ in the pinned kubernetes_asyncio): its `LeaseLock.get` catches only `ApiExceptio
 connection error while renewing escapes `LeaderElection.run` without cancelling the
 `onstarted_leading` task or calling `onstopped_leading`. The replica would go on writing
 nominations as leader while its lease expires and another replica takes over: two
-writers. tests/test_leader.py shows it against the library itself. Any failure to read or
+writers. tests/emulated/test_leader.py shows it against the library itself. Any failure to read or
 renew the lease is retried until the renew deadline, and then this replica stops writing
 until it holds the lease again (the rules are client-go's: see LeaderElector). It also
 goes through the controller's own client (kube.py), not a second ApiClient and pool."""

@@ -263,7 +263,7 @@ def _order_by_schema() -> dict[str, Any]:
 
 def crd() -> dict[str, Any]:
     """The CustomResourceDefinition, with a schema that rejects at the API server every
-    value `parse` and `parse_inventory` would refuse (tests/test_policy_values.py)."""
+    value `parse` and `parse_inventory` would refuse (tests/unit/test_policy_values.py)."""
     spec_schema = {
         "type": "object",
         "properties": {

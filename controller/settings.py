@@ -5,14 +5,17 @@ mistake (the key, what is wrong, the fix), never run with a silently different m
 
 from __future__ import annotations
 
+import base64
+import binascii
 import os
 import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
+from urllib.parse import urlsplit
 
 import yaml
-from pydantic import Field, StrictBool, ValidationError, model_validator
+from pydantic import Field, StrictBool, ValidationError, field_validator, model_validator
 
 from controller.model import Policy
 from controller.policy_api import FIXES as POLICY_FIXES
@@ -118,9 +121,9 @@ FIXES = {
     "concurrentWrites": "a whole number from 1 to 256 (default 16)",
     "clusterProfiles": "a list of {name, server, tokenSecret} mappings",
     "name": f"the worker's name ({OBJECT_NAME})",
-    "server": "the worker's API server URL, https://...",
+    "server": "the worker's API server URL, https://hostname:port",
     "tokenSecret": f"the Secret holding the worker's token ({OBJECT_NAME})",
-    "certificateAuthorityData": "the worker's CA bundle, base64",
+    "certificateAuthorityData": "the worker's CA bundle (PEM), base64-encoded: base64 -w0 ca.crt",
     "accessProvider": "the name of a ClusterProfile access provider",
     "defaultPolicy": "a DispatchPolicy spec (strategy, clustersToNominate, ...)",
 }
@@ -134,6 +137,40 @@ class ProfileEntry(Strict):
     token_secret: DnsSubdomain
     certificate_authority_data: str = ""
     access_provider: Annotated[str, Field(min_length=1)] = "secretreader"
+
+    # What the dispatcher writes into the ClusterProfile's status.accessProviders[].cluster,
+    # taken as the CRD takes it (cluster-inventory-api v0.1.3,
+    # config/crd/bases/multicluster.x-k8s.io_clusterprofiles.yaml): `server` "the address of
+    # the kubernetes cluster (https://hostname:port)", `certificate-authority-data` PEM
+    # certificates with `format: byte`, so base64, which the API server checks on every write.
+    @field_validator("server")
+    @classmethod
+    def _https_url(cls, server: str) -> str:
+        url = urlsplit(server)
+        try:
+            url.port  # noqa: B018 (raises on a port that is no number or out of range)
+        except ValueError as exc:
+            raise ValueError(f"has an invalid port ({exc})") from None
+        if url.scheme != "https" or not url.hostname:
+            raise ValueError("is not an https:// URL with a host (https://hostname:port)")
+        return server
+
+    @field_validator("certificate_authority_data")
+    @classmethod
+    def _base64_pem(cls, data: str) -> str:
+        if not data:
+            return data  # the system's roots
+        if "-----BEGIN" in data:
+            raise ValueError(
+                "is PEM text, and the ClusterProfile takes it base64-encoded (`base64 -w0 ca.crt`)"
+            )
+        try:
+            pem = base64.b64decode(data, validate=True)
+        except (binascii.Error, ValueError):
+            raise ValueError("is not base64 (`base64 -w0 ca.crt` gives it)") from None
+        if b"-----BEGIN CERTIFICATE-----" not in pem:
+            raise ValueError("decodes to no PEM certificate (`base64 -w0 ca.crt` of the CA)")
+        return data
 
 
 class SettingsFile(Strict):

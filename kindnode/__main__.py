@@ -42,7 +42,8 @@ def main(argv: list[str] | None = None) -> int:
             bad = 0
             for finding in host.checks(args.nodes):
                 bad += not finding.ok
-                print(f"  {'ok  ' if finding.ok else 'FAIL'} {finding.name:<22} {finding.detail}")
+                mark = "FAIL" if not finding.ok else ("warn" if finding.warning else "ok  ")
+                print(f"  {mark} {finding.name:<22} {finding.detail}")
             return 1 if bad else 0
         if args.command == "build":
             from kindnode import build

@@ -27,6 +27,8 @@ __all__ = ["HostError", "checks", "docker_answers", "lacks_sys_resource", "prepa
 
 ROOT = Path(__file__).resolve().parents[1]
 STATE = ROOT / ".cache" / "kind-tier"
+# Present where systemd is the init system (sd_booted(3)).
+SYSTEMD_RUNNING = Path("/run/systemd/system")
 
 RUNC_WRAPPER = '''#!/usr/bin/env python3
 """runc without CAP_SYS_RESOURCE: this host's capability bounding set lacks it, and runc
@@ -130,8 +132,31 @@ def _apt_install(packages: list[str], why: str) -> None:
             )
 
 
+def managed_docker() -> str | None:
+    """How to start the Docker engine a service manager owns here, or None when none does:
+    starting a dockerd of our own beside it would leave two engines fighting over
+    /var/run/docker.sock and /var/lib/docker."""
+    if not SYSTEMD_RUNNING.is_dir():  # systemd is not this host's init
+        return None
+    listed = subprocess.run(
+        ["systemctl", "list-unit-files", "--no-legend", "docker.service", "docker.socket"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if listed.returncode != 0 or not listed.stdout.strip():
+        return None
+    return "systemctl start docker"
+
+
 def prepare() -> None:
     """Each host change a kind fleet needs here, only where it is needed, saying why."""
+    if os.geteuid() != 0:
+        raise HostError(
+            "preparing the host installs packages, starts Docker, mounts cgroups and raises "
+            "inotify limits, which needs root: run it as root (sudo python3 -m kindnode host "
+            "--prepare), or without --prepare to see what this host lacks"
+        )
     missing = [
         package
         for package, probe in BUILD_PACKAGES.items()
@@ -142,6 +167,12 @@ def prepare() -> None:
     if missing:
         _apt_install(missing, "the kind tier builds and runs with them")
     if not docker_answers():
+        if start := managed_docker():
+            raise HostError(
+                "Docker is installed as a service of this host's service manager and is not "
+                f"running: start it (`{start}`) and run again; a second engine beside it "
+                "would fight it for /var/lib/docker"
+            )
         _log("no Docker engine answers: starting dockerd")
         _start_dockerd()
     elif lacks_sys_resource() and docker_runtimes()[0] != RUNTIME_NAME:

@@ -42,7 +42,7 @@ download() {  # url dest; fails quietly (the caller says what to do)
 build_from_modules() {  # what, tools...
   local what="$1"; shift
   command -v go >/dev/null \
-    || die "$what: the release download failed ($(tail -1 "$TMP_ERR" 2>/dev/null)) and Go is not installed to build it from its module; install Go 1.26+ (or put $what of the pinned version on PATH) and run again"
+    || die "$what: the release download failed ($(tail -1 "$TMP_ERR" 2>/dev/null)) and Go is not installed to build it from its module; install Go 1.26.8 or later (or put $what of the pinned version on PATH) and run again"
   echo "$what: the release download failed; building it from its Go module (a few minutes, once)"
   MKF_TOOLS_BIN="$TOOLS" .venv/bin/python -m loopback build "$@" \
     || die "building $what from its Go module failed (see above); put $what of the pinned version on PATH and run again"

@@ -1,16 +1,72 @@
 #!/usr/bin/env bash
-# Runs every check CI runs: installs the pinned dependencies into .venv-dev, lints,
-# validates every stack, then the tests. Extra arguments go to pytest (e.g. -k render,
-# -m e2e).
+# The project's tests, by tier (tests/conftest.py says what each needs):
+#
+#   bash scripts/test.sh          every check CI runs: lint, every stack validated, the unit
+#                                 tier, then the builds and the emulated, real and kind tiers
+#   bash scripts/test.sh --fast   lint, stacks and the unit tier only: offline, no Go, no
+#                                 Docker (what to run while editing)
+#   bash scripts/test.sh --tier real [PYTEST ARGS...]   one tier (unit, emulated, real, kind)
+#
+# Extra arguments go to each pytest run (e.g. -k render, -x). Each phase's wall time is
+# printed at the end. A tier whose prerequisite is missing here skips, saying what provides
+# it; under CI (CI=true) every tier is required and a skip fails the run.
 #
 # The tests get their own environment: .venv is the one Pulumi runs the program in, and
 # the cloud SDKs the tests need there would make every kind stack download the GCP, AWS
 # and EKS plugins (components/resources/program_env.py).
-set -euo pipefail
+set -uo pipefail
 cd "$(dirname "$0")/.."
 
+usage() { sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; }
+fast=false
+tiers="unit emulated real kind"
+args=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --fast) fast=true; tiers="unit" ;;
+    --tier)
+      [ $# -ge 2 ] || { echo "error: --tier needs one of: unit emulated real kind" >&2; exit 2; }
+      case "$2" in unit|emulated|real|kind) tiers="$2" ;;
+        *) echo "error: --tier $2: no such tier; choose unit, emulated, real or kind" >&2; exit 2 ;;
+      esac
+      shift ;;
+    -h|--help) usage; exit 0 ;;
+    *) args+=("$1") ;;
+  esac
+  shift
+done
+
+# One line per phase, printed again at the end.
+TIMES=()
+failed=()
+phase() {  # name command...: runs it, times it, remembers a failure and goes on
+  local name="$1" started rc
+  shift
+  echo "== $name"
+  started=$(date +%s)
+  "$@"
+  rc=$?
+  TIMES+=("$(printf '%-34s %6d s  %s' "$name" "$(( $(date +%s) - started ))" \
+    "$([ "$rc" -eq 0 ] && echo ok || echo "FAILED ($rc)")")")
+  [ "$rc" -eq 0 ] || failed+=("$name")
+  return "$rc"
+}
+summary() {
+  echo
+  echo "== wall time per phase (scripts/test.sh)"
+  printf '%s\n' "${TIMES[@]}"
+}
+finish() {
+  summary
+  if [ "${#failed[@]}" -gt 0 ]; then
+    echo "failed: ${failed[*]}" >&2
+    exit 1
+  fi
+  exit 0
+}
+
 # What the tests run that this script does not install (it never changes a host): one
-# line naming it, before anything is built.
+# line naming it, before anything is built. The shell-completion tests (unit tier) run zsh.
 if ! command -v zsh >/dev/null 2>&1; then
   echo "error: zsh is not installed, and the shell-completion tests run in it; install it (apt-get install zsh, or brew install zsh) and run again" >&2
   exit 1
@@ -18,43 +74,86 @@ fi
 
 PYTHON="${PYTHON:-python3}"
 ENV=.venv-dev
-# One left half-made by an interrupted run is rebuilt, not reused.
-if { [ -e "$ENV" ] || [ -L "$ENV" ]; } && ! "$ENV/bin/python" -c 'import sys, pip; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
-  echo "$ENV is incomplete or too old: rebuilding it"
-  rm -rf "$ENV"
-fi
-if [ ! -x "$ENV/bin/python" ]; then
-  "$PYTHON" -m venv "$ENV"
-fi
-"$ENV/bin/python" -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
-# The `mkf` command (pyproject.toml) from this checkout: tests run it as a user would.
-if [ ! -x "$ENV/bin/mkf" ] || [ pyproject.toml -nt "$ENV/bin/mkf" ]; then
-  "$ENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps -e .
-fi
-
-# The real tier: kube-apiserver, etcd, kube-controller-manager and Kueue built from the pinned
-# Go modules in tools/ (Go's caches make a rebuild a link); without Go its tests skip, saying so.
-if command -v go >/dev/null 2>&1; then
-  echo "== real engines (python -m loopback build; and lws, the LeaderWorkerSet controller)"
-  "$ENV/bin/python" -m loopback build
-  "$ENV/bin/python" -m loopback build lws
-  export KUBEBUILDER_ASSETS="$PWD/.tools/bin"
-  # The kind tier (tests/test_kind_tier.py): kind, its node image and the fleet's images built
-  # from the same modules, served by a registry mirror; only where a Docker engine answers
-  # (this script never installs or starts one: `python -m kindnode host --prepare` does).
-  if docker info >/dev/null 2>&1; then
-    echo "== kind tier (python -m kindnode build)"
-    "$ENV/bin/python" -m kindnode build
-  else
-    echo "== kind tier: no Docker engine answers, so its tests skip (python -m kindnode host --prepare starts one)"
+make_env() {
+  # One left half-made by an interrupted run is rebuilt, not reused.
+  if { [ -e "$ENV" ] || [ -L "$ENV" ]; } && ! "$ENV/bin/python" -c 'import sys, pip; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+    echo "$ENV is incomplete or too old: rebuilding it"
+    rm -rf "$ENV"
   fi
-else
-  echo "== real engines: go is not on PATH, so the real tier is skipped (install Go 1.26+)"
+  if [ ! -x "$ENV/bin/python" ]; then
+    "$PYTHON" -m venv "$ENV" || return 1
+  fi
+  # pip is asked only when the pins changed since the environment was made.
+  if [ ! -f "$ENV/.pins" ] || ! cmp -s "$ENV/.pins" <(cat requirements*.txt pyproject.toml); then
+    "$ENV/bin/python" -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt \
+      || return 1
+    # The `mkf` command (pyproject.toml) from this checkout: tests run it as a user would.
+    "$ENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps -e . || return 1
+    cat requirements*.txt pyproject.toml >"$ENV/.pins"
+  fi
+}
+phase "environment (.venv-dev)" make_env || finish
+
+phase "ruff" "$ENV/bin/ruff" check .
+phase "ruff format" "$ENV/bin/ruff" format --check .
+phase "stacks (validate --all)" "$ENV/bin/python" -m components validate --all
+
+# Line coverage of the product code, measured in the unit and emulated tiers (each appends
+# to one data file) and in the Python processes their tests start; the real and kind tiers
+# run timed fleets, which a tracer would slow, and the fast loop skips it.
+if ! $fast; then
+  rm -f .coverage .coverage.*
+  # One data file for the run, wherever a test starts a Python process (its cwd may be a
+  # temporary folder or a copy of the project, which must stay clean).
+  export COVERAGE_FILE="$PWD/.coverage"
 fi
-echo "== ruff"
-"$ENV/bin/ruff" check .
-"$ENV/bin/ruff" format --check .
-echo "== stacks"
-"$ENV/bin/python" -m components validate --all
-echo "== tests"
-"$ENV/bin/python" -m pytest "$@"
+run_tier() {  # tier
+  # The unit tier on every core: most of its time is the commands run as processes, as a
+  # user runs them. The others share fleets and servers within a run, so they run in one.
+  local workers=() measure=()
+  [ "$1" = unit ] && workers=(-n auto)
+  if ! $fast && { [ "$1" = unit ] || [ "$1" = emulated ]; }; then
+    measure=(--cov --cov-append --cov-report=)
+  fi
+  "$ENV/bin/python" -m pytest "tests/$1" "${workers[@]}" "${measure[@]}" "${args[@]}"
+  local rc=$?
+  # pytest's 5 is "no test collected": with -k or -m that deselect a whole tier, not a failure.
+  if [ "$rc" -eq 5 ] && [ "${#args[@]}" -gt 0 ]; then return 0; fi
+  return "$rc"
+}
+
+# The builds the later tiers need; each is a no-op when its inputs are unchanged. Without Go
+# or a Docker engine the tiers that need them skip (under CI: fail), saying so.
+builds() {
+  if ! command -v go >/dev/null 2>&1; then
+    echo "Go is not on PATH: the real and kind tiers will skip (install Go 1.26.8, the version tools/go.mod names)"
+    return 0
+  fi
+  phase "build: real engines (loopback build)" "$ENV/bin/python" -m loopback build etcd \
+    kube-apiserver kube-controller-manager kueue lws || return 1
+  export KUBEBUILDER_ASSETS="$PWD/.tools/bin"
+  case " $tiers " in *" kind "*) ;; *) return 0 ;; esac
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "not root: python -m kindnode build (debootstrap) needs root, so it is not run here; the kind tier runs only if it was built before (sudo .venv-dev/bin/python -m kindnode build), and skips otherwise"
+  elif docker info >/dev/null 2>&1; then
+    # kind, its node image and the fleet's images built from the same modules, served by a
+    # registry mirror (this script never installs or starts a Docker engine:
+    # `python -m kindnode host --prepare` does).
+    phase "build: kind tier (kindnode build)" "$ENV/bin/python" -m kindnode build || return 1
+  else
+    echo "no Docker engine answers: the kind tier will skip (python -m kindnode host --prepare starts one)"
+  fi
+}
+
+for tier in $tiers; do
+  if [ "$tier" != unit ] && [ -z "${built:-}" ]; then
+    builds
+    built=1
+  fi
+  phase "tier: $tier" run_tier "$tier"
+done
+
+if ! $fast && [ -f .coverage ]; then
+  phase "coverage (product code)" "$ENV/bin/python" scripts/coverage_table.py
+fi
+finish

@@ -1,88 +1,130 @@
-"""Shared helpers: a small valid fleet config to vary, and loading it like a stack file."""
+"""The test tiers, by folder, and what every tier shares.
+
+A test's tier is the folder it is in, and its marker follows (`pytest -m unit`):
+- tests/unit: plain Python; no network, no Go-built server, no Docker, no Pulumi CLI (a
+  connection to anything but this machine fails the test);
+- tests/emulated: the in-process API emulator, Pulumi's mock engine, and Kueue's pinned
+  release data (CRDs, install manifest: digest-checked, fetched once into .cache/upstream);
+- tests/real: kube-apiserver, etcd, Kueue and the Pulumi CLI built from tools/ with Go;
+- tests/kind: kind fleets with pods, on a Docker engine.
+A test whose prerequisite is missing skips with one line naming it; under CI (CI=true, or
+MKF_REQUIRE_ALL_TIERS=1) every tier is required and such a skip fails the run instead.
+Shared harnesses live in tests/helpers; no test file imports another.
+"""
 
 from __future__ import annotations
 
-import copy
+import ipaddress
+import os
+import socket
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from components.checks.crd_schema import CrdSchemas
-from components.checks.validate import validate
-from components.model.problems import Problem
-from components.model.spec import FleetSpec, load_spec
-from components.objects.fleet import ClusterObjects, build_fleet
-from tests.envtest import apiserver  # noqa: F401 (the real-API-server fixture, for all tests)
-from tests.upstream_data import find_upstream_crds
+from tests.helpers.envtest import apiserver  # noqa: F401 (the real-API-server fixture)
+from tests.helpers.fleet_config import base
+from tests.helpers.upstream_data import find_upstream_crds
 
-BASE: dict[str, Any] = {
-    "manager": {"name": "manager", "provider": "kind"},
-    "workers": [
-        {"name": "worker1", "labels": {"region": "a"}},
-        {"name": "worker2", "labels": {"region": "b"}},
-    ],
-    "frameworks": ["batch", "jobset", "leaderworkerset"],
-    # Acknowledges that the manager does not wait for PodsReady with LeaderWorkerSets on it,
-    # so that a test sees only the problems it provokes (tests/test_kueue_config.py has the
-    # warning this silences).
-    "kueue": {"waitForPodsReady": {"onManager": False}},
-    "queues": {
-        "flavors": [{"name": "default-flavor"}],
-        "clusterQueues": [
-            {
-                "name": "cq",
-                "resourceGroups": [
-                    {
-                        "coveredResources": ["cpu", "memory"],
-                        "flavors": [
-                            {"name": "default-flavor", "resources": {"cpu": 4, "memory": "8Gi"}}
-                        ],
-                    }
-                ],
-            }
-        ],
-        "localQueues": [{"namespace": "team-a", "name": "lq", "clusterQueue": "cq"}],
-    },
+# pytester: tests/unit/test_tiers.py runs pytest on small trees made like this one.
+pytest_plugins = ["pytester"]
+TESTS = Path(__file__).resolve().parent
+TIERS = {
+    "unit": "plain Python: no network, no Go-built server, no Docker, no Pulumi CLI",
+    "emulated": "the API emulator, Pulumi's mock engine and Kueue's pinned release data",
+    "real": "kube-apiserver, etcd, Kueue and the Pulumi CLI built from tools/ with Go",
+    "kind": "kind fleets with pods on a Docker engine",
 }
 
 
-def base() -> dict[str, Any]:
-    return copy.deepcopy(BASE)
+def tiers_required() -> bool:
+    """CI runs every tier: a skip there is a missing prerequisite, and fails the run."""
+    return os.environ.get("CI", "").lower() == "true" or os.environ.get(
+        "MKF_REQUIRE_ALL_TIERS", ""
+    ) not in ("", "0")
 
 
-def load(
-    config: dict[str, Any], stack: str = "t", secret_keys: frozenset[str] = frozenset()
-) -> tuple[FleetSpec, list[Problem]]:
-    """Like load_checked, but returns problems instead of raising."""
-    spec, problems = load_spec(config, stack, secret_keys)
-    return spec, problems + (validate(spec) if spec is not None else [])  # type: ignore[return-value]
+def pytest_configure(config: pytest.Config) -> None:
+    for tier, what in TIERS.items():
+        config.addinivalue_line("markers", f"{tier}: the {tier} tier ({what}); set by folder")
 
 
-def problems_of(config: dict[str, Any], **kw: Any) -> list[Problem]:
-    return load(config, **kw)[1]
+def tier_of(path: Path) -> str | None:
+    try:
+        folder = path.resolve().relative_to(TESTS).parts[0]
+    except (ValueError, IndexError):
+        return None
+    return folder if folder in TIERS else None
 
 
-def only(problems: list[Problem], path: str) -> Problem:
-    """The single problem at `path`, failing with the whole list when it is not there."""
-    found = [p for p in problems if p.path == path]
-    assert len(found) == 1, f"expected one problem at {path}, got:\n" + "\n".join(
-        map(str, problems)
-    )
-    return found[0]
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        tier = tier_of(Path(str(item.path)))
+        if tier is None:
+            raise pytest.UsageError(
+                f"{item.nodeid} is in no tier folder: move it under tests/{{{','.join(TIERS)}}}/"
+            )
+        item.add_marker(getattr(pytest.mark, tier))
 
 
-def fleet(config: dict[str, Any]) -> dict[str, ClusterObjects]:
-    spec, problems = load(config)
-    assert not [p for p in problems if p.severity == "error"], problems
-    return {c.directory: c for c in build_fleet(spec)}
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    report = yield
+    if report.skipped and tiers_required() and not hasattr(report, "wasxfail"):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
+        reason = str(reason).removeprefix("Skipped: ")
+        report.outcome = "failed"
+        report.longrepr = (
+            f"skipped under CI, where every tier is required: {reason}. Provide it (the "
+            "README's per-tier prerequisites) or run outside CI to let it skip."
+        )
+    return report
 
 
-def find(cluster: ClusterObjects, kind: str, name: str | None = None) -> list[dict[str, Any]]:
-    return [
-        o
-        for o in cluster.objects
-        if o["kind"] == kind and (name is None or o["metadata"]["name"] == name)
-    ]
+def _local(address: Any) -> bool:
+    """A Unix socket, or an address on this machine."""
+    if not isinstance(address, tuple):
+        return True
+    host = str(address[0])
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+@pytest.fixture(autouse=True)
+def _unit_tests_stay_on_this_machine(request: pytest.FixtureRequest) -> Iterator[None]:
+    """The unit tier never reaches the network: a connection elsewhere fails the test,
+    naming where it went (that test belongs to a tier that may download)."""
+    if request.node.get_closest_marker("unit") is None:
+        yield
+        return
+    connect = socket.socket.connect
+    connect_ex = socket.socket.connect_ex
+
+    def refuse(address: Any) -> None:
+        if not _local(address):
+            raise AssertionError(
+                f"a unit test connected to {address!r}: the unit tier stays offline; move the "
+                "test to the tier that needs the network (tests/emulated or tests/real)"
+            )
+
+    def guarded_connect(self: socket.socket, address: Any) -> None:
+        refuse(address)
+        return connect(self, address)
+
+    def guarded_connect_ex(self: socket.socket, address: Any) -> int:
+        refuse(address)
+        return connect_ex(self, address)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(socket.socket, "connect", guarded_connect)
+        patch.setattr(socket.socket, "connect_ex", guarded_connect_ex)
+        yield
 
 
 @pytest.fixture
@@ -99,5 +141,5 @@ def upstream_crds() -> CrdSchemas:
     return schemas
 
 
-# The real tier's fixtures (tests/real_fleet.py), for every test module.
-from tests.real_fleet import dev_fleet, dev_multikueue, kueue_plane  # noqa: E402, F401
+# The real tier's fixtures (tests/helpers/real_fleet.py), for every test module.
+from tests.helpers.real_fleet import dev_fleet, dev_multikueue, kueue_plane  # noqa: E402, F401

@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
 
 import yaml
 
@@ -92,6 +95,114 @@ def credential_command_problem(
     )
 
 
+def _named(config: dict[str, Any], section: str, name: Any) -> dict[str, Any]:
+    """The `cluster` or `user` body of the entry `name` of a kubeconfig list ({} if none)."""
+    for entry in config.get(f"{section}s") or []:
+        if isinstance(entry, dict) and entry.get("name") == name:
+            body = entry.get(section)
+            return body if isinstance(body, dict) else {}
+    return {}
+
+
+def kubeconfig_problems(c: ClusterSpec) -> Iterator[Problem]:
+    """The existing cluster's kubeconfig as client-go v0.36.4 loads it (tools/clientcmd:
+    loader.go resolves file paths against the kubeconfig's folder, validation.go
+    validateClusterInfo and validateAuthInfo refuse the rest, transport/transport.go refuses
+    a CA beside insecure-skip-tls-verify): what `up` would otherwise fail on half-way, one
+    problem each. A missing file is left to `up` (a CI runner writes it later); a missing
+    context is context_problem's."""
+    assert c.existing is not None
+    path = existing_kubeconfig_path(c.existing)
+    where = key_path(
+        c.path, "existing.kubeconfigPath" if c.existing.kubeconfig_path else "existing"
+    )
+    if not path.exists() and not path.is_symlink():
+        return
+    try:
+        config = yaml.safe_load(read_kubeconfig_file(path))
+    except (ValueError, yaml.YAMLError) as exc:
+        yield Problem(where, f"the kubeconfig {path} cannot be used: {exc}", KUBECONFIG_FILE_FIX)
+        return
+    context = _named(config, "context", c.existing.context)
+    if not context:
+        return
+    folder = path.resolve().parent
+    cluster_name, user_name = context.get("cluster"), context.get("user")
+    cluster, user = _named(config, "cluster", cluster_name), _named(config, "user", user_name)
+    said = f"the kubeconfig {path}: cluster '{cluster_name}'"
+    if not cluster.get("server"):
+        yield Problem(where, f"{said} has no server", "add the cluster's `server: https://...`")
+    proxy = cluster.get("proxy-url")
+    if proxy and urlsplit(str(proxy)).scheme not in ("http", "https", "socks5"):
+        yield Problem(
+            where,
+            f"{said} has proxy-url {proxy!r}, whose scheme client-go refuses",
+            "use an http://, https:// or socks5:// proxy URL",
+        )
+    ca_file, ca_data = (
+        cluster.get("certificate-authority"),
+        cluster.get("certificate-authority-data"),
+    )
+    if ca_file and ca_data:
+        yield Problem(
+            where,
+            f"{said} has both certificate-authority and certificate-authority-data",
+            "keep one of them (client-go refuses both)",
+        )
+    if ca_file and not _readable(folder / str(ca_file)):
+        yield Problem(
+            where,
+            f"{said} reads its CA from {folder / str(ca_file)}, which cannot be read",
+            "fix the path (relative paths are taken from the kubeconfig's folder) or inline "
+            "the CA as certificate-authority-data",
+        )
+    if cluster.get("insecure-skip-tls-verify") is True and (ca_file or ca_data):
+        yield Problem(
+            where,
+            f"{said} sets insecure-skip-tls-verify beside a CA, which client-go refuses "
+            "('specifying a root certificates file with the insecure flag is not allowed')",
+            "remove insecure-skip-tls-verify (the CA is the safe way)",
+        )
+    said = f"the kubeconfig {path}: user '{user_name}'"
+    methods = [m for m, keys in AUTH_METHODS.items() if any(user.get(k) for k in keys)]
+    if len(methods) > 1:
+        yield Problem(
+            where,
+            f"{said} has more than one authentication method ({', '.join(methods)})",
+            "keep one: client-go allows only one",
+        )
+    cert = user.get("client-certificate") or user.get("client-certificate-data")
+    if cert and not (user.get("client-key") or user.get("client-key-data")):
+        yield Problem(where, f"{said} has a client certificate and no key", "add client-key")
+    for key in ("client-certificate", "client-key", "tokenFile"):
+        if user.get(key) and not _readable(folder / str(user[key])):
+            yield Problem(
+                where,
+                f"{said} reads its {key} from {folder / str(user[key])}, which cannot be read",
+                "fix the path (relative paths are taken from the kubeconfig's folder)",
+            )
+    plugin = user.get("exec")
+    if isinstance(plugin, dict) and not plugin.get("apiVersion"):
+        yield Problem(
+            where,
+            f"{said} runs an exec plugin without apiVersion, which client-go requires",
+            "add the plugin's apiVersion (e.g. client.authentication.k8s.io/v1beta1)",
+        )
+
+
+# client-go v0.36.4 validateAuthInfo: one of these per user.
+AUTH_METHODS = {"token": ("token",), "basicAuth": ("username", "password")}
+KUBECONFIG_FILE_FIX = "point existing.kubeconfigPath at the cluster's kubeconfig file"
+
+
+def _readable(path: Path) -> bool:
+    try:
+        with path.open("rb"):
+            return True
+    except OSError:
+        return False
+
+
 def _existing_contexts(c: ClusterSpec) -> Iterator[Problem]:
     """Only for a kubeconfigPath the stack names: the default (KUBECONFIG, ~/.kube/config)
     is whatever the machine running `validate` has, which for a stack reviewed elsewhere
@@ -102,6 +213,7 @@ def _existing_contexts(c: ClusterSpec) -> Iterator[Problem]:
         problem = context_problem(c)
         if problem is not None:
             yield problem
+        yield from kubeconfig_problems(c)
 
 
 def _worker_server(c: ClusterSpec, this_machine: bool) -> tuple[str, str] | None:

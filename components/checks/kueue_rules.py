@@ -13,7 +13,7 @@ queue meets.
 
 RULE_INVENTORY lists every rule (new ones here, older ones in validate.py and the model)
 with its upstream reference and where the project checks it; docs/kueue-rules.md is that
-inventory as a table, and tests/test_kueue_rules.py shows each refusal beside the real
+inventory as a table, and tests/unit/test_kueue_rules.py shows each refusal beside the real
 schema's and checks each upstream reference against Kueue's Go module of the same tag.
 """
 

@@ -27,9 +27,12 @@ def load_checked(
     source: str,
     secret_keys: frozenset[str] = frozenset(),
     lines: Mapping[str, int] | None = None,
+    text_warnings: list[Problem] | None = None,
 ) -> tuple[FleetSpec, list[Problem]]:
-    """Spec and warnings; FleetConfigError listing every error when there is any."""
+    """Spec and warnings; FleetConfigError listing every error when there is any.
+    `text_warnings`: what reading the file's text found (with their lines already)."""
     spec, problems = load_spec(config, stack, secret_keys)
+    problems = [*(text_warnings or ()), *problems]
     if spec is not None:
         problems += validate(spec)
         if not errors(problems):
@@ -80,4 +83,4 @@ def load_stack(
         ) from None
     read = read_stack_text(text, location)
     name = stack or stack_name_of(location)
-    return load_checked(read.config, name, location, read.secret, read.lines)
+    return load_checked(read.config, name, location, read.secret, read.lines, read.warnings)

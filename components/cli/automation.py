@@ -50,6 +50,7 @@ from components.checks.consumers import (
     context_problem,
     credential_command_problem,
     existing_worker_servers,
+    kubeconfig_problems,
 )
 from components.checks.kind_host import preflight as kind_preflight
 from components.checks.load import load_stack
@@ -345,6 +346,23 @@ class OwnedPulumiCommand(PulumiCommand):
         return result
 
 
+# What `pulumi stack init` writes into a stack's config file with the passphrase provider
+# (pulumi pkg/cmd/pulumi/stack/stack_init.go; sdk/go/common/workspace/project.go ProjectStack).
+STACK_INIT_KEYS = frozenset({"encryptionsalt", "secretsprovider", "encryptedkey"})
+
+
+def stack_init_leftover(path: Path) -> bool:
+    """Whether `path` is a stack config file that holds only what `stack init` writes, so
+    that removing it loses nothing of the user's."""
+    if not path.is_file():
+        return False
+    try:
+        settings = yaml.safe_load(path.read_text())
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return False
+    return isinstance(settings, dict) and bool(settings) and set(settings) <= STACK_INIT_KEYS
+
+
 def write_fleet_dir(out: Path, name: str, outputs: Mapping[str, Any]) -> dict[str, Any]:
     """Each cluster's kubeconfig and summary.json under `out`, from the stack's outputs (as
     `pulumi stack output --json --show-secrets` prints them): what `python -m components
@@ -502,8 +520,24 @@ class Driver:
         return path
 
     def _forget_config(self, name: str) -> None:
+        """Removes what this driver wrote for stack `name`: its config outside stacks/, and
+        in stacks/ only a file `stack init` left there (its salt, nothing else). A stack
+        file of the user's, committed or not, is never deleted."""
         self.config_file(name).unlink(missing_ok=True)
-        (self.options.project / "stacks" / f"Pulumi.{name}.yaml").unlink(missing_ok=True)
+        in_stacks = self.options.project / "stacks" / f"Pulumi.{name}.yaml"
+        if stack_init_leftover(in_stacks):
+            in_stacks.unlink()
+
+    def _refuse_a_users_stack_file(self, name: str) -> None:
+        """An ephemeral stack's `stack init` writes stacks/Pulumi.<name>.yaml and this driver
+        moves it out: a stack file of the user's by that name would be taken over."""
+        in_stacks = self.options.project / "stacks" / f"Pulumi.{name}.yaml"
+        if in_stacks.exists() and not stack_init_leftover(in_stacks):
+            raise DriverError(
+                f"--name {name}: {in_stacks.relative_to(self.options.project)} is a stack file "
+                "of this project, which an ephemeral fleet of that name would take over; "
+                f"choose another --name (e.g. {name}-ephemeral)"
+            )
 
     # --- operations ------------------------------------------------------------------------
 
@@ -527,6 +561,9 @@ class Driver:
         # names the file (components/checks/consumers.py).
         found = [context_problem(c) for c in spec.clusters if c.existing is not None]
         found += [credential_command_problem(c) for c in spec.clusters if c.existing is not None]
+        found += [
+            p for c in spec.clusters if c.existing is not None for p in kubeconfig_problems(c)
+        ]
         found += list(existing_worker_servers(spec, this_machine=True))
         for problem in found:
             if problem is not None and problem.severity == "error":
@@ -544,6 +581,7 @@ class Driver:
             )
         name = o.name or stack_name(o.base, run_suffix())
         o.name = name
+        self._refuse_a_users_stack_file(name)
         self.log(f"creating stack {name} from {base_file.name}")
         self.stack_touched = True
         stack = self._bounded(

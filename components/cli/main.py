@@ -182,7 +182,7 @@ def _diff_sides(args: argparse.Namespace) -> tuple[str, str]:
             "or REV:path)"
         )
     new = _locations(args)[0]
-    checkout = stack_path("x").parent.parent
+    checkout = _project_dir()
     try:
         relative = Path(new).resolve().relative_to(checkout)
     except ValueError:
@@ -302,10 +302,10 @@ def _fleet_usage(args: argparse.Namespace, report: Reporter) -> dict[Any, str]:
 
 
 def _project_dir() -> Path:
-    """The Pulumi project here when there is one (a clone running an installed mkf), else
-    this checkout's."""
-    here = Path.cwd()
-    return here if (here / "Pulumi.yaml").is_file() else stack_path("x").parent.parent
+    """The project this command acts on (components/model/project.py)."""
+    from components.model.project import project_root
+
+    return project_root()
 
 
 def _not_in_revision(location: str) -> bool:
@@ -335,7 +335,15 @@ def _driver(args: argparse.Namespace) -> Any:
         if value is not None
     }
     limit = "destroy_timeout" if args.command == "down" else "up_timeout"
-    options = Options(name=args.name, **{limit: args.timeout}, **given)
+    # The project this command stands in, and its own local state backend.
+    project = _project_dir()
+    options = Options(
+        name=args.name,
+        project=project,
+        backend=project / ".pulumi-state",
+        **{limit: args.timeout},
+        **given,
+    )
     # Progress (and the Pulumi CLI's own) is a diagnostic, on stderr; only preview's diff
     # is the result of its command. `run`'s command writes where it likes.
     if args.command == "preview":
@@ -669,12 +677,23 @@ def _usage_problem(args: argparse.Namespace) -> str | None:
     return None
 
 
+# The commands that read the project's stacks/ or deploy it: each says which project it acts
+# on when that is not the current directory.
+PROJECT_COMMANDS = frozenset({"validate", "render", "up", "run", "down", "preview"})
+
+
 def dispatch(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """Runs a parsed command: every error ends as one line on stderr, never a traceback
     (--debug shows one for an unexpected error)."""
     problem = _usage_problem(args)
     if problem:
         parser.error(problem)
+    if args.command in PROJECT_COMMANDS and not flag(args, "quiet"):
+        from components.model.project import where_note
+
+        note = where_note()
+        if note:
+            print(note, file=sys.stderr)
     try:
         return int(args.func(args))
     except CliError as exc:

@@ -3,7 +3,7 @@ regions between `<!-- generated: NAME (mkf reference) -->` and `<!-- end generat
 docs/stack-reference.md (every key of a stack file, its type and default, from the typed
 model and components/model/field_docs.py), docs/dispatcher.md (the DispatchPolicy and
 settings tables from the controller's models) and docs/commands.md (the command table from
-mkf's parser). `mkf reference` writes them; `--check` (and tests/test_docs.py) fails when a
+mkf's parser). `mkf reference` writes them; `--check` (and tests/unit/test_docs.py) fails when a
 committed page differs from what this makes."""
 
 from __future__ import annotations

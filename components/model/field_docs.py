@@ -4,7 +4,7 @@ is generated from the model and these words by `mkf reference`; the keys, types 
 defaults come from the model itself, so they cannot drift.
 
 A field of the model without an entry here, or an entry naming no field, fails
-tests/test_docs.py: a new key is documented when it is added."""
+tests/unit/test_docs.py: a new key is documented when it is added."""
 
 from __future__ import annotations
 

@@ -10,7 +10,8 @@ import re
 from collections.abc import Iterable
 from decimal import Decimal
 
-from kubernetes.utils.quantity import format_quantity, parse_quantity
+# The official client's functions, without loading the whole client at every command's start.
+from controller.model import format_quantity, parse_quantity
 
 _SUFFIX = re.compile(r"([a-zA-Z]*)$")
 _BINARY = ("Ei", "Pi", "Ti", "Gi", "Mi", "Ki")

@@ -12,13 +12,17 @@ from typing import Any
 
 from components.model import stack_yaml
 from components.model.problems import FleetConfigError, Problem, did_you_mean, key_path
+from components.model.project import project_root
 from components.model.spec import PROJECT, TOP_LEVEL_KEYS
 
-STACKS_DIR = Path(__file__).resolve().parents[2] / "stacks"
+
+def stacks_dir() -> Path:
+    """The stacks/ folder of the project a command acts on (components/model/project.py)."""
+    return project_root() / "stacks"
 
 
 def stack_path(stack: str) -> Path:
-    return STACKS_DIR / f"Pulumi.{stack}.yaml"
+    return stacks_dir() / f"Pulumi.{stack}.yaml"
 
 
 def stack_name_of(path: str) -> str:
@@ -54,7 +58,14 @@ def read_text(location: str, repo: Path | None = None) -> str:
     rev, sep, inner = location.partition(":")
     if not sep or not rev or not inner:
         raise FileNotFoundError(f"{location}: no such stack file")
-    cwd = repo or STACKS_DIR.parent
+    if rev.startswith("-"):
+        # git would read it as an option (`--output=FILE` writes a file); no revision name
+        # starts with "-" (git-check-ref-format(1)).
+        raise UnknownRevision(
+            f"{rev!r} starts with '-', which git would read as an option: no revision name does",
+            rev,
+        )
+    cwd = repo or project_root()
 
     def git(*args: str) -> subprocess.CompletedProcess[bytes]:
         try:
@@ -62,9 +73,10 @@ def read_text(location: str, repo: Path | None = None) -> str:
         except OSError as exc:
             raise FileNotFoundError(f"{location}: cannot run git ({exc})") from None
 
-    result = git("show", f"{rev}:{inner}")
+    result = git("show", "--end-of-options", f"{rev}:{inner}")
     if result.returncode != 0:
-        if git("rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}").returncode == 0:
+        found = git("rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}")
+        if found.returncode == 0:
             raise NotInRevision(f"{location}: {inner} is not in {rev}")
         reason = result.stderr.decode("utf-8", "replace").strip() or "not found in git"
         raise UnknownRevision(f"{location}: {reason.removeprefix('fatal: ')}", rev)
@@ -86,6 +98,8 @@ class StackText:
     config: dict[str, Any]
     secret: frozenset[str]
     lines: dict[str, int] = field(default_factory=dict)
+    # Scalars YAML 1.1 reads otherwise than Pulumi (components/model/yaml_v3.py).
+    warnings: list[Problem] = field(default_factory=list)
 
 
 def _config_path(path: stack_yaml.DocPath) -> str | None:
@@ -204,6 +218,10 @@ def read_stack_text(text: str, source: str = "the stack file") -> StackText:
                     )
                 )
             continue  # a provider's key (kubernetes:, gcp:, ...): left to it
+        if value is None:
+            # The Pulumi CLI hands a key with no value to the program as "" (v3.274.1: 'No
+            # value for configuration key ... is currently treated as an empty string').
+            value = ""
         out[bare] = value
         if (isinstance(value, Mapping) and set(value) == {"secure"}) or _has_secure(value):
             secret.add(bare)
@@ -225,7 +243,8 @@ def read_stack_text(text: str, source: str = "the stack file") -> StackText:
         where = _config_path(path)
         if where is not None:
             lines[where] = line
-    return StackText(out, frozenset(secret), lines)
+    warnings = [replace(_text_problem(p), severity="warning") for p in doc.divergent]
+    return StackText(out, frozenset(secret), lines, warnings)
 
 
 def _kind(value: Any) -> str:
@@ -293,4 +312,4 @@ def with_lines(problems: list[Problem], lines: Mapping[str, int]) -> list[Proble
 
 
 def stack_names() -> list[str]:
-    return sorted(stack_name_of(str(p)) for p in STACKS_DIR.glob("Pulumi.*.yaml"))
+    return sorted(stack_name_of(str(p)) for p in stacks_dir().glob("Pulumi.*.yaml"))

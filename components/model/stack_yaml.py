@@ -6,7 +6,11 @@ checked for what would make a walk hang or quietly mislead:
 - the number of values once YAML anchors and aliases are expanded (at most MAX_VALUES):
   a few hundred bytes of nested aliases ("billion laughs") expand to billions of values;
 - nesting depth (at most MAX_DEPTH);
-- duplicate keys in one mapping (YAML loaders silently keep the last one).
+- duplicate keys in one mapping (YAML loaders silently keep the last one);
+- characters YAML does not allow (a coloured terminal paste's escapes), by line and column.
+
+Scalars are read as Pulumi reads them (components/model/yaml_v3.py: YAML 1.2's booleans and
+nulls, as gopkg.in/yaml.v3 resolves them); each one YAML 1.1 reads otherwise is a warning.
 
 The check walks the composed node graph (aliases still shared) with an explicit stack and
 a visit budget, so it stops after at most MAX_VALUES steps whatever the text holds. Only
@@ -16,10 +20,12 @@ composer recurses in C and crashes the process on deeply nested input.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
+
+from components.model.yaml_v3 import Divergence, PulumiLoader
 
 MAX_BYTES = 1024 * 1024
 MAX_VALUES = 250_000
@@ -47,10 +53,12 @@ class StackTextError(Exception):
 
 @dataclass
 class Document:
-    """The loaded value and, for each document path, the line it starts on (1-based)."""
+    """The loaded value and, for each document path, the line it starts on (1-based); the
+    scalars YAML 1.1 would read otherwise than Pulumi does (warnings)."""
 
     data: Any
     lines: dict[DocPath, int]
+    divergent: list[TextProblem] = field(default_factory=list)
 
 
 def _line(node: yaml.Node) -> int:
@@ -64,11 +72,24 @@ def _describe(path: DocPath) -> str:
     return out or "the top level"
 
 
-def _walk(root: yaml.Node) -> dict[DocPath, int]:
+def _walk(
+    root: yaml.Node, divergent: dict[int, Divergence] | None = None
+) -> tuple[dict[DocPath, int], list[TextProblem]]:
     """Budgeted walk of the node graph: duplicates, depth, expanded size; the lines of
-    every path (kept only for the first MAX_VALUES visits, which is all there can be)."""
+    every path (kept only for the first MAX_VALUES visits, which is all there can be), and
+    where the scalars of `divergent` stand."""
     lines: dict[DocPath, int] = {(): _line(root)}
     problems: list[TextProblem] = []
+    notes: dict[tuple[DocPath, int], TextProblem] = {}
+    divergent = divergent or {}
+
+    def note(node: yaml.Node, path: DocPath) -> None:
+        found = divergent.get(id(node))
+        if found is not None:
+            notes.setdefault(
+                (path, _line(node)), TextProblem(path, _line(node), found.message(), found.fix())
+            )
+
     stack: list[tuple[yaml.Node, DocPath]] = [(root, ())]
     visits = 0
     while stack:
@@ -100,6 +121,8 @@ def _walk(root: yaml.Node) -> dict[DocPath, int]:
                 ]
             )
         lines.setdefault(path, _line(node))
+        if isinstance(node, yaml.ScalarNode):
+            note(node, path)
         if isinstance(node, yaml.MappingNode):
             seen: dict[str, int] = {}
             for key, value in node.value:
@@ -118,6 +141,7 @@ def _walk(root: yaml.Node) -> dict[DocPath, int]:
                     )
                     continue
                 name = key.value
+                note(key, (*path, name))
                 if name in seen:
                     problems.append(
                         TextProblem(
@@ -136,7 +160,32 @@ def _walk(root: yaml.Node) -> dict[DocPath, int]:
             stack.extend((item, (*path, i)) for i, item in enumerate(node.value))
     if problems:
         raise StackTextError(sorted(problems, key=lambda p: p.line or 0))
-    return lines
+    return lines, sorted(notes.values(), key=lambda p: p.line or 0)
+
+
+# Control characters and other code points YAML does not allow in a document (YAML 1.2 5.1,
+# as PyYAML's reader checks them), named by line and column rather than by byte offset.
+_NAMES = {"\x1b": "ESC, from a coloured terminal paste", "\x00": "NUL", "\x7f": "DEL"}
+
+
+def _unprintable(text: str) -> list[TextProblem]:
+    found = []
+    for number, line in enumerate(text.split("\n"), start=1):
+        bad = yaml.reader.Reader.NON_PRINTABLE.search(line)
+        if bad is None:
+            continue
+        char = bad.group()
+        name = _NAMES.get(char, "a control character")
+        found.append(
+            TextProblem(
+                (),
+                number,
+                f"line {number}, column {bad.start() + 1}: U+{ord(char):04X} ({name}) is not "
+                "allowed in YAML",
+                "delete it (retype the line if it came from a terminal with colours)",
+            )
+        )
+    return found[:10]
 
 
 def load(text: str) -> Document:
@@ -155,12 +204,15 @@ def load(text: str) -> Document:
                 )
             ]
         )
-    loader = yaml.SafeLoader(text)
+    unprintable = _unprintable(text)
+    if unprintable:
+        raise StackTextError(unprintable)
+    loader = PulumiLoader(text)
     try:
         node = loader.get_single_node()
         if node is None:
             return Document(None, {})
-        lines = _walk(node)
+        lines, divergent = _walk(node, loader.divergent)
         data = loader.construct_document(node)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
@@ -196,4 +248,4 @@ def load(text: str) -> Document:
         ) from None
     finally:
         loader.dispose()
-    return Document(data, lines)
+    return Document(data, lines, divergent)

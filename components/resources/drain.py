@@ -6,7 +6,7 @@ workload holds quota in it (kueue v0.19.2 pkg/controller/core/clusterqueue_contr
 `Reconcile`: the finalizer goes once the cache says the queue has no workloads), and the
 kubernetes provider waits up to ten minutes for each deletion (pulumi-kubernetes
 provider/pkg/await/await.go, Deletion). A real destroy with one Job admitted did exactly that
-(tests/test_real_pulumi.py).
+(tests/real/test_real_pulumi.py).
 
 `QueueDrain` is a resource created after a cluster's queues (and, on the manager, after its
 MultiKueue objects), so the engine deletes it before them; its delete sets `stopPolicy:

@@ -453,7 +453,7 @@ class Fleet(pulumi.ComponentResource):
         # it: Kueue keeps its finalizer on an AdmissionCheck while a ClusterQueue uses it
         # (kueue v0.19.2 pkg/controller/core/admissioncheck_controller.go 101-120), and a destroy
         # that deleted the check first waited the provider's ten minutes for it (found by
-        # tests/test_real_pulumi.py on the loopback fleet; kind clusters go whole).
+        # tests/real/test_real_pulumi.py on the loopback fleet; kind clusters go whole).
         queues[manager] = self._queues(
             spec.manager, self._on(self.handles[manager], [kueue[manager], multikueue])
         )

@@ -84,7 +84,7 @@ class KubeObject(pulumi.CustomResource):
             # `pulumi up --replace`, a Secret rotated with its token) deletes it first: the
             # engine's default, create then delete, applies the "new" object over the old one
             # and then deletes it, which the real engine showed for a token Secret rotated
-            # (tests/test_real_pulumi.py): the Secret gone, its token revoked.
+            # (tests/real/test_real_pulumi.py): the Secret gone, its token revoked.
             delete_before_replace=True,
             # A stack that registered the object with its own kind adopts it as the patch.
             aliases=[pulumi.Alias(type_=typ)] if patch else None,

@@ -1,0 +1,156 @@
+"""What the kind-tier tests share: the project copied as a user's clone would be, its stack
+files pointed at the node image and registry mirror `python -m kindnode build` made (the
+stack setting a user behind a firewall writes), and the tools on PATH as a user has them."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from components.upstream import toolchain
+from kindnode import build, host
+from tests.helpers.ambient import as_a_user
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def require_kind_tier() -> dict[str, Any]:
+    """The build's manifest, or a skip that says what is missing and how to get it."""
+    if not host.docker_answers():
+        pytest.skip(
+            "no Docker engine answers: `python -m kindnode host --prepare` installs and starts "
+            "Debian's docker.io (CI runs it)"
+        )
+    manifest = build.read_manifest()
+    if manifest is None:
+        pytest.skip(f"the kind tier is not built ({build.MANIFEST}): run python -m kindnode build")
+    return manifest
+
+
+def copy_project(target: Path) -> Path:
+    shutil.copytree(
+        ROOT,
+        target,
+        ignore=shutil.ignore_patterns(
+            ".git", ".venv*", ".tools", ".pulumi-state", ".render", ".fleet", ".cache",
+            "__pycache__",
+        ),
+    )  # fmt: skip
+    return target
+
+
+def use_kind_tier(stack_file: Path, manifest: dict[str, Any], **extra: Any) -> None:
+    """Every kind cluster of the stack on the built node image, pulling through the mirror."""
+    data = yaml.safe_load(stack_file.read_text())
+    config = data["config"]
+    settings = {
+        "nodeImage": manifest["nodeImage"],
+        "registryMirrors": manifest["registryMirrors"],
+    }
+    manager = config.setdefault("multikueue-fleet:manager", {})
+    manager.setdefault("kind", {}).update(settings)
+    workers = config.get("multikueue-fleet:workers") or [{"name": "worker1"}, {"name": "worker2"}]
+    for worker in workers:
+        worker.setdefault("kind", {}).update(settings)
+    config["multikueue-fleet:workers"] = workers
+    for key, value in extra.items():
+        config[f"multikueue-fleet:{key}"] = value
+    stack_file.write_text(yaml.safe_dump(data, sort_keys=False))
+
+
+def tool_env(project: Path, passphrase: str | None = None) -> dict[str, str]:
+    """PATH with the pinned kind, Pulumi CLI and plugins and kubectl the build made (what
+    scripts/up.sh finds on PATH and uses), the local backend of the copy."""
+    toolchain.build(list(toolchain.PULUMI_ENGINE), log=lambda _line: None)
+    env = {
+        **os.environ,
+        "PATH": os.pathsep.join([str(toolchain.BIN_DIR), os.environ["PATH"]]),
+        "PULUMI_SKIP_UPDATE_CHECK": "1",
+        "PULUMI_BACKEND_URL": f"file://{project}/.pulumi-state",
+    }
+    env = as_a_user(env)
+    if passphrase:
+        env["PULUMI_CONFIG_PASSPHRASE"] = passphrase
+    else:
+        env.pop("PULUMI_CONFIG_PASSPHRASE", None)
+    return env
+
+
+def run(
+    args: list[str], project: Path, env: dict[str, str], timeout: float = 600
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        args, cwd=project, env=env, capture_output=True, text=True, check=False, timeout=timeout
+    )
+
+
+def user_project(target: Path, stack: str, passphrase: str) -> tuple[Path, dict[str, str]]:
+    """A copy of the project with STACK's clusters on the kind tier, the tools' environment,
+    and its own virtualenv installed as the README says."""
+    manifest = require_kind_tier()
+    project = copy_project(target)
+    use_kind_tier(project / "stacks" / f"Pulumi.{stack}.yaml", manifest)
+    env = tool_env(project, passphrase)
+    venv = run(["bash", "-c", "python3 -m venv .venv && .venv/bin/pip install -q -r "
+                "requirements.txt && .venv/bin/pip install -q --no-deps -e ."],
+               project, env, timeout=900)  # fmt: skip
+    assert venv.returncode == 0, venv.stderr
+    return project, env
+
+
+def kubectl(kubeconfig: Path, *args: str, stdin: str | None = None) -> str:
+    result = subprocess.run(
+        [str(toolchain.BIN_DIR / "kubectl"), "--kubeconfig", str(kubeconfig), *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert result.returncode == 0, f"kubectl {' '.join(args)}: {result.stderr}"
+    return result.stdout
+
+
+def kubectl_json(kubeconfig: Path, *args: str) -> dict[str, Any]:
+    return json.loads(kubectl(kubeconfig, *args, "-o", "json"))
+
+
+def wait(check: Callable[[], Any], what: str, timeout: float = 600, every: float = 3) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"timed out after {timeout:.0f} s waiting for {what}"
+        time.sleep(every)
+
+
+def fleet_containers(prefix: str) -> list[str]:
+    """Containers of kind clusters whose names start with `prefix` (kind names a node
+    container <cluster>-control-plane, <cluster>-worker...)."""
+    result = subprocess.run(
+        ["docker", "ps", "-a", "--format", "{{.Names}}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return [n for n in result.stdout.split() if n.startswith(prefix)]
+
+
+def kind_clusters() -> list[str]:
+    result = subprocess.run(
+        [str(toolchain.BIN_DIR / "kind"), "get", "clusters"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return result.stdout.split()

@@ -1,0 +1,136 @@
+"""The CI fleet on the kind tier: `mkf run --base ci -- scripts/sample-jobs.sh`, as
+.github/workflows/fleet-e2e.yaml runs it, brings up a throw-away fleet, runs the sample jobs
+to completion and leaves nothing behind, when the command succeeds and when the run is
+sent SIGTERM half-way; and the same fleet in ClusterProfile mode, Kueue reaching the worker
+through the access-provider plugin mounted each way the stack offers."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+import yaml
+
+from components.model.versions import SECRETREADER_PLUGIN_IMAGE
+from components.objects.kueue_install import PLUGIN_VOLUME
+from kindnode import images
+from tests.helpers.kind_tier import (
+    fleet_containers,
+    kind_clusters,
+    run,
+    user_project,
+)
+
+PASSPHRASE = "kind-tier-ci"
+
+
+@pytest.fixture(scope="module")
+def ci_project(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
+    project, env = user_project(tmp_path_factory.mktemp("kind-ci") / "project", "ci", PASSPHRASE)
+    return project, env
+
+
+def _mkf_run(name: str, *command: str) -> list[str]:
+    return [".venv/bin/mkf", "run", "--base", "ci", "--name", name, "--out", ".fleet", "--",
+            *command]  # fmt: skip
+
+
+def _nothing_left(project: Path, env: dict[str, str], name: str) -> None:
+    assert not fleet_containers(f"{name}-"), "node containers left"
+    assert not [c for c in kind_clusters() if c.startswith(f"{name}-")], "kind clusters left"
+    stacks = run(["pulumi", "stack", "ls", "--json"], project, env)
+    assert stacks.returncode == 0, stacks.stderr
+    assert not [s for s in json.loads(stacks.stdout or "[]") if s["name"] == name]
+    assert not list((project / "stacks").glob(f"Pulumi.{name}.yaml"))
+
+
+def test_ci_fleet_runs_the_sample_jobs_and_leaves_nothing(
+    ci_project: tuple[Path, dict[str, str]],
+) -> None:
+    project, env = ci_project
+    name = f"kt{uuid.uuid4().hex[:6]}"
+    result = run(_mkf_run(name, "bash", "scripts/sample-jobs.sh"), project, env, timeout=2400)
+    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-6000:]
+    assert "the Job and the JobSet completed on a worker" in result.stdout
+    _nothing_left(project, env, name)
+
+
+def test_sigterm_mid_run_tears_the_fleet_down(ci_project: tuple[Path, dict[str, str]]) -> None:
+    project, env = ci_project
+    name = f"kt{uuid.uuid4().hex[:6]}"
+    log = project / f"{name}.log"
+    with log.open("w") as out:
+        child = subprocess.Popen(
+            _mkf_run(name, "sleep", "1200"), cwd=project, env=env, stdout=out, stderr=out
+        )
+        # SIGTERM once the first node container exists: the fleet is half made.
+        deadline = time.monotonic() + 900
+        while not fleet_containers(f"{name}-") and child.poll() is None:
+            assert time.monotonic() < deadline, "no cluster was ever created"
+            time.sleep(2)
+        time.sleep(20)
+        os.kill(child.pid, signal.SIGTERM)
+        code = child.wait(timeout=1800)
+    assert code == 143, log.read_text()[-6000:]
+    _nothing_left(project, env, name)
+
+
+# What the command inside `mkf run` records of the manager before the sample jobs run: Kueue's
+# pod spec and the MultiKueueClusters, so the test sees which way the plugin went in.
+RECORD = (
+    "kubectl get deployment kueue-controller-manager -n kueue-system -o json > kueue.json && "
+    "kubectl get multikueueclusters -o json > clusters.json && bash scripts/sample-jobs.sh"
+)
+
+
+@pytest.mark.parametrize(
+    ("mount", "plugin_image", "exit_code"),
+    [
+        # Kubernetes 1.35+: the official, shell-less plugin image mounted as an image volume.
+        ("imageVolume", None, 0),
+        # Below 1.35 (or by choice): an init container copies the plugin out of an image with
+        # a shell, one the user builds and names; here Kueue's own e2e build (kindnode/images).
+        # And the command then fails: `mkf run` passes its exit code on and still tears the
+        # fleet down (the CI fleet on failure, without a fleet of its own).
+        ("initContainer", images.KUEUE_E2E_SECRETREADER, 3),
+    ],
+)
+def test_cluster_profile_mode_dispatches_through_each_plugin_mount(
+    ci_project: tuple[Path, dict[str, str]], mount: str, plugin_image: str | None, exit_code: int
+) -> None:
+    project, env = ci_project
+    base = f"cp-{mount.lower()}"
+    data = yaml.safe_load((project / "stacks" / "Pulumi.ci.yaml").read_text())
+    settings: dict[str, str] = {"pluginMount": mount}
+    if plugin_image:
+        settings["pluginImage"] = plugin_image
+    data["config"]["multikueue-fleet:credentials"] = {
+        "mode": "clusterProfile",
+        "clusterProfile": settings,
+    }
+    (project / "stacks" / f"Pulumi.{base}.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    name = f"kt{uuid.uuid4().hex[:6]}"
+    command = [".venv/bin/mkf", "run", "--base", base, "--name", name, "--out", ".fleet", "--",
+               "bash", "-c", f"{RECORD} && exit {exit_code}"]  # fmt: skip
+    result = run(command, project, env, timeout=2400)
+    assert result.returncode == exit_code, result.stdout[-6000:] + result.stderr[-6000:]
+    assert "the Job and the JobSet completed on a worker" in result.stdout
+    pod = json.loads((project / "kueue.json").read_text())["spec"]["template"]["spec"]
+    volume = next(v for v in pod["volumes"] if v["name"] == PLUGIN_VOLUME)
+    if mount == "imageVolume":
+        assert volume["image"]["reference"] == SECRETREADER_PLUGIN_IMAGE
+        assert not pod.get("initContainers")
+    else:
+        assert "emptyDir" in volume
+        (init,) = pod["initContainers"]
+        assert init["image"] == plugin_image
+    (cluster,) = json.loads((project / "clusters.json").read_text())["items"]
+    assert cluster["spec"]["clusterSource"] == {"clusterProfileRef": {"name": "worker1"}}
+    assert {c["type"]: c["status"] for c in cluster["status"]["conditions"]}["Active"] == "True"
+    _nothing_left(project, env, name)

@@ -1,0 +1,330 @@
+"""The default path for real: the dev stack on kind, brought up by the README's own command
+(`scripts/up.sh`), pods running, the dispatcher in its pod; then torn down by
+`scripts/down.sh`. One fleet serves every test of this module, in order (the outage test
+stops and restarts a worker; the last test tears the fleet down and checks what is left).
+
+The node image and the images are stand-ins built here from the same sources at the same
+versions (`python -m kindnode build`, kindnode/); the stack reaches them through the
+`kind.registryMirrors` and `kind.nodeImage` settings a user behind a firewall would write.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from components.resources.program_env import CLOUD_SDKS, cloud_modules, missing_cloud_sdks
+from tests.helpers.kind_tier import (
+    copy_project,
+    fleet_containers,
+    kind_clusters,
+    kubectl,
+    kubectl_json,
+    require_kind_tier,
+    run,
+    tool_env,
+    use_kind_tier,
+    wait,
+)
+
+FLEET = "mkfkt"  # kind cluster names are global on a Docker host: not the user's `dev`
+JOBS = "examples/sample-jobs.yaml"
+DISPATCHER = "multikueue-fleet-dispatcher"
+
+
+class DevFleet:
+    def __init__(self, project: Path, env: dict[str, str], up: subprocess.CompletedProcess[str]):
+        self.project = project
+        self.env = env
+        self.up = up
+        self.down: subprocess.CompletedProcess[str] | None = None
+        self.stack_file = project / "stacks" / "Pulumi.dev.yaml"
+        self.stack_text = self.stack_file.read_text()
+
+    def kubeconfig(self, cluster: str) -> Path:
+        return self.project / ".fleet" / "kubeconfigs" / f"{cluster}.yaml"
+
+    @property
+    def manager(self) -> Path:
+        return self.kubeconfig("manager")
+
+    def mkf(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+        return run(
+            [str(self.project / ".venv" / "bin" / "mkf"), *args], self.project, self.env, timeout
+        )
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    manifest = require_kind_tier()
+    project = copy_project(tmp_path_factory.mktemp("kind-tier") / "project")
+    use_kind_tier(project / "stacks" / "Pulumi.dev.yaml", manifest, fleetName=FLEET)
+    env = tool_env(project)
+    text = (project / "stacks" / "Pulumi.dev.yaml").read_text()
+    up = run(["bash", "scripts/up.sh"], project, env, timeout=2700)
+    dev = DevFleet(project, env, up)
+    dev.stack_text = text
+    yield dev
+    if dev.down is None:
+        run(["bash", "scripts/down.sh"], project, env, timeout=1200)
+
+
+def _condition(obj: dict[str, Any], kind: str) -> str | None:
+    for condition in (obj.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == kind:
+            return condition.get("status")
+    return None
+
+
+def test_up_brings_every_link_and_controller_up(fleet: DevFleet) -> None:
+    assert fleet.up.returncode == 0, fleet.up.stdout[-6000:] + fleet.up.stderr[-6000:]
+    assert "The fleet is up" in fleet.up.stdout
+    # Pulumi's environment has no cloud SDK (their plugins would be fetched for a kind
+    # stack), and `stack init` kept the committed salt: the stack file is as it was.
+    assert missing_cloud_sdks(fleet.project, CLOUD_SDKS) == cloud_modules(CLOUD_SDKS)
+    assert fleet.stack_file.read_text() == fleet.stack_text
+    clusters = kubectl_json(fleet.manager, "get", "multikueueclusters")["items"]
+    assert sorted(c["metadata"]["name"] for c in clusters) == ["worker1", "worker2"]
+    wait(
+        lambda: all(
+            _condition(c, "Active") == "True"
+            for c in kubectl_json(fleet.manager, "get", "multikueueclusters")["items"]
+        ),
+        "every MultiKueueCluster Active",
+        timeout=300,
+    )
+    for cluster in ("manager", "worker1", "worker2"):
+        for namespace, deployment in (
+            ("kueue-system", "kueue-controller-manager"),
+            ("jobset-system", "jobset-controller-manager"),
+            ("lws-system", "lws-controller-manager"),
+        ):
+            obj = kubectl_json(
+                fleet.kubeconfig(cluster), "get", "deployment", deployment, "-n", namespace
+            )
+            assert _condition(obj, "Available") == "True", f"{cluster}: {namespace}/{deployment}"
+    dispatcher = kubectl_json(
+        fleet.manager, "get", "deployment", DISPATCHER, "-n", "multikueue-fleet-system"
+    )
+    assert (dispatcher.get("status") or {}).get("readyReplicas", 0) >= 1
+
+
+def _workload_of(manager: Path, kind: str, name: str) -> dict[str, Any] | None:
+    for workload in kubectl_json(manager, "get", "workloads", "-n", "default")["items"]:
+        owners = workload["metadata"].get("ownerReferences") or []
+        if owners and owners[0]["kind"] == kind and owners[0]["name"] == name:
+            return workload
+    return None
+
+
+def _nominated_by_dispatcher(manager: Path, workload: str) -> bool:
+    events = kubectl_json(
+        manager, "get", "events", "-n", "default",
+        "--field-selector", f"involvedObject.name={workload},reason=Nominated",
+    )["items"]  # fmt: skip
+    return any((e.get("source") or {}).get("component") == DISPATCHER for e in events)
+
+
+def test_sample_jobs_run_on_one_worker_through_the_in_cluster_dispatcher(fleet: DevFleet) -> None:
+    kubectl(fleet.manager, "apply", "-f", str(fleet.project / JOBS))
+    placed = {}
+    for kind, name in (
+        ("Job", "sample-job"),
+        ("JobSet", "sample-jobset"),
+        ("LeaderWorkerSet", "sample-lws"),
+    ):
+        workload = wait(
+            lambda kind=kind, name=name: (
+                (w := _workload_of(fleet.manager, kind, name))
+                and (w.get("status") or {}).get("clusterName")
+                and w
+            ),
+            f"the {kind}'s workload admitted on a worker",
+        )
+        worker = workload["status"]["clusterName"]
+        assert worker in ("worker1", "worker2")
+        assert _nominated_by_dispatcher(fleet.manager, workload["metadata"]["name"]), (
+            f"{kind} {name} was not nominated by the in-cluster dispatcher"
+        )
+        placed[kind] = (name, worker)
+    resource = {"Job": "jobs", "JobSet": "jobsets", "LeaderWorkerSet": "leaderworkersets"}
+    for kind, (name, worker) in placed.items():
+        other = "worker2" if worker == "worker1" else "worker1"
+        found = kubectl_json(fleet.kubeconfig(worker), "get", resource[kind], "-n", "default")
+        assert name in [o["metadata"]["name"] for o in found["items"]], f"{kind} on {worker}"
+        elsewhere = kubectl_json(fleet.kubeconfig(other), "get", resource[kind], "-n", "default")
+        assert name not in [o["metadata"]["name"] for o in elsewhere["items"]], f"{kind} on {other}"
+    wait(
+        lambda: (
+            _condition(
+                kubectl_json(fleet.manager, "get", "job", "sample-job", "-n", "default"), "Complete"
+            )
+            == "True"
+        ),
+        "the manager's Job to report Complete (mirrored from the worker)",
+    )
+    wait(
+        lambda: (
+            (
+                kubectl_json(fleet.manager, "get", "jobset", "sample-jobset", "-n", "default").get(
+                    "status"
+                )
+                or {}
+            ).get("terminalState")
+            == "Completed"
+        ),
+        "the manager's JobSet to report Completed",
+    )
+    name, worker = placed["LeaderWorkerSet"]
+
+    def group_running() -> bool:
+        pods = kubectl_json(
+            fleet.kubeconfig(worker), "get", "pods", "-n", "default",
+            "-l", f"leaderworkerset.sigs.k8s.io/name={name}",
+        )["items"]  # fmt: skip
+        return len(pods) == 2 and all(p["status"].get("phase") == "Running" for p in pods)
+
+    wait(group_running, "the LeaderWorkerSet's leader and worker pods running on its worker")
+
+
+TOO_BIG = """apiVersion: batch/v1
+kind: Job
+metadata:
+  name: too-big
+  namespace: default
+  labels:
+    kueue.x-k8s.io/queue-name: user-queue
+spec:
+  suspend: true
+  template:
+    spec:
+      restartPolicy: Never
+      containers:
+        - name: main
+          image: busybox:1.36
+          command: ["sleep", "1"]
+          resources:
+            requests: {cpu: "5", memory: 64Mi}
+"""
+
+
+def _explain_pending_too_big(fleet: DevFleet, name: str) -> str:
+    """Submits a Job no worker can hold (5 CPUs: the manager's quota, the workers' sum, admits
+    it; no worker's 4 does), so it stays pending and explain weighs every worker; returns what
+    explain printed from the host."""
+    kubectl(
+        fleet.manager, "apply", "-f", "-", stdin=TOO_BIG.replace("name: too-big", f"name: {name}")
+    )
+    try:
+        wait(
+            lambda: (
+                (w := _workload_of(fleet.manager, "Job", name))
+                and _condition(w, "QuotaReserved") == "True"
+            ),
+            f"the {name} Job's quota reserved on the manager",
+        )
+        explained = fleet.mkf(
+            "controller", "--kubeconfig", str(fleet.manager), "explain", f"default/{name}"
+        )
+        assert explained.returncode == 0, explained.stdout + explained.stderr
+        return explained.stdout
+    finally:
+        kubectl(fleet.manager, "delete", "job", name, "-n", "default", "--wait=false")
+
+
+def _assert_every_worker_weighed(text: str) -> None:
+    assert "worker1" in text and "worker2" in text, text
+    # The reader kubeconfigs name <cluster>-control-plane, which resolves only on the kind
+    # network: from the host, the from-host context reaches each worker.
+    for unreachable in ("cannot use its kubeconfig", "no reader Secret", "cannot reach"):
+        assert unreachable not in text, text
+
+
+def test_status_and_explain_from_the_host_tell_the_truth(fleet: DevFleet) -> None:
+    status = fleet.mkf("status", "--wait", "120")
+    assert status.returncode == 0, status.stdout + status.stderr
+    _assert_every_worker_weighed(_explain_pending_too_big(fleet, "too-big"))
+
+
+def _node_containers(worker: str) -> list[str]:
+    return fleet_containers(f"{FLEET}-{worker}-")
+
+
+def test_a_stopped_worker_is_skipped_then_used_again(fleet: DevFleet) -> None:
+    nodes = _node_containers("worker2")
+    assert nodes, "no node containers of worker2"
+    subprocess.run(["docker", "stop", *nodes], check=True, capture_output=True, timeout=120)
+    try:
+        wait(
+            lambda: (
+                _condition(
+                    kubectl_json(fleet.manager, "get", "multikueuecluster", "worker2"), "Active"
+                )
+                == "False"
+            ),
+            "MultiKueue to see worker2 gone",
+            timeout=300,
+        )
+        job = (fleet.project / JOBS).read_text().split("---")[0].replace("sample-job", "outage-job")
+        kubectl(fleet.manager, "apply", "-f", "-", stdin=job)
+        workload = wait(
+            lambda: (
+                (w := _workload_of(fleet.manager, "Job", "outage-job"))
+                and (w.get("status") or {}).get("clusterName")
+                and w
+            ),
+            "the Job submitted during the outage admitted",
+        )
+        assert workload["status"]["clusterName"] == "worker1"
+        # Nothing admitted before the outage was lost: the Job and the JobSet stay finished.
+        assert (
+            _condition(
+                kubectl_json(fleet.manager, "get", "job", "sample-job", "-n", "default"), "Complete"
+            )
+            == "True"
+        )
+    finally:
+        subprocess.run(["docker", "start", *nodes], check=True, capture_output=True, timeout=120)
+    wait(
+        lambda: (
+            _condition(kubectl_json(fleet.manager, "get", "multikueuecluster", "worker2"), "Active")
+            == "True"
+        ),
+        "worker2 Active again after its restart",
+        timeout=600,
+    )
+    # Back in use: status is green again and the dispatcher weighs worker2 as reachable (the
+    # sample workloads already finished wherever they ran, so a pending Job is what shows it).
+    status = fleet.mkf("status", "--wait", "300")
+    assert status.returncode == 0, status.stdout + status.stderr
+    _assert_every_worker_weighed(_explain_pending_too_big(fleet, "too-big-again"))
+
+
+def test_down_leaves_nothing_of_the_fleet(fleet: DevFleet) -> None:
+    volumes_before = set(
+        subprocess.run(
+            ["docker", "volume", "ls", "-q"], capture_output=True, text=True, check=True
+        ).stdout.split()
+    )
+    fleet.down = run(["bash", "scripts/down.sh"], fleet.project, fleet.env, timeout=1200)
+    assert fleet.down.returncode == 0, fleet.down.stdout[-4000:] + fleet.down.stderr[-4000:]
+    assert not fleet_containers(f"{FLEET}-"), "node containers left"
+    assert not [c for c in kind_clusters() if c.startswith(f"{FLEET}-")]
+    volumes_after = set(
+        subprocess.run(
+            ["docker", "volume", "ls", "-q"], capture_output=True, text=True, check=True
+        ).stdout.split()
+    )
+    assert volumes_after <= volumes_before, volumes_after - volumes_before
+    assert not (fleet.project / ".fleet" / "kubeconfigs").exists(), "kubeconfigs left in .fleet"
+    assert not list((fleet.project / ".pulumi-state").rglob("dev.json")), "stack state left"
+    kind_files = fleet.project / ".pulumi-state" / "kind" / "dev"
+    assert not kind_files.exists() or not list(kind_files.iterdir())
+    stacks = json.loads(
+        run(["pulumi", "stack", "ls", "--json"], fleet.project, fleet.env).stdout or "[]"
+    )
+    assert not [s for s in stacks if s["name"] == "dev"]

@@ -1,0 +1,147 @@
+"""The real-fleet measures (bench/fleet_metrics.py) on recorded Kueue Workloads: what a
+watch on the manager and on each worker saw, as Kueue v0.19.2 writes it."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+
+from fleet_metrics import ORIGIN_LABEL, RecordError, measure
+
+
+def at(second: int) -> str:
+    return f"2026-11-27T06:{second // 60:02}:{second % 60:02}Z"
+
+
+def workload(
+    name: str,
+    created: int,
+    *,
+    uid: str = "",
+    origin: bool = False,
+    cluster: str = "",
+    nominated: tuple[str, ...] = (),
+    **conditions: int | tuple[int, str],
+) -> dict[str, Any]:
+    """A Workload version: each condition True since the given second (with a reason)."""
+    conds = []
+    for kind, since in conditions.items():
+        second, reason = since if isinstance(since, tuple) else (since, "")
+        conds.append(
+            {"type": kind, "status": "True", "lastTransitionTime": at(second), "reason": reason}
+        )
+    status: dict[str, Any] = {"conditions": conds}
+    if cluster:
+        status["clusterName"] = cluster
+    if nominated:
+        status["nominatedClusterNames"] = list(nominated)
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": "team-a",
+            "uid": uid or f"uid-{name}",
+            "creationTimestamp": at(created),
+            "labels": {ORIGIN_LABEL: "manager"} if origin else {},
+        },
+        "status": status,
+    }
+
+
+def test_a_run_is_measured_from_what_the_watches_saw() -> None:
+    """job-a: reserved at 1 s, copies on w1 and w2, admitted on w1 at 5 s, evicted at 30 s,
+    admitted again on w2 at 40 s, finished at 100 s. job-b: reserved at 2 s, nominated to w1
+    only, never admitted; its copy on w3, never nominated, was admitted there: lost. On w1 a
+    local workload was preempted by job-a's copy."""
+    manager = [
+        workload("job-a", 0),
+        workload("job-a", 0, QuotaReserved=1, nominated=("w1", "w2")),
+        workload("job-a", 0, cluster="w1", QuotaReserved=1, Admitted=5),
+        workload("job-a", 0, QuotaReserved=1, Evicted=(30, "AdmissionCheck")),
+        workload("job-a", 0, cluster="w2", QuotaReserved=35, Admitted=40),
+        workload("job-a", 0, cluster="w2", QuotaReserved=35, Admitted=40, Finished=100),
+        workload("job-b", 2, QuotaReserved=2, nominated=("w1",)),
+    ]
+    workers = {
+        "w1": [
+            workload("job-a", 1, uid="a-w1", origin=True),
+            workload("job-a", 1, uid="a-w1", origin=True, QuotaReserved=4),
+            workload("local", 0, QuotaReserved=0),
+            workload("local", 0, Evicted=(3, "Preempted")),
+        ],
+        "w2": [
+            workload("job-a", 1, uid="a-w2", origin=True),
+            workload("job-a", 31, uid="a-w2-again", origin=True, QuotaReserved=39),
+        ],
+        "w3": [workload("job-b", 2, uid="b-w3", origin=True, QuotaReserved=3, Admitted=3)],
+    }
+    found = measure(manager, workers)
+    assert found["workloads"] == 2
+    assert found["p50"] == found["p99"] == 4.0  # one admitted workload: 1 s -> 5 s
+    assert found["jct_p95"] == 100.0
+    assert found["copies"] == 2.0  # four copies, two workloads
+    assert found["preemptions"] == 1 and found["evictions"] == 1
+    assert found["lost"] == 1  # job-b's copy on w3
+    assert found["unfinished"] == 1 and found["pending"] == 1
+
+
+def test_a_copy_that_raced_where_it_was_nominated_and_lost_is_not_a_lost_admission() -> None:
+    """AllAtOnce: nominated on every worker; w2's copy admitted a second after w1's won."""
+    manager = [
+        workload("job", 0, QuotaReserved=1, nominated=("w1", "w2")),
+        workload("job", 0, cluster="w1", QuotaReserved=1, Admitted=2, Finished=9),
+    ]
+    workers = {
+        "w1": [workload("job", 1, uid="w1", origin=True, QuotaReserved=2, Admitted=2)],
+        "w2": [workload("job", 1, uid="w2", origin=True, QuotaReserved=3, Admitted=3)],
+    }
+    found = measure(manager, workers)
+    assert (found["lost"], found["copies"]) == (0, 2)
+
+
+def test_every_workload_admitted_and_finished_leaves_nothing_pending() -> None:
+    manager = [workload("job", 0, cluster="w1", QuotaReserved=1, Admitted=2, Finished=9)]
+    found = measure(manager, {"w1": [workload("job", 1, origin=True, QuotaReserved=2)]})
+    assert (found["unfinished"], found["pending"], found["lost"], found["copies"]) == (0, 0, 0, 1)
+
+
+@pytest.mark.parametrize(
+    ("manager", "message"),
+    [
+        ([], "no manager Workloads recorded"),
+        ([{"metadata": {"namespace": "team-a"}}], "has no metadata.name"),
+        ([{"metadata": {"name": "job"}}], "Workload /job: no time"),
+        (
+            [
+                workload("job", 0)
+                | {
+                    "status": {
+                        "conditions": [
+                            {"type": "Admitted", "status": "True", "lastTransitionTime": "soon"}
+                        ]
+                    }
+                }
+            ],
+            "condition Admitted: 'soon' is not an RFC 3339 time",
+        ),
+    ],
+)
+def test_an_unreadable_record_is_one_line_saying_what(manager: list[Any], message: str) -> None:
+    with pytest.raises(RecordError, match=message) as caught:
+        measure(manager, {})
+    assert "\n" not in str(caught.value)
+
+
+def test_a_served_leader_worker_set_ends_when_the_replay_deleted_it() -> None:
+    """A LeaderWorkerSet never finishes by itself: its Workloads end at their deletion,
+    only for those the replay deleted after their run time."""
+    group = workload("lws-a-0", 0, cluster="w1", QuotaReserved=1, Admitted=3)
+    group["metadata"]["ownerReferences"] = [{"kind": "LeaderWorkerSet", "name": "lws-a"}]
+    gone = {**group, "metadata": {**group["metadata"], "deletionTimestamp": at(40)}}
+    assert measure([group, gone], {})["unfinished"] == 1
+    found = measure([group, gone], {}, served=["team-a/lws-a"])
+    assert (found["unfinished"], found["jct_p95"]) == (0, 40.0)

@@ -1,0 +1,251 @@
+"""The kind dynamic provider (components/resources/clusters.py) with kind faked: the stack's own
+kubeconfig file on every kind command, `read` seeing a cluster deleted out of band, adopting
+an interrupted create of the same stack and refusing anyone else's cluster; and the provider
+unpickled in a fresh interpreter from the project directory, as Pulumi's provider host does."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pulumi.dynamic.dynamic import serialize_provider
+
+from components.objects.kind_config import OWNER_LABEL
+from components.resources import clusters
+from components.resources.clusters import KindClusterProvider
+from components.resources.providers import CommandFailed
+
+ROOT = Path(__file__).resolve().parents[2]
+KUBECONFIG = "apiVersion: v1\nkind: Config\nclusters: []\n"
+
+
+class FakeKind:
+    """Stands in for subprocess.run: `kind get clusters` lists `existing`."""
+
+    def __init__(self, existing: set[str]) -> None:
+        self.existing = existing
+        self.calls: list[list[str]] = []
+        self.timeouts: dict[str, float | None] = {}
+
+    def __call__(self, args: list[str], input: str | None = None, **kw: Any) -> Any:
+        self.calls.append(list(args))
+        self.timeouts[" ".join(args[1:3])] = kw.get("timeout")
+        out = ""
+        if args[1:3] == ["get", "clusters"]:
+            out = "\n".join(sorted(self.existing))
+        elif args[1:3] == ["get", "kubeconfig"]:
+            out = KUBECONFIG
+        elif args[1:3] == ["create", "cluster"]:
+            self.existing.add(args[args.index("--name") + 1])
+        elif args[1:3] == ["delete", "cluster"]:
+            self.existing.discard(args[args.index("--name") + 1])
+        return subprocess.CompletedProcess(args, 0, out, "")
+
+
+@pytest.fixture
+def kind(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Any:
+    def install(*existing: str, owner: str | None = "") -> FakeKind:
+        fake = FakeKind(set(existing))
+        monkeypatch.setattr(subprocess, "run", fake)
+        monkeypatch.setattr(clusters, "node_owner", lambda _kind, _name: owner)
+        return fake
+
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    return install
+
+
+def props(tmp_path: Path) -> dict[str, Any]:
+    return {
+        "name": "dev-w1",
+        "config": "kind: Cluster\n",
+        "kind_binary": "kind",
+        "owner": "multikueue-fleet.dev",
+        "kubeconfig_path": str(tmp_path / "state" / "kind" / "dev" / "dev-w1.kubeconfig"),
+    }
+
+
+def test_every_kind_write_uses_the_stacks_own_kubeconfig(kind: Any, tmp_path: Path) -> None:
+    fake = kind()
+    p = props(tmp_path)
+    result = KindClusterProvider().create(dict(p))
+    create = next(c for c in fake.calls if c[1:3] == ["create", "cluster"])
+    assert create[create.index("--kubeconfig") + 1] == p["kubeconfig_path"]
+    KindClusterProvider().delete(result.id, result.outs)
+    delete = next(c for c in fake.calls if c[1:3] == ["delete", "cluster"])
+    assert delete[delete.index("--kubeconfig") + 1] == p["kubeconfig_path"]
+    assert not (tmp_path / "home" / ".kube").exists()
+
+
+def test_kinds_commands_are_bounded_by_the_provider_itself(kind: Any, tmp_path: Path) -> None:
+    """The engine hands a dynamic provider no custom timeout (pulumi 3.272.0
+    sdk/python/lib/pulumi/dynamic/__main__.py), so create and delete carry their own."""
+    fake = kind()
+    result = KindClusterProvider().create(props(tmp_path))
+    KindClusterProvider().delete(result.id, result.outs)
+    assert fake.timeouts["create cluster"] == clusters.KIND_CREATE_TIMEOUT == 900
+    assert fake.timeouts["delete cluster"] == clusters.KIND_DELETE_TIMEOUT == 300
+
+
+def test_read_reports_a_cluster_deleted_out_of_band(kind: Any, tmp_path: Path) -> None:
+    fake = kind("dev-w1")
+    live = KindClusterProvider().read("dev-w1", props(tmp_path))
+    assert live.id == "dev-w1" and live.outs["kubeconfig"] == KUBECONFIG
+    fake.existing.clear()  # `kind delete cluster` run by hand
+    gone = KindClusterProvider().read("dev-w1", props(tmp_path))
+    assert gone.id == "" and gone.outs == {}
+
+
+def test_an_interrupted_create_of_this_stack_is_adopted(kind: Any, tmp_path: Path) -> None:
+    fake = kind("dev-w1", owner="multikueue-fleet.dev")
+    result = KindClusterProvider().create(props(tmp_path))
+    assert result.id == "dev-w1" and result.outs["context"] == "kind-dev-w1"
+    assert not any(c[1:3] == ["create", "cluster"] for c in fake.calls)
+
+
+@pytest.mark.parametrize(
+    ("owner", "says"),
+    [
+        ("", "with no owner label"),
+        ("multikueue-fleet.prod", "with owner 'multikueue-fleet.prod'"),
+        (None, "cannot be read"),
+    ],
+)
+def test_a_cluster_this_stack_did_not_create_is_refused(
+    kind: Any, tmp_path: Path, owner: str | None, says: str
+) -> None:
+    fake = kind("dev-w1", owner=owner)
+    with pytest.raises(CommandFailed, match=says) as info:
+        KindClusterProvider().create(props(tmp_path))
+    assert "kind delete cluster --name dev-w1" in str(info.value)
+    assert not any(c[1:3] == ["create", "cluster"] for c in fake.calls)
+
+
+def test_moving_the_checkout_does_not_replace_the_cluster(tmp_path: Path) -> None:
+    old, new = props(tmp_path), {**props(tmp_path), "kubeconfig_path": "/elsewhere/x"}
+    assert not KindClusterProvider().diff("dev-w1", old, new).changes
+    other = {**old, "owner": "multikueue-fleet.prod"}
+    assert KindClusterProvider().diff("dev-w1", old, other).replaces == ["owner"]
+
+
+def test_the_owner_label_is_on_the_control_plane(tmp_path: Path) -> None:
+    from components.checks.load import load_stack
+    from components.model.stack_file import stack_path
+    from components.objects.kind_config import kind_config
+
+    spec, _ = load_stack(str(stack_path("dev")))
+    cluster = next(c for c in spec.clusters if c.provider == "kind")
+    nodes = kind_config(spec, cluster, "multikueue-fleet.dev")["nodes"]
+    assert nodes[0]["role"] == "control-plane"
+    assert nodes[0]["labels"][OWNER_LABEL] == "multikueue-fleet.dev"
+    assert all(OWNER_LABEL not in (n.get("labels") or {}) for n in nodes[1:])
+
+
+def test_the_provider_unpickles_in_a_fresh_interpreter_from_the_project() -> None:
+    """Pulumi stores the provider dill-pickled (pulumi 3.272.0 sdk/python/lib/pulumi/dynamic/
+    dynamic.py serialize_provider) and its provider host loads it in another process started
+    in the project directory (dynamic/__main__.py get_provider)."""
+    blob = serialize_provider(KindClusterProvider())
+    script = (
+        "import base64, sys, dill\n"
+        "p = dill.loads(base64.b64decode(sys.stdin.read()))\n"
+        "d = p.diff('x', {'name': 'a', 'config': 'c', 'owner': 'o'}, "
+        "{'name': 'a', 'config': 'd', 'owner': 'o'})\n"
+        "print(type(p).__module__, d.replaces)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        input=blob,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["components.resources.clusters", "['config']"]
+
+
+def test_a_kind_failure_is_reported_with_its_stderr(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    def failing(args: list[str], **_: Any) -> Any:
+        if args[1:3] == ["create", "cluster"]:
+            return subprocess.CompletedProcess(
+                args, 1, "", "ERROR: failed to create cluster: Cannot connect to the Docker daemon"
+            )
+        return subprocess.CompletedProcess(args, 0, "", "")
+
+    monkeypatch.setattr(subprocess, "run", failing)
+    with pytest.raises(CommandFailed, match="Cannot connect to the Docker daemon"):
+        KindClusterProvider().create(props(tmp_path))
+
+
+def test_a_missing_kind_is_named(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    def missing(*_: Any, **__: Any) -> Any:
+        raise FileNotFoundError("kind")
+
+    monkeypatch.setattr(subprocess, "run", missing)
+    with pytest.raises(CommandFailed, match="kind is not installed"):
+        KindClusterProvider().create(props(tmp_path))
+
+
+def test_a_provider_pickled_before_the_move_still_loads() -> None:
+    """A stack deployed earlier holds a pickle naming components.providers.KindClusterProvider
+    (a by-reference GLOBAL); the engine must still load it to read or delete that cluster."""
+    import pickle
+
+    from components.resources.clusters import KindClusterProvider as moved
+
+    old_reference = b"ccomponents.providers\nKindClusterProvider\n."  # pickle's GLOBAL opcode
+    assert pickle.loads(old_reference) is moved
+
+
+# (module path an older program pickled the provider under, class): components/ was flat
+# before the stage packages, and the kind provider lived in providers.py before clusters.py.
+OLD_PATHS = [
+    ("components.clusters", "KindClusterProvider"),
+    ("components.providers", "KindClusterProvider"),
+    ("components.providers", "ServiceAccountTokenProvider"),
+    ("components.providers", "ControllerImageProvider"),
+]
+
+
+@pytest.mark.parametrize(("module", "name"), OLD_PATHS)
+def test_a_provider_an_older_state_holds_loads_in_the_provider_host(module: str, name: str) -> None:
+    """The pickle is made as the older program made it: Pulumi's serialize_provider on a
+    provider whose class had that module path (dill pickles a class by module and name).
+    Then it is loaded the way the engine's provider host loads a state's `__provider`: in a
+    fresh interpreter started in the project directory (pulumi 3.272.0
+    sdk/python/lib/pulumi/dynamic/__main__.py get_provider)."""
+    make = (
+        "import base64, importlib, sys\n"
+        "from pulumi.dynamic.dynamic import serialize_provider\n"
+        "from components.resources import clusters, providers\n"
+        f"cls = next(getattr(m, {name!r}) for m in (clusters, providers) if hasattr(m, {name!r}))\n"
+        f"cls.__module__ = {module!r}\n"
+        "blob = serialize_provider(cls())\n"
+        f"assert {module!r}.encode() in base64.b64decode(blob), 'not pickled by that path'\n"
+        "print(blob)\n"
+    )
+    made = subprocess.run(
+        [sys.executable, "-c", make], cwd=ROOT, capture_output=True, text=True, check=False
+    )
+    assert made.returncode == 0, made.stderr
+    load = (
+        "import base64, sys, dill\n"
+        "p = dill.loads(base64.b64decode(sys.stdin.read()))\n"
+        "print(type(p).__module__, type(p).__name__, callable(p.diff))\n"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", load],
+        input=made.stdout.strip(),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert loaded.returncode == 0, loaded.stderr
+    home = "components.resources.clusters" if name == "KindClusterProvider" else None
+    assert loaded.stdout.split() == [home or "components.resources.providers", name, "True"]

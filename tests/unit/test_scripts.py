@@ -1,0 +1,537 @@
+"""scripts/up.sh, run on a copy of the project with fake docker, kind and pulumi that record
+how they are called (the real ones are exercised by the opt-in e2e tests)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _fake(path: Path, body: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("#!/usr/bin/env bash\n" + body)
+    path.chmod(0o755)
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    copy = tmp_path / "project"
+    copy.mkdir()
+    for name in ("components", "controller", "scripts", "stacks"):
+        shutil.copytree(ROOT / name, copy / name, ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("requirements.txt", "requirements-cloud.txt", "Pulumi.yaml", "__main__.py"):
+        shutil.copy(ROOT / name, copy / name)
+    # Pulumi's environment for the program: this test's interpreter (every pin, so nothing
+    # to download), with `pip install` recorded instead of run.
+    # `-m loopback build TOOL...` (a pinned tool built from its Go module) is recorded too,
+    # and copies the fake of each TOOL from $FAKE_BUILT, when a test gives one.
+    log = tmp_path / "calls.log"
+    _fake(
+        copy / ".venv" / "bin" / "python",
+        f'if [ "$1 $2 $3" = "-m pip install" ]; then echo "venv $*" >> {log}; exit 0; fi\n'
+        f'if [ "$1 $2 $3" = "-m loopback build" ]; then\n'
+        f'  echo "build ${{*:4}} into $MKF_TOOLS_BIN" >> {log}\n'
+        '  for t in "${@:4}"; do\n'
+        '    cp "${FAKE_BUILT:-/nonexistent}/$t" "$MKF_TOOLS_BIN/" || exit 1\n'
+        "  done\n"
+        "  exit 0\nfi\n"
+        f'exec {sys.executable} "$@"\n',
+    )
+    return copy
+
+
+OUTPUTS = json.dumps(
+    {
+        "fleet": "dev",
+        "clusters": [{"name": "manager", "role": "manager", "provider": "kind"}],
+        "kubeconfigs": {"manager": "apiVersion: v1\nkind: Config\n"},
+        "checks": [],
+    }
+)
+
+FAKE_DOCKER_INFO = json.dumps(
+    {
+        "ServerVersion": "fake",
+        "DefaultRuntime": "runc-without-sys-resource",
+        "CgroupVersion": "2",
+        "MemTotal": 0,
+        "DockerRootDir": "/",
+    }
+)
+
+# Records each call with the backend and passphrase it saw; answers what up/down read.
+FAKE_PULUMI = r"""echo "pulumi $* | $PULUMI_BACKEND_URL | ${PULUMI_CONFIG_PASSPHRASE:-}" >> LOG
+case "$1 $2" in
+  "version "*) echo v3.274.1 ;;
+  "up --yes") if [ -n "${FAKE_UP_FAILS:-}" ]; then printf '%s\n' "$FAKE_UP_FAILS"; exit 255; fi ;;
+  "stack output")
+    if [ "$3" = checks ]; then echo '["kubectl --context kind-dev-manager get clusterqueues"]'
+    else echo "$FAKE_OUTPUTS"
+    fi ;;
+esac
+exit 0
+"""
+
+
+FAKE_KIND = (
+    'echo "kind $*" >> LOG\n[ "$1" = version ] && echo "kind v0.33.0 go1.26.8 linux/amd64"\n'
+    "exit 0\n"
+)
+
+
+def run_up(
+    project: Path,
+    tmp_path: Path,
+    *args: str,
+    docker_ok: bool = True,
+    env: dict[str, str] | None = None,
+    script: str = "up.sh",
+    without: tuple[str, ...] = (),
+    in_tools: tuple[str, ...] = ("kind", "pulumi"),
+    tools_on_path: bool = True,
+) -> subprocess.CompletedProcess[str]:
+    bin_dir, tools, log = tmp_path / "bin", tmp_path / "tools", tmp_path / "calls.log"
+    _fake(
+        bin_dir / "docker",
+        f'echo "docker $*" >> {log}\n[ "$1" = info ] || exit 0\n'
+        f"[ {0 if docker_ok else 1} = 0 ] || exit 1\n"
+        # What the kind pre-flight reads (components/checks/kind_host.py).
+        f"echo '{FAKE_DOCKER_INFO}'\n",
+    )
+    for plugin in ("gke-gcloud-auth-plugin", "aws"):  # what cloud kubeconfigs run
+        if plugin not in (without or ()):
+            _fake(bin_dir / plugin, "exit 0\n")
+    if "kind" in in_tools:
+        _fake(tools / "kind", FAKE_KIND.replace("LOG", str(log)))
+    if "pulumi" in in_tools:
+        _fake(tools / "pulumi", FAKE_PULUMI.replace("LOG", str(log)))
+    tools.mkdir(parents=True, exist_ok=True)
+    # Only what the test sets: a passphrase in the caller's environment must not leak in.
+    environment = {
+        # The fakes first: up.sh uses a kind or Pulumi CLI of the pinned version on PATH.
+        "PATH": f"{tools if tools_on_path else ''}:{bin_dir}:"
+        f"{(env or {}).get('SYSTEM_PATH', os.environ['PATH'])}",
+        "HOME": str(tmp_path),
+        "MKF_TOOLS_DIR": str(tools),
+        "FAKE_OUTPUTS": OUTPUTS,
+        **(env or {}),
+    }
+    return subprocess.run(
+        ["bash", str(project / "scripts" / script), *args],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+        env=environment,
+    )
+
+
+def calls_of(tmp_path: Path) -> list[str]:
+    log = tmp_path / "calls.log"
+    return log.read_text().splitlines() if log.exists() else []
+
+
+def test_dev_is_validated_rendered_and_brought_up(project: Path, tmp_path: Path) -> None:
+    result = run_up(project, tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    backend = f"file://{project}/.pulumi-state"
+    calls = [c.split(" | ")[0] for c in calls_of(tmp_path)]
+    assert (
+        calls_of(tmp_path)[calls.index("pulumi stack select --create dev --non-interactive")]
+        == f"pulumi stack select --create dev --non-interactive | {backend} | multikueue-fleet-dev"
+    )
+    assert calls.index("pulumi stack select --create dev --non-interactive") < calls.index(
+        "pulumi up --yes --stack dev --non-interactive"
+    )
+    assert "docker info" in calls
+    assert (project / ".render" / "dev" / "manager" / "objects.yaml").exists()
+    assert "The fleet is up. Check it with:" in result.stdout
+    # What `status --dir .fleet` reads, written from the stack's outputs.
+    summary = json.loads((project / ".fleet" / "summary.json").read_text())
+    assert summary["clusters"][0]["kubeconfig"] == "kubeconfigs/manager.yaml"
+    assert (project / ".fleet" / "kubeconfigs" / "manager.yaml").stat().st_mode & 0o777 == 0o600
+    assert "  kubectl --context kind-dev-manager get clusterqueues" in result.stdout
+
+
+def test_down_is_safe_when_there_is_nothing(project: Path, tmp_path: Path) -> None:
+    # No network: curl is not even reachable, and no tool is installed or called.
+    (tmp_path / "bin").mkdir()
+    _fake(
+        tmp_path / "bin" / "curl",
+        'echo "curl $*" >> LOG\nexit 7\n'.replace("LOG", str(tmp_path / "calls.log")),
+    )
+    (tmp_path / "tools").mkdir()
+    result = run_up(project, tmp_path, script="down.sh")
+    assert result.returncode == 0, result.stderr
+    assert "nothing to tear down" in result.stdout
+    assert calls_of(tmp_path) == []
+
+
+@pytest.mark.parametrize("state_file", ["dev.json", "dev.json.gz", "dev.json.zst"])
+def test_down_destroys_and_forgets_the_stack(
+    project: Path, tmp_path: Path, state_file: str
+) -> None:
+    """Plain, gzip and zstd state: the local backend writes each (pulumi v3.259.0
+    pkg/backend/diy/store.go), and a missed one would leave the clusters running."""
+    state = project / ".pulumi-state" / ".pulumi" / "stacks" / "multikueue-fleet" / state_file
+    state.parent.mkdir(parents=True)
+    state.write_text("{}")
+    result = run_up(project, tmp_path, script="down.sh")
+    assert result.returncode == 0, result.stderr
+    calls = [c.split(" | ")[0] for c in calls_of(tmp_path)]
+    assert "pulumi destroy --yes --stack dev --non-interactive" in calls
+    assert "pulumi stack rm --yes --preserve-config --stack dev --non-interactive" in calls
+
+
+@pytest.mark.parametrize(("stack", "drains"), [("gke", False), ("eks", False), ("existing", True)])
+def test_down_drains_only_when_a_cluster_outlives_the_fleet(
+    project: Path, tmp_path: Path, stack: str, drains: bool
+) -> None:
+    """GKE and EKS clusters the stack created go whole, their objects with them: only a
+    stack with `existing` clusters holds its queues and waits before destroy."""
+    state = project / ".pulumi-state" / ".pulumi" / "stacks" / "multikueue-fleet"
+    state.mkdir(parents=True)
+    (state / f"{stack}.json").write_text("{}")
+    passphrase = {"PULUMI_CONFIG_PASSPHRASE": "x"}
+    result = run_up(project, tmp_path, stack, script="down.sh", env=passphrase)
+    assert result.returncode == 0, result.stderr
+    calls = [c.split(" | ")[0] for c in calls_of(tmp_path)]
+    assert any(c.startswith("pulumi stack output") for c in calls) == drains, calls
+    assert f"pulumi destroy --yes --stack {stack} --non-interactive" in calls
+
+
+def test_docker_not_running_is_a_clear_stop(project: Path, tmp_path: Path) -> None:
+    result = run_up(project, tmp_path, docker_ok=False)
+    assert result.returncode == 1
+    assert "Docker is installed but not running" in result.stderr
+    assert not any(c.startswith(("kind", "pulumi")) for c in calls_of(tmp_path))
+
+
+def test_invalid_stack_stops_before_docker_or_tools(project: Path, tmp_path: Path) -> None:
+    stack = project / "stacks" / "Pulumi.dev.yaml"
+    stack.write_text(stack.read_text().replace("name: worker2", "name: worker1"))
+    result = run_up(project, tmp_path)
+    assert result.returncode == 1
+    assert "duplicate cluster name 'worker1'" in result.stderr
+    # Only requirements.txt went into .venv (validate needs it); no tool was called.
+    assert [c for c in calls_of(tmp_path) if not c.startswith("venv -m pip")] == []
+
+
+def test_other_stacks_need_their_own_passphrase(project: Path, tmp_path: Path) -> None:
+    result = run_up(project, tmp_path, "ci")
+    assert result.returncode == 1
+    assert "set PULUMI_CONFIG_PASSPHRASE" in result.stderr
+    ok = run_up(project, tmp_path, "ci", env={"PULUMI_CONFIG_PASSPHRASE": "s3cret"})
+    assert ok.returncode == 0, ok.stderr
+    assert any(
+        c.startswith("pulumi stack select --create ci") and c.endswith("s3cret")
+        for c in calls_of(tmp_path)
+    )
+
+
+def test_dev_always_uses_the_passphrase_its_committed_salt_opens_with(
+    project: Path, tmp_path: Path
+) -> None:
+    """A passphrase exported for other stacks would meet the dev stack's committed salt
+    and Pulumi would stop with "incorrect passphrase"; the dev one is used, with a note."""
+    secret_file = tmp_path / "phrase"
+    secret_file.write_text("s3cret\n")
+    result = run_up(
+        project,
+        tmp_path,
+        env={
+            "PULUMI_CONFIG_PASSPHRASE": "s3cret",
+            "PULUMI_CONFIG_PASSPHRASE_FILE": str(secret_file),
+        },
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "the dev stack uses its documented passphrase" in result.stdout
+    # Every call on the stack (`pulumi version` comes before the backend is chosen).
+    on_stack = [c for c in calls_of(tmp_path) if c.startswith("pulumi ") and "file://" in c]
+    assert len(on_stack) >= 2, calls_of(tmp_path)
+    assert all(c.endswith("| multikueue-fleet-dev") for c in on_stack), on_stack
+    # Nothing to say when the environment already holds the dev passphrase.
+    again = run_up(project, tmp_path, env={"PULUMI_CONFIG_PASSPHRASE": "multikueue-fleet-dev"})
+    assert "documented passphrase" not in again.stdout
+
+
+def test_unknown_stack_lists_the_stacks(project: Path, tmp_path: Path) -> None:
+    result = run_up(project, tmp_path, "nope")
+    assert result.returncode == 1
+    assert "no stack file stacks/Pulumi.nope.yaml" in result.stderr
+    assert "dev" in result.stderr and "tas" in result.stderr
+
+
+def test_a_flow_style_cloud_stack_is_read_through_the_model(project: Path, tmp_path: Path) -> None:
+    """`{name: w, provider: gke}` is a gke cluster, not kind: with an image given, nothing
+    is built, so Docker is not asked for (it is not running here)."""
+    stack = yaml.safe_load((project / "stacks" / "Pulumi.gke.yaml").read_text())
+    stack["config"]["multikueue-fleet:dispatcher"] = {"image": "ghcr.io/example/dispatcher:v1"}
+    flow = project / "stacks" / "Pulumi.flow.yaml"
+    flow.write_text(yaml.safe_dump(stack, default_flow_style=True))
+    assert not re.search(r"^\s*provider:", flow.read_text(), re.M)  # what grep looked for
+    result = run_up(
+        project, tmp_path, "flow", docker_ok=False, env={"PULUMI_CONFIG_PASSPHRASE": "s3cret"}
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    calls = [c.split(" | ")[0] for c in calls_of(tmp_path)]
+    assert not any(c.startswith("docker") for c in calls)
+    assert "pulumi up --yes --stack flow --non-interactive" in calls
+    # A stack with GKE clusters gets the cloud SDKs in Pulumi's environment, before `up`.
+    cloud = next(i for i, c in enumerate(calls) if "-r requirements-cloud.txt" in c)
+    assert calls[cloud].startswith("venv -m pip install")
+    assert cloud < calls.index("pulumi up --yes --stack flow --non-interactive")
+
+
+def test_a_kind_stack_puts_no_cloud_sdk_in_pulumis_environment(
+    project: Path, tmp_path: Path
+) -> None:
+    """Pulumi fetches the plugin of every Pulumi package in the program's environment
+    (components/resources/program_env.py): for kind, requirements.txt alone goes there."""
+    result = run_up(project, tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    installs = [c for c in calls_of(tmp_path) if c.startswith("venv -m pip install")]
+    requirements = [c for c in installs if not c.endswith("--no-deps -e .")]
+    assert requirements and all(c.endswith("-r requirements.txt") for c in requirements), installs
+    # ... and the project itself, for the `mkf` command, without a dependency of its own.
+    assert [c for c in installs if c.endswith("--no-deps -e .")], installs
+    # This test's environment has them all (it stands in for .venv): up.sh says so, once.
+    assert result.stderr.count("note: .venv holds pulumi_aws, pulumi_eks, pulumi_gcp") == 1
+
+
+def test_docker_is_checked_when_a_cloud_stack_builds_the_image(
+    project: Path, tmp_path: Path
+) -> None:
+    result = run_up(
+        project, tmp_path, "gke", docker_ok=False, env={"PULUMI_CONFIG_PASSPHRASE": "s3cret"}
+    )
+    assert result.returncode == 1
+    assert "Docker is installed but not running" in result.stderr
+    assert not any(c.startswith("pulumi") for c in calls_of(tmp_path))
+
+
+def test_an_old_python_is_named_with_what_to_install(project: Path, tmp_path: Path) -> None:
+    old = tmp_path / "old" / "python3"
+    _fake(old, '[ "$1" = -V ] && echo "Python 3.10.12"\nexit 1\n')
+    result = run_up(project, tmp_path, env={"PYTHON": str(old)})
+    assert result.returncode == 1
+    assert "Python 3.11 or newer is needed; " in result.stderr
+    assert "Python 3.10.12" in result.stderr
+
+
+def test_a_broken_venv_is_rebuilt(project: Path, tmp_path: Path) -> None:
+    shutil.rmtree(project / ".venv")
+    _fake(project / ".venv" / "bin" / "python", "exit 1\n")  # a half-made environment
+    # `-m venv .venv` links the test's environment (every pin installed: no download).
+    python = tmp_path / "py" / "python3"
+    _fake(
+        python,
+        f'if [ "$1 $2" = "-m venv" ]; then ln -s {sys.prefix} "$3"; exit 0; fi\n'
+        f'exec {sys.executable} "$@"\n',
+    )
+    result = run_up(project, tmp_path, env={"PYTHON": str(python)})
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert ".venv is incomplete or too old: rebuilding it" in result.stdout
+    assert (project / ".venv").resolve() == Path(sys.prefix).resolve()
+
+
+@pytest.mark.parametrize("script", ["up.sh", "down.sh"])
+def test_help_prints_the_usage_and_touches_nothing(
+    project: Path, tmp_path: Path, script: str
+) -> None:
+    """`--help` once looked for a stack named `--help`."""
+    for flag in ("--help", "-h"):
+        result = run_up(project, tmp_path, flag, script=script)
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.startswith(f"usage: scripts/{script} [STACK]")
+    wrong = run_up(project, tmp_path, "--stak", "dev", script=script)
+    assert wrong.returncode == 2
+    assert f"error: unknown option --stak; usage: scripts/{script} [STACK]" in wrong.stderr
+    assert calls_of(tmp_path) == []
+
+
+def _system_path(tmp_path: Path, *leave_out: str) -> str:
+    """A PATH of this machine's system folders without `leave_out` (and without Go, which
+    lives elsewhere), whatever the machine has installed: every other command linked into
+    one folder, and python3 this interpreter."""
+    system = tmp_path / "system-bin"
+    system.mkdir()
+    for folder in ("/usr/local/bin", "/usr/bin", "/bin"):
+        for command in Path(folder).iterdir() if Path(folder).is_dir() else ():
+            target = system / command.name
+            if command.name not in (*leave_out, "go") and not target.exists():
+                target.symlink_to(command)
+    (system / "python3").unlink(missing_ok=True)
+    (system / "python3").symlink_to(sys.executable)
+    return str(system)
+
+
+@pytest.mark.parametrize(("stack", "plugin"), [("gke", "gke-gcloud-auth-plugin"), ("eks", "aws")])
+def test_a_cloud_stack_without_its_credential_plugin_stops_before_pulumi(
+    project: Path, tmp_path: Path, stack: str, plugin: str
+) -> None:
+    system = _system_path(tmp_path, plugin)
+    result = run_up(
+        project,
+        tmp_path,
+        stack,
+        env={"PULUMI_CONFIG_PASSPHRASE": "s3cret", "SYSTEM_PATH": system},
+        without=(plugin,),
+    )
+    assert result.returncode == 1, result.stdout + result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: this stack has") and plugin in last and "install" in last
+    assert not any(c.startswith("pulumi") for c in calls_of(tmp_path))
+
+
+def test_a_pinned_pulumi_on_path_is_used_over_an_older_one_in_the_tools_folder(
+    project: Path, tmp_path: Path
+) -> None:
+    """A stale CLI left in .tools/bin (an older pin) must not shadow the pinned one the
+    user has on PATH: every Pulumi call goes to the one on PATH."""
+    mine = tmp_path / "mine"
+    _fake(
+        mine / "pulumi",
+        FAKE_PULUMI.replace("LOG", str(tmp_path / "calls.log")).replace(
+            'echo "pulumi $*', 'echo "mine $*'
+        ),
+    )
+    _fake(tmp_path / "tools" / "pulumi", 'echo "stale $*" >> ' + str(tmp_path / "calls.log")
+          + '\n[ "$1" = version ] && echo v3.200.0\nexit 0\n')  # fmt: skip
+    result = run_up(
+        project,
+        tmp_path,
+        in_tools=("kind",),
+        tools_on_path=False,
+        env={"SYSTEM_PATH": f"{mine}:{os.environ['PATH']}"},
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"Pulumi CLI v3.274.1: {mine / 'pulumi'}" in result.stdout
+    calls = calls_of(tmp_path)
+    assert any(c.startswith("mine up --yes --stack dev") for c in calls), calls
+    assert not [c for c in calls if c.startswith("stale") and not c.startswith("stale version")]
+
+
+def _unreachable_releases(tmp_path: Path) -> None:
+    _fake(tmp_path / "bin" / "curl",
+          'echo "curl: (6) Could not resolve host: github.com" >&2\nexit 6\n')  # fmt: skip
+
+
+def test_without_the_release_download_or_go_kind_is_one_line_with_the_fix(
+    project: Path, tmp_path: Path
+) -> None:
+    _unreachable_releases(tmp_path)
+    result = run_up(project, tmp_path, in_tools=("pulumi",),
+                    env={"SYSTEM_PATH": _system_path(tmp_path, "kind")})  # fmt: skip
+    assert result.returncode == 1, result.stdout + result.stderr
+    line = result.stderr.strip().splitlines()[-1]
+    assert [x for x in result.stderr.splitlines() if x.startswith("error:")] == [line]
+    assert line.startswith("error: kind: the release download failed (curl: (6) Could not")
+    assert "Go is not installed" in line and "install Go" in line and "on PATH" in line
+    assert not any(c.startswith("pulumi up") for c in calls_of(tmp_path))
+
+
+def test_without_the_release_download_kind_and_pulumi_are_built_from_their_modules(
+    project: Path, tmp_path: Path
+) -> None:
+    """Behind a firewall with Go: `python -m loopback build` makes kind and the Pulumi CLI
+    (with its language host and kubernetes provider) into the tools folder, and up goes on."""
+    _unreachable_releases(tmp_path)
+    _fake(tmp_path / "bin" / "go", "exit 0\n")
+    built = tmp_path / "built"
+    log = tmp_path / "calls.log"
+    _fake(built / "kind", FAKE_KIND.replace("LOG", str(log)))
+    _fake(built / "pulumi", FAKE_PULUMI.replace("LOG", str(log)))
+    for plugin in ("pulumi-language-python", "pulumi-resource-kubernetes"):
+        _fake(built / plugin, "exit 0\n")
+    result = run_up(project, tmp_path, in_tools=(),
+                    env={"SYSTEM_PATH": _system_path(tmp_path, "kind", "pulumi"),
+                         "FAKE_BUILT": str(built)})  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    calls = calls_of(tmp_path)
+    tools = tmp_path / "tools"
+    assert f"build kind into {tools}" in calls
+    assert f"build pulumi pulumi-language-python pulumi-resource-kubernetes into {tools}" in calls
+    assert "building it from its Go module" in result.stdout
+    assert any(c.startswith("pulumi up --yes --stack dev") for c in calls)
+
+
+def test_the_test_script_stops_at_once_without_zsh(project: Path, tmp_path: Path) -> None:
+    """The completion tests run in zsh: without it, one line before anything is built."""
+    result = subprocess.run(
+        ["bash", str(project / "scripts" / "test.sh")],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+        env={"PATH": _system_path(tmp_path, "zsh"), "HOME": str(tmp_path)},
+    )
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert result.stdout == ""
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("error: zsh is not installed") and "apt-get install zsh" in line
+    assert not (project / ".venv-dev").exists()
+
+
+def test_a_providers_traceback_in_pulumi_up_is_one_line_and_up_fails(
+    project: Path, tmp_path: Path
+) -> None:
+    failure = "\n".join([
+        "    error: Exception calling application: Traceback (most recent call last):",
+        '      File "/p/components/resources/kind.py", line 120, in create',
+        "        run([kind, 'create', 'cluster'])",
+        "    components.resources.commands.CommandFailed: kind create cluster failed: no space",
+    ])  # fmt: skip
+    result = run_up(project, tmp_path, env={"FAKE_UP_FAILS": failure})
+    assert result.returncode != 0, result.stdout
+    assert "    error: kind create cluster failed: no space" in result.stdout
+    assert "Traceback" not in result.stdout + result.stderr
+    assert "The fleet is up" not in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (
+            ["--tier", "nope"],
+            "error: --tier nope: no such tier; choose unit, emulated, real or kind",
+        ),
+        (["--tier"], "error: --tier needs one of: unit emulated real kind"),
+    ],
+)
+def test_the_test_script_names_a_wrong_tier_in_one_line(
+    project: Path, tmp_path: Path, args: list[str], says: str
+) -> None:
+    result = subprocess.run(
+        ["bash", str(project / "scripts" / "test.sh"), *args],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+        env={"PATH": _system_path(tmp_path), "HOME": str(tmp_path)},
+    )
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stderr.splitlines() == [says] and result.stdout == ""
+    assert not (project / ".venv-dev").exists()
+
+
+def test_the_test_scripts_help_names_the_fast_command(project: Path, tmp_path: Path) -> None:
+    result = subprocess.run(
+        ["bash", str(project / "scripts" / "test.sh"), "--help"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "bash scripts/test.sh --fast" in result.stdout
+    assert "--tier real" in result.stdout
