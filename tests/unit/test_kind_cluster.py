@@ -249,3 +249,24 @@ def test_a_provider_an_older_state_holds_loads_in_the_provider_host(module: str,
     assert loaded.returncode == 0, loaded.stderr
     home = "components.resources.clusters" if name == "KindClusterProvider" else None
     assert loaded.stdout.split() == [home or "components.resources.providers", name, "True"]
+
+
+def test_a_slow_docker_is_asked_again_for_its_cgroup_version(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Taking a slow `docker info` for no Docker left 1.35+ kubelets on a cgroup v1 host
+    without failCgroupV1: false: every kind node failed to start (seen on a loaded CI host)."""
+    answers: list[str | Exception] = []
+
+    def docker(args: list[str], timeout: float = 0) -> str:
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    monkeypatch.setattr(clusters, "run", docker)
+    answers[:] = [CommandFailed("`docker info` did not finish in 30s"), "1\n"]
+    assert clusters.docker_cgroup_v1() is True
+    answers[:] = [CommandFailed("`docker info` failed (exit 1):\nCannot connect"), "1\n"]
+    assert clusters.docker_cgroup_v1() is False  # no Docker: asked once
+    assert answers == ["1\n"]
