@@ -95,13 +95,11 @@ def credential_command_problem(
     )
 
 
-def _named(config: dict[str, Any], section: str, name: Any) -> dict[str, Any]:
-    """The `cluster` or `user` body of the entry `name` of a kubeconfig list ({} if none)."""
-    for entry in config.get(f"{section}s") or []:
-        if isinstance(entry, dict) and entry.get("name") == name:
-            body = entry.get(section)
-            return body if isinstance(body, dict) else {}
-    return {}
+def _body(reduced: dict[str, Any], section: str) -> dict[str, Any]:
+    """The body of the one `cluster` or `user` a reduced kubeconfig holds ({} if none)."""
+    entry = next(iter(reduced.get(f"{section}s") or []), {})
+    body = entry.get(section)
+    return body if isinstance(body, dict) else {}
 
 
 def kubeconfig_problems(c: ClusterSpec) -> Iterator[Problem]:
@@ -119,16 +117,19 @@ def kubeconfig_problems(c: ClusterSpec) -> Iterator[Problem]:
     if not path.exists() and not path.is_symlink():
         return
     try:
-        config = yaml.safe_load(read_kubeconfig_file(path))
-    except (ValueError, yaml.YAMLError) as exc:
+        text = read_kubeconfig_file(path)
+    except ValueError as exc:
         yield Problem(where, f"the kubeconfig {path} cannot be used: {exc}", KUBECONFIG_FILE_FIX)
         return
-    context = _named(config, "context", c.existing.context)
-    if not context:
-        return
+    try:
+        # The context with its cluster and user alone, as the stack keeps it.
+        reduced = yaml.safe_load(reduce_to_context(text, c.existing.context))
+    except ValueError:
+        return  # a missing context is context_problem's to say
     folder = path.resolve().parent
-    cluster_name, user_name = context.get("cluster"), context.get("user")
-    cluster, user = _named(config, "cluster", cluster_name), _named(config, "user", user_name)
+    names = reduced["contexts"][0]["context"]
+    cluster_name, user_name = names.get("cluster"), names.get("user")
+    cluster, user = _body(reduced, "cluster"), _body(reduced, "user")
     said = f"the kubeconfig {path}: cluster '{cluster_name}'"
     if not cluster.get("server"):
         yield Problem(where, f"{said} has no server", "add the cluster's `server: https://...`")
