@@ -19,17 +19,20 @@ import ssl
 import sys
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
-from kubernetes_asyncio import client, config
 
-from controller.app import explain_answers, run
-from controller.explain import NotFound, dispatcher_line, one_line, text
-from controller.kube import ApiError, Kube
 from controller.settings import Settings, SettingsError, load_settings
 from controller.terminal import common_flags, flag, quietly_on_broken_pipe, seconds
 from controller.typed import LABEL_PATTERN, SUBDOMAIN_PATTERN
+
+if TYPE_CHECKING:
+    from controller.kube import ApiError, Kube
+
+# The Kubernetes client (kubernetes_asyncio, aiohttp: most of a second to import) and what
+# uses it are imported where a command connects: `mkf` builds this parser for every one of
+# its commands, `mkf --version` and `mkf validate` included.
 
 # How long `explain` and `run` wait for the manager's first answer before saying it
 # cannot be reached: a few seconds, not the 30 s of a whole request.
@@ -114,6 +117,10 @@ class DaemonThreads(concurrent.futures.ThreadPoolExecutor):
 async def _from_kubeconfig(paths: str, source: str) -> Kube:
     """The manager from a kubeconfig (`paths` may list several, joined as KUBECONFIG joins
     them; the client merges them as kubectl does and resolves relative file paths)."""
+    from kubernetes_asyncio import client, config
+
+    from controller.kube import Kube
+
     listed = [p for p in paths.split(os.pathsep) if p]
     if not any(Path(p).expanduser().is_file() for p in listed):
         raise StartError(
@@ -163,6 +170,10 @@ async def connect(kubeconfig: str | None) -> tuple[Kube, str]:
     """The manager, and how it was found: --kubeconfig, else $KUBECONFIG, else the
     in-cluster service account, else ~/.kube/config (kubectl's order, with the pod's own
     identity before a home directory a container does not have)."""
+    from kubernetes_asyncio import client, config
+
+    from controller.kube import Kube
+
     if kubeconfig:
         return await _from_kubeconfig(kubeconfig, "--kubeconfig"), f"--kubeconfig {kubeconfig}"
     from_env = os.environ.get("KUBECONFIG", "")
@@ -195,6 +206,8 @@ def _reason(exc: ApiError) -> str:
 async def reach(manager: Kube, found: str, seconds: float = CONNECT_SECONDS) -> None:
     """One cheap request (/version), bounded in time: a wrong address or a closed port is
     said at once, not after every watch has timed out."""
+    from controller.kube import ApiError
+
     url = manager.api.configuration.host
     try:
         await asyncio.wait_for(manager.request("GET", "/version", timeout=seconds), seconds)
@@ -224,6 +237,8 @@ async def reach(manager: Kube, found: str, seconds: float = CONNECT_SECONDS) -> 
 
 
 async def _run(args: argparse.Namespace, settings: Settings) -> int:
+    from controller.app import run
+
     asyncio.get_running_loop().set_default_executor(DaemonThreads())
     manager, found = await connect(args.kubeconfig)
     try:
@@ -239,6 +254,9 @@ async def _run(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def _explain(args: argparse.Namespace, settings: Settings) -> int:
+    from controller.app import explain_answers
+    from controller.explain import NotFound, dispatcher_line, one_line, text
+
     asyncio.get_running_loop().set_default_executor(DaemonThreads())
     manager, found = await connect(args.kubeconfig)
     try:

@@ -49,6 +49,22 @@ class FleetError(Exception):
     """A one-line reason the command cannot go on, saying what to do."""
 
 
+# Marks a state folder as one `up` made: `down` removes it whole, so `up` writes only into a
+# new or empty folder, or one it marked before (a failed `up` leaves its logs there).
+MARK = ".loopback-state"
+
+
+def claim(state: Path) -> None:
+    """Refuses a state folder that holds files `up` did not put there."""
+    if state.exists() and not state.is_dir():
+        raise FleetError(f"--state {state}: a file, not a folder; give a new or empty folder")
+    if state.is_dir() and any(state.iterdir()) and not (state / MARK).exists():
+        raise FleetError(
+            f"--state {state}: a folder with files of its own, which `down` would remove with "
+            "the fleet's state; give a new or empty folder"
+        )
+
+
 def read_record(state: Path) -> dict[str, Any] | None:
     try:
         return json.loads((state / RECORD).read_text())
@@ -192,12 +208,14 @@ def up(
         raise FleetError(
             f"a loopback fleet is already up in {state}: run `python -m loopback down` first"
         )
+    claim(state)
     if spec is None:
         spec, _ = load_stack(stack if stack.endswith(".yaml") else str(stack_path(stack)))
     binaries = toolchain.require(list(toolchain.CONTROL_PLANE))
     operators: dict[str, list[OperatorProcess]] = {}
     manifest = fetch(kueue_bundle(spec.kueue.version).url)
     state.mkdir(parents=True, exist_ok=True)
+    (state / MARK).touch()
     record: dict[str, Any] = {"stack": spec.stack or stack, "clusters": {}, "processes": []}
     planes: list[ControlPlane] = []
     try:

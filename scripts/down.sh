@@ -50,10 +50,8 @@ checkpoints_for "$PROVIDERS"
 pulumi destroy --yes --stack "$STACK" --non-interactive 2>&1 | .venv/bin/python -m components.cli.pulumi_output
 pulumi stack rm --yes --preserve-config --stack "$STACK" --non-interactive
 # The kubeconfigs and summary up.sh wrote for this stack (credentials of clusters that are
-# gone); another stack's are left alone.
-if [ -f .fleet/summary.json ] && .venv/bin/python -c 'import json, sys; sys.exit(json.load(open(".fleet/summary.json")).get("stack") != sys.argv[1])' "$STACK"; then
-  rm -rf .fleet/kubeconfigs .fleet/summary.json
-  rmdir .fleet 2>/dev/null || true
-  echo "Removed .fleet/ (the kubeconfigs and summary of stack '$STACK')."
+# gone), and nothing else: another stack's, or a file of yours in .fleet/, stays.
+if .venv/bin/python -c 'import sys; from pathlib import Path; from components.cli.automation import forget_fleet_dir; sys.exit(not forget_fleet_dir(Path(".fleet"), sys.argv[1]))' "$STACK"; then
+  echo "Removed from .fleet/ the kubeconfigs and summary of stack '$STACK'."
 fi
 echo "Stack '$STACK' is gone; stacks/Pulumi.${STACK}.yaml is kept."

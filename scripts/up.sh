@@ -124,8 +124,11 @@ pulumi up --yes --stack "$STACK" --non-interactive 2>&1 | .venv/bin/python -m co
 pulumi stack output --json --show-secrets --stack "$STACK" \
   | .venv/bin/python -c 'import json, sys; from pathlib import Path; from components.cli.automation import write_fleet_dir; write_fleet_dir(Path(".fleet"), sys.argv[1], json.load(sys.stdin))' "$STACK"
 echo
-echo "The fleet is up. Check it with:"
+echo "The fleet is up. Its tools and kubeconfigs in your shell (kubectl, pulumi, mkf):"
+echo "  eval \"\$(.venv/bin/mkf env $STACK)\""
+echo "Then check it with:"
 pulumi stack output checks --stack "$STACK" --json \
   | .venv/bin/python -c 'import json, sys; print("\n".join("  " + c for c in json.load(sys.stdin)))'
-echo "Kubeconfigs: .fleet/kubeconfigs/ (is it ready: .venv/bin/mkf status)"
+echo "  mkf status"
+echo "Kubeconfigs: .fleet/kubeconfigs/"
 echo "Tear it down: scripts/down.sh $STACK"

@@ -38,7 +38,11 @@ from components.objects.kubeconfig import (
     existing_kubeconfig_path,
     kueue_rejections,
 )
-from components.objects.kueue_config import plugin_image_problems, pods_ready_problems
+from components.objects.kueue_config import (
+    plugin_image_problems,
+    plugin_path_problems,
+    pods_ready_problems,
+)
 from components.objects.kueue_install import plugin_mount
 from controller.policy_api import MAX_SELECTOR_LABELS
 
@@ -563,6 +567,7 @@ def cluster_profile_mode(spec: FleetSpec) -> Iterator[Problem]:
             "use pluginMount: initContainer (or auto, which picks it)",
         )
     yield from plugin_image_problems(spec, plugin_mount(spec, spec.manager))
+    yield from plugin_path_problems(spec, plugin_mount(spec, spec.manager))
     if mounts and cp.plugin_mount == "customImage" and not cp.kueue_image:
         yield _error(
             "credentials.clusterProfile.kueueImage",

@@ -386,6 +386,29 @@ def write_fleet_dir(out: Path, name: str, outputs: Mapping[str, Any]) -> dict[st
     return summary
 
 
+def forget_fleet_dir(out: Path, name: str) -> bool:
+    """Removes what write_fleet_dir wrote under `out` for stack `name`: the kubeconfigs its
+    summary lists and the summary, then the folders if that left them empty. A file of
+    anyone else's there stays; another stack's fleet is not touched (False)."""
+    summary_file = out / "summary.json"
+    try:
+        summary = json.loads(summary_file.read_text())
+    except (OSError, ValueError):
+        return False
+    if not isinstance(summary, dict) or summary.get("stack") != name:
+        return False
+    folder = (out / "kubeconfigs").resolve()
+    for cluster in summary.get("clusters") or []:
+        path = (out / str(cluster.get("kubeconfig", ""))).resolve()
+        if path.parent == folder:  # never a path the summary points elsewhere
+            path.unlink(missing_ok=True)
+    summary_file.unlink()
+    for empty in (out / "kubeconfigs", out):
+        with contextlib.suppress(OSError):
+            empty.rmdir()
+    return True
+
+
 class Driver:
     def __init__(
         self,
@@ -509,11 +532,16 @@ class Driver:
     def _write_config(self, name: str, values: dict[str, Any]) -> Path:
         """Moves what `stack init` wrote into stacks/ (its salt) out, with the config added."""
         in_stacks = self.options.project / "stacks" / f"Pulumi.{name}.yaml"
-        settings: dict[str, Any] = {}
-        if in_stacks.exists():
-            settings = yaml.safe_load(in_stacks.read_text()) or {}
-        settings["config"] = {f"{PROJECT}:{key}": value for key, value in values.items()}
         path = self.config_file(name)
+        settings: dict[str, Any] = {}
+        # A new stack's salt is in what `stack init` wrote; a stack updated in place (`up
+        # --name` of a fleet that exists) keeps the one its config file has, or Pulumi would
+        # make a new salt and the state's secrets would no longer open.
+        for written in (in_stacks, path):
+            if written.exists():
+                settings = yaml.safe_load(written.read_text()) or {}
+                break
+        settings["config"] = {f"{PROJECT}:{key}": value for key, value in values.items()}
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(yaml.safe_dump(settings, sort_keys=False))
         in_stacks.unlink(missing_ok=True)

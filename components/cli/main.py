@@ -399,7 +399,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         if args.stack:
             fleet = read_stack_outputs(args.stack, _project_dir())
         else:
-            fleet = read_fleet_dir(Path(args.dir))
+            fleet = read_fleet_dir(_fleet_dir(args))
     except FleetDirError as exc:
         raise CliError(str(exc)) from None
     kubeconfigs, roles, installs = fleet.kubeconfigs, fleet.roles, fleet.installs
@@ -507,6 +507,28 @@ def cmd_reader_access(args: argparse.Namespace) -> int:
     return SAME
 
 
+def _fleet_dir(args: argparse.Namespace) -> Path:
+    """--dir as given, else the .fleet of the project the command stands in."""
+    if args.dir:
+        return Path(args.dir)
+    from components.model.project import project_root
+
+    return project_root() / ".fleet"
+
+
+def cmd_env(args: argparse.Namespace) -> int:
+    """The shell lines for a fleet `up` wrote, to eval."""
+    from components.cli.shell_env import ShellEnvError, exports
+    from components.model.project import project_root
+
+    try:
+        lines = exports(project_root(), _fleet_dir(args).resolve(), args.stack)
+    except ShellEnvError as exc:
+        raise CliError(str(exc)) from None
+    print("\n".join(lines))
+    return SAME
+
+
 def _output_flag(parser: argparse.ArgumentParser, what: str) -> None:
     parser.add_argument(
         "-o",
@@ -592,7 +614,7 @@ def configure(parser: argparse.ArgumentParser) -> argparse._SubParsersAction:
     )
     _output_flag(r, "with --diff, the changes per cluster")
     st = command("status", cmd_status, "is the fleet ready? (exit 1 when not)")
-    st.add_argument("--dir", default=".fleet", help="the directory `up` wrote (default .fleet)")
+    st.add_argument("--dir", help="the directory `up` wrote (default: the project's .fleet)")
     st.add_argument(
         "--stack",
         metavar=STACK_METAVAR,
@@ -647,6 +669,16 @@ def configure(parser: argparse.ArgumentParser) -> argparse._SubParsersAction:
             )
         if name == "run":
             p.add_argument("command_args", nargs=argparse.REMAINDER, metavar="-- COMMAND [ARGS]")
+    en = command(
+        "env",
+        cmd_env,
+        'shell settings for a fleet up brought up: eval "$(mkf env dev)" (KUBECONFIG, '
+        "PATH, the Pulumi backend)",
+    )
+    en.add_argument(
+        "stack", nargs="?", metavar="STACK", help="the stack the fleet must be (e.g. dev)"
+    )
+    en.add_argument("--dir", help="the directory `up` wrote (default: the project's .fleet)")
     ra = command(
         "reader-access",
         cmd_reader_access,
@@ -682,12 +714,30 @@ def _usage_problem(args: argparse.Namespace) -> str | None:
 PROJECT_COMMANDS = frozenset({"validate", "render", "up", "run", "down", "preview"})
 
 
+def _explain_the_fleet_up_wrote(args: argparse.Namespace) -> None:
+    """`mkf controller explain` with no --kubeconfig, KUBECONFIG or in-cluster identity
+    asks the manager of the fleet `up` wrote in this project's .fleet, saying so, before
+    ~/.kube/config (which `up` never writes to)."""
+    if args.command != "explain" or getattr(args, "kubeconfig", None):
+        return
+    if os.environ.get("KUBECONFIG") or os.environ.get("KUBERNETES_SERVICE_HOST"):
+        return
+    from components.cli.shell_env import fleet_manager_kubeconfig
+    from components.model.project import project_root
+
+    found = fleet_manager_kubeconfig(project_root() / ".fleet")
+    if found is not None:
+        args.kubeconfig = str(found)
+        print(f"note: asking the manager of the fleet up wrote ({found})", file=sys.stderr)
+
+
 def dispatch(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """Runs a parsed command: every error ends as one line on stderr, never a traceback
     (--debug shows one for an unexpected error)."""
     problem = _usage_problem(args)
     if problem:
         parser.error(problem)
+    _explain_the_fleet_up_wrote(args)
     if args.command in PROJECT_COMMANDS and not flag(args, "quiet"):
         from components.model.project import where_note
 

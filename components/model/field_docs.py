@@ -227,8 +227,12 @@ FIELD_DOCS: dict[str, str] = {
     "ClusterProfileSettings.pluginMount": "How the plugin gets into Kueue's pod: `auto` "
     "(image volume on Kubernetes 1.35+, else an init container), `initContainer`, "
     "`imageVolume` or `customImage`.",
-    "ClusterProfileSettings.pluginImage": "The access-provider plugin's image.",
-    "ClusterProfileSettings.pluginPath": "Where the plugin binary is inside Kueue's pod.",
+    "ClusterProfileSettings.pluginImage": "The access-provider plugin's image. With "
+    "`initContainer` it needs `sh` and `cp`; the copy runs as Kueue's user (65532), so "
+    "the plugin file must be readable by others.",
+    "ClusterProfileSettings.pluginPath": "Where the plugin binary is inside Kueue's pod: "
+    "under `/plugins` with `imageVolume` and `initContainer` (the image's `/bin/NAME` is "
+    "`/plugins/bin/NAME`).",
     "ClusterProfileSettings.accessProvider": "The access provider's name in Kueue's config "
     "and the ClusterProfiles.",
     "ClusterProfileSettings.kueueImage": "With `pluginMount: customImage`: a Kueue image "

@@ -15,6 +15,7 @@ from components.model.spec import ClusterSpec, FleetSpec
 from components.model.versions import (
     KUEUE_PLUGIN_DOCKERFILE,
     SECRETREADER_PLUGIN_IMAGE,
+    SECRETREADER_PLUGIN_PATH,
     SHELL_LESS_PLUGIN_IMAGES,
 )
 from components.objects.labels import KUEUE_NAMESPACE, metadata
@@ -22,6 +23,8 @@ from components.objects.manifests import yaml_text
 
 CONFIG_MAP = "kueue-manager-config"
 CONFIG_KEY = "controller_manager_config.yaml"
+# Where the access-provider plugin's volume is mounted in Kueue's pod.
+PLUGIN_ROOT = "/plugins"
 # On the kueue-controller-manager pod template: Kueue reads its Configuration (mounted with
 # subPath, which a ConfigMap update never reaches) and its gate flags only at start, so a
 # change of either must change the template, which rolls the Deployment.
@@ -269,6 +272,38 @@ def pods_ready_problems(spec: FleetSpec) -> list[Problem]:
                 "nothing to do; set kueue.waitForPodsReady.onManager to false to acknowledge "
                 "it and not see this again",
                 "note",
+            )
+        ]
+    return []
+
+
+def plugin_path_problems(spec: FleetSpec, mount: str | None) -> list[Problem]:
+    """Kueue execs pluginPath as written (the ClusterProfile access provider's `command`,
+    cluster-inventory-api v0.1.3 pkg/access/config.go): it must name a file, written plainly,
+    and where the plugin arrives in a volume (imageVolume, initContainer) a file inside the
+    folder that volume is mounted at, or Kueue finds nothing there."""
+    path = spec.credentials.cluster_profile.plugin_path
+    where = "credentials.clusterProfile.pluginPath"
+    parts = path.split("/")[1:]
+    if path.endswith("/") or any(p in ("", ".", "..") for p in parts):
+        return [
+            Problem(
+                where,
+                f"'{path}' does not name a file plainly (a trailing '/', an empty, '.' or '..' "
+                "segment): Kueue runs the path as written",
+                f"write the plugin binary's path without them, e.g. {SECRETREADER_PLUGIN_PATH}",
+            )
+        ]
+    if mount in ("imageVolume", "initContainer") and (
+        not path.startswith(f"{PLUGIN_ROOT}/") or path == f"{PLUGIN_ROOT}/"
+    ):
+        return [
+            Problem(
+                where,
+                f"'{path}' is outside {PLUGIN_ROOT}, where the plugin's {mount} is mounted in "
+                "Kueue's pod, so Kueue would find no plugin there",
+                f"give the path under {PLUGIN_ROOT} (the image's /bin/NAME is "
+                f"{PLUGIN_ROOT}/bin/NAME), e.g. {SECRETREADER_PLUGIN_PATH}",
             )
         ]
     return []

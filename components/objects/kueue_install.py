@@ -14,6 +14,7 @@ from components.model.versions import IMAGE_VOLUME_MIN_KUBERNETES
 from components.objects.kueue_config import (
     CONFIG_KEY,
     CONFIG_MAP,
+    PLUGIN_ROOT,
     config_map,
     feature_gate_args,
     kueue_pod_annotations,
@@ -23,7 +24,7 @@ from components.objects.manifests import documents
 KUEUE_DEPLOYMENT = "kueue-controller-manager"
 KUEUE_CONTAINER = "manager"
 PLUGIN_VOLUME = "access-provider-plugins"
-PLUGIN_ROOT = "/plugins"
+KUEUE_USER = 65532  # the user Kueue v0.19.2 image runs as (its Dockerfile: USER 65532:65532)
 
 
 def plugin_mount(spec: FleetSpec, cluster: ClusterSpec) -> str | None:
@@ -82,7 +83,15 @@ def _edit_manager(deployment: dict[str, Any], spec: FleetSpec, cluster: ClusterS
             "image": cp.plugin_image,
             "command": ["sh", "-c", f"mkdir -p {target} && cp {source} {target}/"],
             "volumeMounts": [{"name": PLUGIN_VOLUME, "mountPath": PLUGIN_ROOT}],
+            # Kueue's pod runs with runAsNonRoot (config/components/manager/manager.yaml,
+            # v0.19.2), so an image whose user is root (most images with a shell) would
+            # not start: the copy runs as the user Kueue's own image runs as (distroless
+            # nonroot), which then owns the copy. The plugin file must be readable by it.
             "securityContext": {
+                "runAsNonRoot": True,
+                "runAsUser": KUEUE_USER,
+                "runAsGroup": KUEUE_USER,
+                "readOnlyRootFilesystem": True,
                 "allowPrivilegeEscalation": False,
                 "capabilities": {"drop": ["ALL"]},
             },

@@ -46,7 +46,7 @@ from components.objects import dispatcher
 from components.objects.fleet import bundles, cluster_objects
 from components.objects.kind_config import fit_kind_node
 from components.objects.kubeconfig import context_cluster, with_host_context, worker_kubeconfig
-from components.objects.kueue_install import kueue_objects
+from components.objects.kueue_install import KUEUE_DEPLOYMENT, kueue_objects
 from components.objects.labels import KUEUE_NAMESPACE, with_fleet_labels
 from components.objects.manifests import yaml_text
 from components.objects.multikueue import manager_multikueue_objects
@@ -63,7 +63,11 @@ from components.resources.drain import DRAIN_TIMEOUT, QueueDrain
 from components.resources.existing_kueue import ExistingKueue
 from components.resources.immutable import ImmutableFields, guarded_fields
 from components.resources.kube_objects import KubeObject, ObjectSet, with_deploy_time_values
-from components.resources.kueue_webhooks import PROBE_TIMEOUT, KueueWebhookProbe
+from components.resources.kueue_webhooks import (
+    PROBE_TIMEOUT,
+    KueueWebhookProbe,
+    pod_template_digest,
+)
 from components.resources.providers import (
     IMAGE_PLATFORM,
     ControllerImage,
@@ -241,6 +245,7 @@ class KueueInstall(pulumi.ComponentResource):
                 "cluster": handle.identity,
                 "cluster_name": cluster.name,
                 "version": spec.kueue.version,
+                "pod_template": pod_template_digest(objs, KUEUE_DEPLOYMENT),
                 "timeout": PROBE_TIMEOUT,
             },
             pulumi.ResourceOptions(

@@ -13,12 +13,14 @@ connections, so verify the webhook path itself"): a server-side dry-run create o
 ResourceFlavor, which goes through Kueue's mutating and validating ResourceFlavor webhooks
 and stores nothing, repeated until it succeeds.
 
-The probe runs when the resource is created: on the first `up`, and again when the cluster
-or the Kueue version changes (an upgrade restarts Kueue). An unchanged stack leaves it
-alone."""
+The probe runs when the resource is created: on the first `up`, and again whenever Kueue
+restarts because of the stack: another cluster, another Kueue version, or any change to
+Kueue's pod template (its configuration's start-up hash, feature gates, the plugin's
+mount), which rolls out new pods with the same race. An unchanged stack leaves it alone."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from collections.abc import Callable
@@ -52,6 +54,16 @@ def _reason(exc: Exception) -> str:
     message = status.get("message") if isinstance(status, dict) else None
     first = (message or text).strip().splitlines()
     return first[0][:300] if first else type(exc).__name__
+
+
+def pod_template_digest(objects: list[dict[str, Any]], deployment: str) -> str:
+    """What a change of restarts Kueue: the sha256 of its Deployment's pod template as the
+    stack renders it (a template that changes rolls out new pods)."""
+    for obj in objects:
+        if obj.get("kind") == "Deployment" and obj["metadata"].get("name") == deployment:
+            template = json.dumps(obj["spec"]["template"], sort_keys=True)
+            return hashlib.sha256(template.encode()).hexdigest()
+    return ""
 
 
 def probe_webhooks(
@@ -113,9 +125,11 @@ class KueueWebhookProbeProvider(ResourceProvider):
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         # Probed again for another cluster (known by its identity where it has one, so new
-        # credentials for the same cluster are not another cluster) or another Kueue.
+        # credentials for the same cluster are not another cluster), another Kueue, or a
+        # Kueue restarted by a new pod template.
         cluster = "cluster" if olds.get("cluster") and news.get("cluster") else "kubeconfig"
-        replaces = [k for k in (cluster, "cluster_name", "version") if olds.get(k) != news.get(k)]
+        keys = (cluster, "cluster_name", "version", "pod_template")
+        replaces = [k for k in keys if olds.get(k) != news.get(k)]
         return DiffResult(changes=bool(replaces), replaces=replaces)
 
     def delete(self, _id: str, _props: dict[str, Any]) -> None:

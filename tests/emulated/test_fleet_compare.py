@@ -2,7 +2,7 @@
 the workers' quotas and queue settings read back from their ClusterQueues, the switch
 between Kueue's built-in dispatchers and ours (and back to the stack's), the dispatcher's
 cost read from its metrics, and the table. The runs themselves are the kind tier's
-(tests/kind/test_kind_fleet_bench.py)."""
+(tests/kind/test_kind_tier.py, on the dev fleet)."""
 
 from __future__ import annotations
 
@@ -134,6 +134,12 @@ def test_the_dispatchers_cost_is_read_from_its_own_metrics() -> None:
 
     found = fleet_compare.usage_of(generate_latest(Metrics().registry).decode())
     assert found["cpu"] > 0 and found["rss"] > 2**20
+
+
+def test_worker_cores_sizes_the_stream_for_every_worker_alike() -> None:
+    quotas = {"worker1": 4.0, "worker2": 4.0}
+    assert fleet_compare.sized(quotas, None) == quotas
+    assert fleet_compare.sized(quotas, 1.0) == {"worker1": 1.0, "worker2": 1.0}
 
 
 def test_a_fleet_folder_without_the_kubeconfigs_says_which_folder(tmp_path: Path) -> None:

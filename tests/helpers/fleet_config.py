@@ -12,6 +12,8 @@ from components.checks.validate import validate
 from components.model.problems import Problem
 from components.model.spec import FleetSpec, load_spec
 from components.objects.fleet import ClusterObjects, build_fleet
+from components.objects.kueue_config import CONFIG_KEY, CONFIG_MAP
+from components.objects.kueue_install import KUEUE_CONTAINER, KUEUE_DEPLOYMENT
 
 BASE: dict[str, Any] = {
     "manager": {"name": "manager", "provider": "kind"},
@@ -129,3 +131,20 @@ def as_deployed(text: str) -> str:
         if profile.get("certificateAuthorityData", "").startswith("<secret: "):
             profile["certificateAuthorityData"] = base64.b64encode(PEM.encode()).decode()
     return yaml.safe_dump(settings)
+
+
+# The two objects of Kueue's release manifest that the fleet edits (its ConfigMap and its
+# Deployment), as small as kueue_objects takes: the unit tier's stand-in for the release.
+KUEUE_SKELETON = f"""apiVersion: v1
+kind: ConfigMap
+metadata: {{name: {CONFIG_MAP}, namespace: kueue-system}}
+data: {{{CONFIG_KEY}: ""}}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: {KUEUE_DEPLOYMENT}, namespace: kueue-system}}
+spec:
+  template:
+    spec:
+      containers: [{{name: {KUEUE_CONTAINER}, image: kueue, args: []}}]
+"""

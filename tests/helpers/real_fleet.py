@@ -12,7 +12,7 @@ import shutil
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +34,7 @@ from loopback import fleet as loopback_fleet
 from loopback.client import Client
 from loopback.controlplane import ADMIN, ControlPlane
 from loopback.fleet import cluster_crds
-from loopback.kueue import VISIBILITY_CERT_DIR, Kueue, ensure_visibility_certs
+from loopback.kueue import VISIBILITY_CERT_DIR, Kueue, ensure_visibility_certs, split_install
 from loopback.processes import log_tail, others_running, stop_all
 from tests.helpers.ambient import as_a_user
 from tests.helpers.upstream_data import real_kueue_manifest, why_missing
@@ -97,6 +97,12 @@ def spec_of(stack: str) -> FleetSpec:
     return spec
 
 
+def kueue_key(objects: list[dict[str, Any]]) -> str:
+    """What Kueue reads at start from its install: its Configuration and its flags."""
+    config, args, _ = split_install(objects)
+    return yaml.safe_dump(config, sort_keys=True) + "\n".join(args)
+
+
 class KueuePlane:
     """One control plane on which Kueue runs with one configuration at a time."""
 
@@ -112,6 +118,7 @@ class KueuePlane:
         self.client = Client(self.plane.kubeconfig_path(ADMIN))
         self.made_visibility = ensure_visibility_certs()
         self.kueue: Kueue | None = None
+        self.kueue_key: str | None = None  # what the running Kueue was started with
 
     def start_kueue(
         self,
@@ -128,16 +135,29 @@ class KueuePlane:
         return kueue
 
     def start_kueue_for(self, spec: FleetSpec, cluster: ClusterSpec) -> Kueue:
-        return self.start_kueue(
-            kueue_objects(manifest(), spec, cluster),
-            crds=cluster_crds(spec, cluster, real_fetch),
-        )
+        """Kueue as `cluster` runs it; the one running already where it was started with the
+        same configuration, gate flags and CRDs (another stack's cluster often is: a restart
+        would judge nothing new, and each costs most of a minute on two cores)."""
+        objects = kueue_objects(manifest(), spec, cluster)
+        crds = cluster_crds(spec, cluster, real_fetch)
+        key = kueue_key(objects) + "\n".join(sorted(c["metadata"]["name"] for c in crds))
+        running = [p for p in self.plane.started if p.name.endswith("/kueue")]
+        if (
+            self.kueue is not None
+            and key == self.kueue_key
+            and not any(p.exited() for p in running)
+        ):
+            return self.kueue
+        kueue = self.start_kueue(objects, crds=crds)
+        self.kueue_key = key
+        return kueue
 
     def stop_kueue(self) -> None:
         kueue_records = [p for p in self.plane.started if p.name.endswith("/kueue")]
         stop_all([p.as_dict() for p in kueue_records])
         self.plane.started = [p for p in self.plane.started if p not in kueue_records]
         self.kueue = None
+        self.kueue_key = None
 
     def close(self) -> None:
         stop_all([p.as_dict() for p in self.plane.started])
@@ -154,21 +174,19 @@ def kueue_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KueuePlane
         plane.close()
 
 
-@pytest.fixture(scope="module")
-def dev_fleet(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[loopback_fleet.Fleet]:
-    """The dev stack's manager and two workers, each with Kueue running as rendered; with
-    the LeaderWorkerSet controller as well where the test module sets
-    FRAMEWORK_CONTROLLERS = True (loopback/operators.py says why not JobSet's)."""
-    controllers = bool(getattr(request.module, "FRAMEWORK_CONTROLLERS", False))
-    binaries(toolchain.CONTROL_PLANE + (toolchain.FRAMEWORK_CONTROLLERS if controllers else ()))
+@pytest.fixture(scope="session")
+def dev_fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[loopback_fleet.Fleet]:
+    """The dev stack's manager and two workers, each with Kueue running as rendered and the
+    LeaderWorkerSet controller (loopback/operators.py says why not JobSet's); one for the
+    whole run: bringing it up costs three minutes on two cores, and every module that uses
+    it leaves it as it found it (a worker stopped is started again)."""
+    binaries(toolchain.CONTROL_PLANE + toolchain.FRAMEWORK_CONTROLLERS)
     manifest()
     state = tmp_path_factory.mktemp("fleet")
     started = loopback_fleet.up(
         "dev",
         state,
-        framework_controllers=controllers,
+        framework_controllers=True,
         log=lambda _line: None,
         fetch=real_fetch,
     )
@@ -238,9 +256,19 @@ class MultiKueueFleet:
     manager_objects: tuple[dict[str, Any], ...]
     # The Active condition of each worker's MultiKueueCluster when connect() returned.
     states: dict[str, dict[str, Any] | None]
+    # How much each cluster's Kueue had logged by then: from its start to every worker
+    # connected, what its RBAC and the credentials decided. The fleet is shared by the run,
+    # and a later test that restarts a worker's API server makes Kueue's watches there
+    # forbidden for a moment, until the new server's authorizer has loaded its RBAC.
+    logged: dict[str, int] = field(default_factory=dict)
 
     def kueue_log(self, cluster: str) -> Path:
         return self.fleet.state / cluster / "kueue.log"
+
+    def connection_log(self, cluster: str) -> str:
+        """What `cluster`'s Kueue logged until every worker was connected."""
+        text = self.kueue_log(cluster).read_bytes()[: self.logged.get(cluster)]
+        return text.decode(errors="replace")
 
     def all_active(self) -> bool:
         return all(s and s["status"] == "True" for s in self.states.values())
@@ -288,12 +316,17 @@ def connect_multikueue(
     assert not refused, "manager: the API server refused\n" + "\n".join(refused)
     connected = MultiKueueFleet(fleet, spec, manager, workers, objects, {})
     connected.wait_active(timeout)
+    connected.logged = {
+        name: connected.kueue_log(name).stat().st_size
+        for name in fleet.clusters
+        if connected.kueue_log(name).exists()
+    }
     return connected
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def dev_multikueue(dev_fleet: loopback_fleet.Fleet) -> MultiKueueFleet:
-    """The dev fleet joined by MultiKueue, once per module; its `states` say whether every
+    """The dev fleet joined by MultiKueue, once per run; its `states` say whether every
     worker became Active (the test asserts it, with the manager's Kueue log)."""
     return connect_multikueue(dev_fleet, spec_of("dev"))
 

@@ -1,8 +1,10 @@
 """The CI fleet on the kind tier: `mkf run --base ci -- scripts/sample-jobs.sh`, as
 .github/workflows/fleet-e2e.yaml runs it, brings up a throw-away fleet, runs the sample jobs
-to completion and leaves nothing behind, when the command succeeds and when the run is
-sent SIGTERM half-way; and the same fleet in ClusterProfile mode, Kueue reaching the worker
-through the access-provider plugin mounted each way the stack offers."""
+to completion and leaves nothing behind, when the command fails after them and when the run
+is sent SIGTERM half-way; and the same fleet in ClusterProfile mode (`mkf up`, `mkf down`),
+Kueue reaching the worker through the access-provider plugin mounted each way the stack
+offers, the second by changing the fleet in place. Three fleets, each as small as the
+behaviour it shows allows: a two-core host holds about one kind fleet's start-up at a time."""
 
 from __future__ import annotations
 
@@ -50,13 +52,16 @@ def _nothing_left(project: Path, env: dict[str, str], name: str) -> None:
     assert not list((project / "stacks").glob(f"Pulumi.{name}.yaml"))
 
 
-def test_ci_fleet_runs_the_sample_jobs_and_leaves_nothing(
+def test_ci_fleet_runs_the_sample_jobs_passes_the_exit_code_on_and_leaves_nothing(
     ci_project: tuple[Path, dict[str, str]],
 ) -> None:
+    """The sample jobs complete, and then the command fails: `mkf run` passes its exit code
+    on and still tears the fleet down (the CI fleet on failure, without a fleet of its own)."""
     project, env = ci_project
     name = f"kt{uuid.uuid4().hex[:6]}"
-    result = run(_mkf_run(name, "bash", "scripts/sample-jobs.sh"), project, env, timeout=2400)
-    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-6000:]
+    command = _mkf_run(name, "bash", "-c", "bash scripts/sample-jobs.sh && exit 3")
+    result = run(command, project, env, timeout=2400)
+    assert result.returncode == 3, result.stdout[-6000:] + result.stderr[-6000:]
     assert "the Job and the JobSet completed on a worker" in result.stdout
     _nothing_left(project, env, name)
 
@@ -81,31 +86,22 @@ def test_sigterm_mid_run_tears_the_fleet_down(ci_project: tuple[Path, dict[str, 
     _nothing_left(project, env, name)
 
 
-# What the command inside `mkf run` records of the manager before the sample jobs run: Kueue's
-# pod spec and the MultiKueueClusters, so the test sees which way the plugin went in.
+# What is recorded of the manager before the sample jobs run: Kueue's pod spec, its pods and
+# the MultiKueueClusters, so the test sees which way the plugin went in.
 RECORD = (
     "kubectl get deployment kueue-controller-manager -n kueue-system -o json > kueue.json && "
+    "kubectl get pods -n kueue-system -o json > kueue-pods.json && "
     "kubectl get multikueueclusters -o json > clusters.json && bash scripts/sample-jobs.sh"
 )
-
-
-@pytest.mark.parametrize(
-    ("mount", "plugin_image", "exit_code"),
-    [
-        # Kubernetes 1.35+: the official, shell-less plugin image mounted as an image volume.
-        ("imageVolume", None, 0),
-        # Below 1.35 (or by choice): an init container copies the plugin out of an image with
-        # a shell, one the user builds and names; here Kueue's own e2e build (kindnode/images).
-        # And the command then fails: `mkf run` passes its exit code on and still tears the
-        # fleet down (the CI fleet on failure, without a fleet of its own).
-        ("initContainer", images.KUEUE_E2E_SECRETREADER, 3),
-    ],
+# The sample jobs of an earlier pass gone, with their Workloads, so the next pass's are
+# dispatched afresh.
+CLEARED = (
+    "kubectl delete -f examples/sample-jobs.yaml --ignore-not-found --wait && "
+    'until [ -z "$(kubectl get workloads -n default -o name)" ]; do sleep 2; done'
 )
-def test_cluster_profile_mode_dispatches_through_each_plugin_mount(
-    ci_project: tuple[Path, dict[str, str]], mount: str, plugin_image: str | None, exit_code: int
-) -> None:
-    project, env = ci_project
-    base = f"cp-{mount.lower()}"
+
+
+def _cluster_profile_stack(project: Path, base: str, mount: str, plugin_image: str | None) -> None:
     data = yaml.safe_load((project / "stacks" / "Pulumi.ci.yaml").read_text())
     settings: dict[str, str] = {"pluginMount": mount}
     if plugin_image:
@@ -115,11 +111,17 @@ def test_cluster_profile_mode_dispatches_through_each_plugin_mount(
         "clusterProfile": settings,
     }
     (project / "stacks" / f"Pulumi.{base}.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
-    name = f"kt{uuid.uuid4().hex[:6]}"
-    command = [".venv/bin/mkf", "run", "--base", base, "--name", name, "--out", ".fleet", "--",
-               "bash", "-c", f"{RECORD} && exit {exit_code}"]  # fmt: skip
-    result = run(command, project, env, timeout=2400)
-    assert result.returncode == exit_code, result.stdout[-6000:] + result.stderr[-6000:]
+
+
+def _dispatches_through(
+    project: Path, env: dict[str, str], out: Path, mount: str, plugin_image: str | None
+) -> None:
+    """The sample jobs complete with Kueue's pod holding the plugin the way `mount` says, and
+    the MultiKueueCluster names its ClusterProfile and is Active: Kueue reached the worker
+    with the token the plugin read."""
+    manager = {**env, "KUBECONFIG": str(out / "kubeconfigs" / "manager.yaml")}
+    result = run(["bash", "-c", f"{CLEARED} && {RECORD}"], project, manager, timeout=1800)
+    assert result.returncode == 0, f"{mount}: " + result.stdout[-6000:] + result.stderr[-6000:]
     assert "the Job and the JobSet completed on a worker" in result.stdout
     pod = json.loads((project / "kueue.json").read_text())["spec"]["template"]["spec"]
     volume = next(v for v in pod["volumes"] if v["name"] == PLUGIN_VOLUME)
@@ -130,7 +132,48 @@ def test_cluster_profile_mode_dispatches_through_each_plugin_mount(
         assert "emptyDir" in volume
         (init,) = pod["initContainers"]
         assert init["image"] == plugin_image
+        # The pod that runs is the new one: its init container (as Kueue's user, whatever
+        # the image says) copied the plugin and ended, and no pod of the old template is left.
+        pods = json.loads((project / "kueue-pods.json").read_text())["items"]
+        kueue = [
+            p
+            for p in pods
+            if p["metadata"]["name"].startswith("kueue-controller-manager")
+            and not p["metadata"].get("deletionTimestamp")  # the old one, on its way out
+        ]
+        assert kueue and all(p["spec"].get("initContainers") for p in kueue), kueue
+        for p in kueue:
+            (status,) = p["status"]["initContainerStatuses"]
+            assert status["state"]["terminated"]["exitCode"] == 0, status
     (cluster,) = json.loads((project / "clusters.json").read_text())["items"]
     assert cluster["spec"]["clusterSource"] == {"clusterProfileRef": {"name": "worker1"}}
     assert {c["type"]: c["status"] for c in cluster["status"]["conditions"]}["Active"] == "True"
+
+
+def test_cluster_profile_mode_dispatches_through_each_plugin_mount_changed_in_place(
+    ci_project: tuple[Path, dict[str, str]],
+) -> None:
+    """The CI fleet with `credentials.mode: clusterProfile`, first with the plugin mounted as
+    an image volume (Kubernetes 1.35+: the official, shell-less plugin image), then the same
+    fleet changed in place by a second `mkf up` to an init container that copies the plugin
+    out of an image with a shell (below 1.35, or by choice: one the user builds and names;
+    here Kueue's own e2e build, kindnode/images); then `mkf down` leaves nothing."""
+    project, env = ci_project
+    base, name = "cp", f"kt{uuid.uuid4().hex[:6]}"
+    out = project / ".fleet" / name
+    up = [".venv/bin/mkf", "up", "--base", base, "--name", name, "--out", str(out)]
+    try:
+        for mount, plugin_image in (
+            ("imageVolume", None),
+            ("initContainer", images.KUEUE_E2E_SECRETREADER),
+        ):
+            _cluster_profile_stack(project, base, mount, plugin_image)
+            result = run(up, project, env, timeout=2400)
+            assert result.returncode == 0, (
+                f"mkf up ({mount}): " + result.stdout[-6000:] + result.stderr[-6000:]
+            )
+            _dispatches_through(project, env, out, mount, plugin_image)
+    finally:
+        down = run([".venv/bin/mkf", "down", "--name", name], project, env, timeout=1800)
+    assert down.returncode == 0, down.stdout[-4000:] + down.stderr[-4000:]
     _nothing_left(project, env, name)

@@ -10,14 +10,17 @@ versions (`python -m kindnode build`, kindnode/); the stack reaches them through
 
 from __future__ import annotations
 
+import csv
 import json
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from components.resources.program_env import CLOUD_SDKS, cloud_modules, missing_cloud_sdks
+from components.upstream import toolchain
 from tests.helpers.kind_tier import (
     copy_project,
     fleet_containers,
@@ -111,6 +114,40 @@ def test_up_brings_every_link_and_controller_up(fleet: DevFleet) -> None:
         fleet.manager, "get", "deployment", DISPATCHER, "-n", "multikueue-fleet-system"
     )
     assert (dispatcher.get("status") or {}).get("readyReplicas", 0) >= 1
+
+
+def _printed_checks(up_output: str) -> list[str]:
+    """The commands up.sh printed to check the fleet with, and its eval line."""
+    lines = up_output.splitlines()
+    start = lines.index("Then check it with:")
+    checks = []
+    for line in lines[start + 1 :]:
+        if not line.startswith("  "):
+            break
+        checks.append(line.strip())
+    (evaluate,) = [line.strip() for line in lines if line.strip().startswith("eval ")]
+    return [evaluate, *checks]
+
+
+def test_what_up_printed_works_from_a_fresh_shell(fleet: DevFleet, tmp_path: Path) -> None:
+    """A new terminal: none of the fleet's settings, only the user's own kubectl on PATH.
+    The eval line up.sh printed, then every check command it printed, then a pulumi command
+    on the stack, as written."""
+    own = tmp_path / "bin"
+    own.mkdir()
+    (own / "kubectl").symlink_to(toolchain.BIN_DIR / "kubectl")
+    fresh = {
+        k: v
+        for k, v in fleet.env.items()
+        if k not in ("KUBECONFIG", "PULUMI_BACKEND_URL", "PULUMI_CONFIG_PASSPHRASE")
+    }
+    fresh["PATH"] = f"{own}:/usr/local/bin:/usr/bin:/bin"
+    evaluate, *checks = _printed_checks(fleet.up.stdout)
+    assert evaluate == 'eval "$(.venv/bin/mkf env dev)"'
+    assert any(c.startswith("kubectl --context ") for c in checks), checks
+    for command in [*checks, "pulumi stack ls", "kubectl get multikueueclusters"]:
+        result = run(["bash", "-c", f"{evaluate} && {command}"], fleet.project, fresh)
+        assert result.returncode == 0, f"{command}: {result.stdout}{result.stderr}"
 
 
 def _workload_of(manager: Path, kind: str, name: str) -> dict[str, Any] | None:
@@ -248,6 +285,38 @@ def test_status_and_explain_from_the_host_tell_the_truth(fleet: DevFleet) -> Non
     status = fleet.mkf("status", "--wait", "120")
     assert status.returncode == 0, status.stdout + status.stderr
     _assert_every_worker_weighed(_explain_pending_too_big(fleet, "too-big"))
+
+
+def test_the_stream_finishes_through_ours_and_all_at_once(fleet: DevFleet) -> None:
+    """The real-fleet comparison's small version (BENCHMARKS.md section 5) on this fleet:
+    one minute of the comparison's stream through our dispatcher and through Kueue's
+    AllAtOnce (bench/fleet_compare.py --check). Every job finishes, no admission is lost,
+    nothing is left pending; ours makes about one copy per workload, AllAtOnce one per worker;
+    and the fleet is put back to the stack's dispatcher. The stream is sized to one core per
+    worker: the dev stack's quota (4) is more than a kind node on this host holds."""
+    runs = fleet.project / "runs.csv"
+    compared = run(
+        [".venv/bin/python", "bench/fleet_compare.py", "--fleet", ".fleet",
+         "--dispatchers", "policy,AllAtOnce", "--minutes", "1", "--worker-cores", "1",
+         "--check", "--csv", str(runs)],
+        fleet.project, fleet.env, timeout=2400,
+    )  # fmt: skip
+    assert compared.returncode == 0, compared.stdout[-6000:] + compared.stderr[-6000:]
+    rows = {(r["dispatcher"], r["run"]): r for r in csv.DictReader(runs.read_text().splitlines())}
+    for dispatcher in ("policy", "AllAtOnce"):
+        real = rows[(dispatcher, "real")]
+        assert float(real["unfinished"]) == float(real["lost"]) == float(real["pending"]) == 0
+    # Ours nominates one worker per workload; AllAtOnce copies each to both.
+    assert float(rows[("policy", "real")]["copies"]) <= 1.3
+    assert float(rows[("AllAtOnce", "real")]["copies"]) > 1.5
+    assert float(rows[("policy", "real")]["cpu_s"]) > 0
+    config = yaml.safe_load(
+        kubectl(fleet.manager, "get", "configmap", "kueue-manager-config", "-n", "kueue-system",
+                "-o", "jsonpath={.data.controller_manager_config\\.yaml}")
+    )  # fmt: skip
+    assert config["multiKueue"]["dispatcherName"] == "multikueue-fleet/dispatcher"
+    status = fleet.mkf("status", "--wait", "300")
+    assert status.returncode == 0, status.stdout + status.stderr
 
 
 def _node_containers(worker: str) -> list[str]:

@@ -38,9 +38,8 @@ from tests.helpers.dispatch_steps import (
 )
 from tests.helpers.real_fleet import MultiKueueFleet, not_active_message
 
-# The LeaderWorkerSet controller runs on every cluster (tests/helpers/real_fleet.py: dev_fleet);
-# JobSet's cannot (loopback/operators.py says why).
-FRAMEWORK_CONTROLLERS = True
+# The LeaderWorkerSet controller runs on every cluster of the shared dev fleet
+# (tests/helpers/real_fleet.py: dev_fleet); JobSet's cannot (loopback/operators.py says why).
 
 
 @pytest.fixture(scope="module")

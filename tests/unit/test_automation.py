@@ -522,6 +522,16 @@ def test_up_alone_leaves_no_stack_file_in_stacks(cli: Any) -> None:
     assert list((cli.project / "stacks").iterdir()) == []
 
 
+def test_up_of_a_fleet_that_exists_keeps_its_salt(cli: Any) -> None:
+    """A second `up --name` updates the fleet in place: `stack select` writes no salt, so the
+    one the first `up` moved out of stacks/ must stay, or the state's secrets stop opening."""
+    cli.make().up()
+    cli.make().up()
+    assert [c for c in cli.calls() if c.startswith("up config")] == ["up config: salt"] * 2
+    assert [c for c in cli.calls() if c.startswith("stack init")][1:] == []
+    assert list((cli.project / "stacks").iterdir()) == []
+
+
 def test_timeout_interrupts_up_waits_for_it_then_tears_down(
     cli: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -41,6 +41,15 @@ def test_the_stream_is_the_trace_scaled_in_time_and_size() -> None:
     assert draw(FLEET, minutes=3, time=60, seed=2) == stream
 
 
+def test_a_stream_for_two_one_core_workers_asks_no_workload_for_more_than_a_core() -> None:
+    """CI's check on the dev fleet (--worker-cores 1, --cpu-unit 0.1): every workload fits
+    a worker's core, which a kind node on a 2-core host holds beside its system pods."""
+    stream = draw({"worker1": 1.0, "worker2": 1.0}, minutes=1, time=60, seed=1, unit=0.1)
+    assert [w.cpu for w in stream.scenario.workers] == [10, 10]  # simulated cores
+    assert stream.scenario.jobs
+    assert max(j.requests["cpu"] for j in stream.scenario.jobs) * 0.1 <= 1000
+
+
 def test_the_simulation_replays_the_stream_and_every_job_runs() -> None:
     """What the CI's small real run asserts, on its prediction: every workload admitted,
     none lost, none left pending."""
@@ -59,7 +68,7 @@ def test_the_simulation_replays_the_stream_and_every_job_runs() -> None:
 @pytest.mark.parametrize(
     ("workers", "options", "message"),
     [
-        ({"worker1": 4.0, "worker2": 4.0}, {}, "--worker: 2 given"),
+        ({"worker1": 4.0}, {}, "--worker: 1 given"),
         ({**FLEET, "worker3": 0.0}, {}, "is not a positive number of cores"),
         (FLEET, {"minutes": 30.0}, "--minutes must be in"),
         (FLEET, {"time": 0.5}, "--time-scale at least 1"),

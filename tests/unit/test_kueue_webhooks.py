@@ -13,12 +13,15 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import MaxRetryError
 
+from components.objects.kueue_install import KUEUE_DEPLOYMENT, kueue_objects
 from components.resources.commands import CommandFailed
 from components.resources.kueue_webhooks import (
     PROBE,
     KueueWebhookProbeProvider,
+    pod_template_digest,
     probe_webhooks,
 )
+from tests.helpers.fleet_config import KUEUE_SKELETON, base, checked_spec
 
 REFUSED = (
     'Internal error occurred: failed calling webhook "mresourceflavor.kb.io": failed to call '
@@ -104,3 +107,32 @@ def test_it_probes_again_for_another_cluster_or_kueue_only() -> None:
     assert provider.diff("w1", olds, {**olds, "kubeconfig": "b"}).replaces == ["kubeconfig"]
     gke = {**olds, "cluster": "projects/p/locations/l/clusters/c"}
     assert not provider.diff("w1", gke, {**gke, "kubeconfig": "rotated"}).changes
+
+
+def _digest(config: dict[str, Any]) -> str:
+    spec = checked_spec(config)
+    worker = spec.workers[0]  # the manager here does not wait for PodsReady (BASE)
+    return pod_template_digest(kueue_objects(KUEUE_SKELETON, spec, worker), KUEUE_DEPLOYMENT)
+
+
+def test_it_probes_again_after_every_restart_the_stack_makes() -> None:
+    """A change that rolls out new Kueue pods (its configuration, read at start only; its
+    feature gates; the plugin's mount) races the webhook again, so it is probed again; a
+    change of queues alone restarts nothing and is not."""
+    config = base()
+    digest = _digest(config)
+    assert digest
+    queues = base()
+    queues["queues"]["localQueues"].append(
+        {"namespace": "team-b", "name": "lq", "clusterQueue": "cq"}
+    )
+    assert _digest(queues) == digest
+    pods_ready = base()
+    pods_ready["kueue"]["waitForPodsReady"]["timeout"] = "7m"
+    assert _digest(pods_ready) != digest
+    provider = KueueWebhookProbeProvider()
+    olds = {"kubeconfig": "a", "cluster_name": "w1", "version": "v0.19.2", "pod_template": digest}
+    news = {**olds, "pod_template": _digest(pods_ready)}
+    assert provider.diff("w1", olds, news).replaces == ["pod_template"]
+    # A stack deployed before the digest was kept is probed once more, then left alone.
+    assert provider.diff("w1", {**olds, "pod_template": None}, olds).replaces == ["pod_template"]

@@ -155,7 +155,8 @@ def test_dev_is_validated_rendered_and_brought_up(project: Path, tmp_path: Path)
     )
     assert "docker info" in calls
     assert (project / ".render" / "dev" / "manager" / "objects.yaml").exists()
-    assert "The fleet is up. Check it with:" in result.stdout
+    assert "The fleet is up." in result.stdout
+    assert '  eval "$(.venv/bin/mkf env dev)"' in result.stdout
     # What `status --dir .fleet` reads, written from the stack's outputs.
     summary = json.loads((project / ".fleet" / "summary.json").read_text())
     assert summary["clusters"][0]["kubeconfig"] == "kubeconfigs/manager.yaml"
@@ -191,6 +192,30 @@ def test_down_destroys_and_forgets_the_stack(
     calls = [c.split(" | ")[0] for c in calls_of(tmp_path)]
     assert "pulumi destroy --yes --stack dev --non-interactive" in calls
     assert "pulumi stack rm --yes --preserve-config --stack dev --non-interactive" in calls
+
+
+def test_down_removes_only_the_kubeconfigs_up_wrote(project: Path, tmp_path: Path) -> None:
+    """A file of the user's in .fleet/kubeconfigs (and another stack's fleet) stays."""
+    state = project / ".pulumi-state" / ".pulumi" / "stacks" / "multikueue-fleet"
+    state.mkdir(parents=True)
+    (state / "dev.json").write_text("{}")
+    fleet = project / ".fleet"
+    (fleet / "kubeconfigs").mkdir(parents=True)
+    for name in ("manager", "worker1", "mine"):
+        (fleet / "kubeconfigs" / f"{name}.yaml").write_text(name)
+    clusters = [{"name": n, "kubeconfig": f"kubeconfigs/{n}.yaml"} for n in ("manager", "worker1")]
+    summary = json.dumps({"stack": "dev", "clusters": clusters})
+    (fleet / "summary.json").write_text(summary.replace('"dev"', '"other"'))
+    result = run_up(project, tmp_path, script="down.sh")
+    assert result.returncode == 0, result.stderr
+    assert len(list((fleet / "kubeconfigs").iterdir())) == 3  # another stack's fleet
+    (fleet / "summary.json").write_text(summary)
+    (state / "dev.json").write_text("{}")
+    result = run_up(project, tmp_path, script="down.sh")
+    assert result.returncode == 0, result.stderr
+    assert "Removed from .fleet/ the kubeconfigs and summary of stack 'dev'" in result.stdout
+    assert [p.name for p in (fleet / "kubeconfigs").iterdir()] == ["mine.yaml"]
+    assert not (fleet / "summary.json").exists()
 
 
 @pytest.mark.parametrize(("stack", "drains"), [("gke", False), ("eks", False), ("existing", True)])
