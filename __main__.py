@@ -74,7 +74,8 @@ pulumi.export(
         pulumi.Output.format(
             "kubectl --context {0} -n multikueue-fleet-system get deploy,lease", manager.context
         ),
-        ".venv/bin/python -m controller --kubeconfig <manager kubeconfig> explain <ns>/<workload>",
+        # Runnable as printed in the shell `mkf env` sets up (KUBECONFIG: the manager's first).
+        "mkf controller explain --all",
     ],
 )
 if fleet.dispatcher_kubeconfig is not None:

@@ -82,7 +82,14 @@ install_pulumi() {
   if [ -n "$found" ] && [ "$found" != "$TOOLS/pulumi" ] && tool_version_is "$found" "v${PULUMI_VERSION}"; then
     # Its folder goes before .tools/bin on PATH (install_tools): the CLI and the plugins
     # beside it, not an older CLI or plugin left in .tools/bin.
-    echo "Pulumi CLI v$PULUMI_VERSION: $found"; PULUMI_DIR="$(dirname "$found")"; return
+    echo "Pulumi CLI v$PULUMI_VERSION: $found"; PULUMI_DIR="$(dirname "$found")"
+    # Linked into .tools/bin too, the plugins beside it with it: what `mkf env` puts on a
+    # fresh shell's PATH (a stale CLI or plugin of the same name there is replaced).
+    local each
+    for each in "$PULUMI_DIR"/pulumi "$PULUMI_DIR"/pulumi-*; do
+      if [ -f "$each" ]; then ln -sf "$each" "$TOOLS/$(basename "$each")" 2>/dev/null || true; fi
+    done
+    return 0
   fi
   tool_version_is "$TOOLS/pulumi" "v${PULUMI_VERSION}" && return
   read -r os arch < <(platform)

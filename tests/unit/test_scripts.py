@@ -442,6 +442,8 @@ def test_a_pinned_pulumi_on_path_is_used_over_an_older_one_in_the_tools_folder(
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"Pulumi CLI v3.274.1: {mine / 'pulumi'}" in result.stdout
+    # Linked into the tools folder as well: what `mkf env` puts on a fresh shell's PATH.
+    assert (tmp_path / "tools" / "pulumi").resolve() == (mine / "pulumi").resolve()
     calls = calls_of(tmp_path)
     assert any(c.startswith("mine up --yes --stack dev") for c in calls), calls
     assert not [c for c in calls if c.startswith("stale") and not c.startswith("stale version")]
