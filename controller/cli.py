@@ -114,9 +114,25 @@ class DaemonThreads(concurrent.futures.ThreadPoolExecutor):
                     self._calls.put(None)
 
 
+def _first_current_context(listed: list[str]) -> str | None:
+    """The current context of a KUBECONFIG list as kubectl takes it: the first file's that
+    sets one (client-go v0.36.4 tools/clientcmd/loader.go, Load: struct values are merged
+    in reverse order so that the first file wins). kubernetes_asyncio's merger lets the
+    last file win instead, which sent `mkf env`'s list (the manager's kubeconfig first, then
+    each worker's) to the last worker."""
+    for path in listed:
+        try:
+            loaded = yaml.safe_load(Path(path).expanduser().read_text())
+        except FileNotFoundError:
+            continue  # client-go ignores a missing file in the list
+        if isinstance(loaded, dict) and loaded.get("current-context"):
+            return str(loaded["current-context"])
+    return None
+
+
 async def _from_kubeconfig(paths: str, source: str) -> Kube:
     """The manager from a kubeconfig (`paths` may list several, joined as KUBECONFIG joins
-    them; the client merges them as kubectl does and resolves relative file paths)."""
+    them; merged as kubectl merges them, relative file paths resolved)."""
     from kubernetes_asyncio import client, config
 
     from controller.kube import Kube
@@ -130,7 +146,10 @@ async def _from_kubeconfig(paths: str, source: str) -> Kube:
     configuration = client.Configuration()
     try:
         await config.load_kube_config(
-            config_file=paths, client_configuration=configuration, persist_config=False
+            config_file=paths,
+            context=_first_current_context(listed),
+            client_configuration=configuration,
+            persist_config=False,
         )
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)

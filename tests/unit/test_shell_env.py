@@ -114,3 +114,25 @@ def test_explain_asks_the_manager_of_the_fleet_up_wrote(tmp_path: Path) -> None:
     assert f"note: asking the manager of the fleet up wrote ({manager})" in result.stderr
     assert f"--kubeconfig {manager}" in result.stderr  # where it says it could not reach
     assert result.returncode != 0
+
+
+def test_the_controller_takes_a_kubeconfig_lists_first_current_context(tmp_path: Path) -> None:
+    """As kubectl does (client-go's first file wins); kubernetes_asyncio alone takes the
+    last file's, which sent `mkf env`'s list (manager first) to the last worker."""
+    import asyncio
+
+    from controller import cli
+
+    manager, worker = tmp_path / "manager.yaml", tmp_path / "worker.yaml"
+    manager.write_text(_kubeconfig("kind-dev-manager", "https://127.0.0.1:1111"))
+    worker.write_text(_kubeconfig("kind-dev-worker1", "https://127.0.0.1:2222"))
+
+    async def host(paths: str) -> str:
+        kube = await cli._from_kubeconfig(paths, "KUBECONFIG")
+        try:
+            return kube.api.configuration.host
+        finally:
+            await kube.close()
+
+    assert asyncio.run(host(f"{manager}{os.pathsep}{worker}")) == "https://127.0.0.1:1111"
+    assert asyncio.run(host(f"{tmp_path / 'gone.yaml'}{os.pathsep}{worker}")).endswith(":2222")
