@@ -4,11 +4,12 @@ cluster's kubeconfig in KUBECONFIG (the manager's context current), and the stac
 passphrase variable (set for the dev stack, whose passphrase is public; named otherwise).
 
 The kubeconfigs are listed, not merged into a file: kubectl and client-go merge a
-KUBECONFIG list themselves, first file first (client-go v0.36.4
-tools/clientcmd/loader.go, ClientConfigLoadingRules.Load: "the first file to set a
-particular map key wins"), so the manager's file comes first and its current context wins.
-An entry name two files use for different things would silently resolve to the first:
-that is refused, naming both files."""
+KUBECONFIG list themselves (client-go v0.36.4 tools/clientcmd/loader.go,
+ClientConfigLoadingRules.Load): the first file to set a map key (a cluster, user or
+context name) wins, and struct values such as current-context are merged in reverse so
+that the first file's wins too; so the manager's file comes first. An entry name two files
+use for different things would silently resolve to the first: that is refused, naming both
+files."""
 
 from __future__ import annotations
 

@@ -294,9 +294,8 @@ def plugin_path_problems(spec: FleetSpec, mount: str | None) -> list[Problem]:
                 f"write the plugin binary's path without them, e.g. {SECRETREADER_PLUGIN_PATH}",
             )
         ]
-    if mount in ("imageVolume", "initContainer") and (
-        not path.startswith(f"{PLUGIN_ROOT}/") or path == f"{PLUGIN_ROOT}/"
-    ):
+    # A trailing '/' was refused above, so a path under the folder names a file in it.
+    if mount in ("imageVolume", "initContainer") and not path.startswith(f"{PLUGIN_ROOT}/"):
         return [
             Problem(
                 where,

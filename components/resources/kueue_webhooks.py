@@ -57,8 +57,8 @@ def _reason(exc: Exception) -> str:
 
 
 def pod_template_digest(objects: list[dict[str, Any]], deployment: str) -> str:
-    """What a change of restarts Kueue: the sha256 of its Deployment's pod template as the
-    stack renders it (a template that changes rolls out new pods)."""
+    """The sha256 of Kueue's Deployment's pod template as the stack renders it: a change of
+    it rolls out new Kueue pods, which race the webhook again."""
     for obj in objects:
         if obj.get("kind") == "Deployment" and obj["metadata"].get("name") == deployment:
             template = json.dumps(obj["spec"]["template"], sort_keys=True)
