@@ -231,6 +231,7 @@ class Dispatcher:
             if self._fleet_changed or due:
                 self._fleet_changed = False
                 self.enqueue_pending()
+                self._export_cordons()
             self.demand.expire_admitted()
             if due:
                 last = time.monotonic()
@@ -241,6 +242,10 @@ class Dispatcher:
         for name, (healthy, _, age) in self.state.worker_health().items():
             self.metrics.worker_healthy.labels(name).set(1 if healthy else 0)
             self.metrics.snapshot_age.labels(name).set(age if age != float("inf") else -1)
+
+    def _export_cordons(self) -> None:
+        for name, view in self.state.worker_views().items():
+            self.metrics.worker_cordoned.labels(name).set(1 if view.cordoned else 0)
 
     async def _work(self) -> None:
         await self.state.wait_synced()

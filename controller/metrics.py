@@ -36,6 +36,12 @@ class Metrics:
             ["cluster"],
             registry=self.registry,
         )
+        self.worker_cordoned = Gauge(
+            "mkf_worker_cordoned",
+            "1 while a worker is cordoned: nothing new is nominated there",
+            ["cluster"],
+            registry=self.registry,
+        )
         self.snapshot_age = Gauge(
             "mkf_worker_snapshot_age_seconds",
             "Seconds since the last update from a worker",

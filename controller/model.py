@@ -107,6 +107,12 @@ class QueueCapacity:
         return found
 
 
+# On a worker's MultiKueueCluster while its stack has it cordoned (workers[].cordoned):
+# nothing new is nominated there. Read from the object the dispatcher watches anyway, so a
+# cordon takes effect without a restart.
+CORDONED_LABEL = "multikueue-fleet/cordoned"
+
+
 @dataclass(frozen=True)
 class WorkerView:
     name: str
@@ -119,6 +125,10 @@ class WorkerView:
     # Unreachable for the dispatcher, but for less than Kueue's workerLostTimeout: Kueue
     # keeps such a worker (and what it admits) that long, so a nomination there is kept.
     briefly_lost: bool = False
+
+    @property
+    def cordoned(self) -> bool:
+        return self.labels.get(CORDONED_LABEL) == "true"
 
 
 @dataclass(frozen=True)

@@ -46,6 +46,7 @@ from functools import partial
 from typing import Any, NamedTuple, Protocol
 
 from controller.model import (
+    CORDONED_LABEL,
     MAX_NOMINATIONS,
     MILLI,
     Decision,
@@ -337,6 +338,10 @@ def _filter(
     that asks for the same resources."""
     if worker is None:
         return "unknown-cluster", "no MultiKueueCluster of this name", None
+    if worker.cordoned:
+        # Out like a filtered cluster: a nomination there that was not admitted yet moves
+        # on; what it admitted is no longer the dispatcher's to decide and runs there.
+        return "cordoned", f"cordoned (label {CORDONED_LABEL}=true on its MultiKueueCluster)", None
     if not worker.connected:
         return "disconnected", "not connected (its MultiKueueCluster is not Active)", None
     if not worker.healthy:

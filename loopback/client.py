@@ -100,3 +100,16 @@ class Client:
     def dry_run_create(self, obj: dict[str, Any]) -> None:
         resource = self._resource(obj["apiVersion"], obj["kind"])
         resource.create(body=obj, dry_run="All")
+
+    def patch_status(
+        self, api_version: str, kind: str, name: str, namespace: str | None, status: dict[str, Any]
+    ) -> None:
+        """A merge patch of the object's status subresource: what a kubelet writes for a pod
+        (loopback has none: a test that needs a pod to have run says so this way)."""
+        resource = self._resource(api_version, kind).subresources["status"]
+        resource.patch(
+            body={"status": status},
+            name=name,
+            namespace=namespace,
+            content_type="application/merge-patch+json",
+        )

@@ -138,6 +138,14 @@ class LocalDispatcher:
                 )
             time.sleep(0.5)
 
+    def metrics_text(self) -> str:
+        """Its /metrics page as Prometheus scrapes it ("" while it does not answer)."""
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=3) as page:
+                return page.read().decode()
+        except (OSError, urllib.error.HTTPError):
+            return ""
+
     def stop(self) -> None:
         if self.started is not None:
             stop_all([self.started.as_dict()])

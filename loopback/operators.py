@@ -42,7 +42,7 @@ from loopback.controlplane import ADMIN, ControlPlane, StartError
 from loopback.dispatcher import TOKEN_SECONDS, service_account_kubeconfig
 from loopback.kueue import (
     add_egress_routes,
-    install_order,
+    apply_in_order,
     mount_secret,
     publish_endpoints,
     service_routes,
@@ -169,10 +169,7 @@ class OperatorProcess:
         )
 
     def apply_install(self, client: Any) -> None:
-        for obj in sorted(self.install, key=install_order):
-            client.apply(obj)
-            if obj["kind"] == "CustomResourceDefinition":
-                client.wait_established(obj["metadata"]["name"])
+        apply_in_order(client, self.install)
 
     def start(self, client: Any) -> None:
         self.config_file.write_text(yaml.safe_dump(self.config, sort_keys=False))

@@ -25,9 +25,12 @@ class Started:
     log: str
     # Only in the command that started it (a later `down` reads the record instead).
     process: subprocess.Popen[bytes] | None = field(default=None, compare=False, repr=False)
+    # Seconds it gets after SIGTERM before SIGKILL; None: what stop_all is given.
+    grace: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "pid": self.pid, "argv0": self.argv0, "log": self.log}
+        out = {"name": self.name, "pid": self.pid, "argv0": self.argv0, "log": self.log}
+        return out if self.grace is None else {**out, "grace": self.grace}
 
     def exited(self) -> bool:
         if self.process is not None:
@@ -79,7 +82,13 @@ def free_port() -> int:
     return port
 
 
-def start(name: str, argv: list[str], log: Path, env: dict[str, str] | None = None) -> Started:
+def start(
+    name: str,
+    argv: list[str],
+    log: Path,
+    env: dict[str, str] | None = None,
+    grace: float | None = None,
+) -> Started:
     with log.open("ab") as out:
         process = subprocess.Popen(
             argv,
@@ -89,7 +98,7 @@ def start(name: str, argv: list[str], log: Path, env: dict[str, str] | None = No
             start_new_session=True,
             env={**os.environ, **(env or {})},
         )
-    return Started(name, process.pid, argv[0], str(log), process)
+    return Started(name, process.pid, argv[0], str(log), process, grace)
 
 
 def is_ours(record: dict[str, Any]) -> bool:
@@ -111,18 +120,34 @@ def running(record: dict[str, Any]) -> bool:
     return False
 
 
+# How long stop_all waits for one process before it signals the next (below).
+STOP_STEP = 2.0
+
+
 def stop_all(records: list[dict[str, Any]], grace: float = 20.0) -> list[str]:
-    """SIGTERM to each recorded process that is still ours, in reverse start order, then
-    SIGKILL to what is left after `grace` seconds; returns the names that were stopped."""
+    """Stops each recorded process that is still ours, last started first: SIGTERM, then up
+    to STOP_STEP seconds for it to exit before the next one is signalled, because what
+    started earlier serves what started later (a kube-apiserver whose etcd got SIGTERM at
+    the same moment sat out the whole grace; with etcd still up it exits in a second). A
+    record with a grace of its own is killed once that is over; the others get until
+    `grace` seconds after the first signal, then SIGKILL. Returns the names stopped."""
     stopped: list[str] = []
-    for record in reversed(records):
-        if is_ours(record):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(int(record["pid"]), signal.SIGTERM)
-                stopped.append(str(record["name"]))
     deadline = time.monotonic() + grace
+    for record in reversed(records):
+        if not is_ours(record):
+            continue
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(int(record["pid"]), signal.SIGTERM)
+            stopped.append(str(record["name"]))
+        own = record.get("grace")
+        until = time.monotonic() + (float(own) if own is not None else STOP_STEP)
+        while time.monotonic() < min(until, deadline) and running(record):
+            time.sleep(0.05)
+        if own is not None and running(record):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(record["pid"]), signal.SIGKILL)
     while time.monotonic() < deadline and any(running(r) for r in records):
-        time.sleep(0.2)
+        time.sleep(0.1)
     for record in records:
         if running(record):
             with contextlib.suppress(ProcessLookupError):

@@ -30,7 +30,6 @@ from functools import lru_cache
 from typing import Any
 
 import re2
-import yaml
 
 from components.model.problems import Problem
 from components.model.spec import FleetSpec
@@ -44,8 +43,6 @@ Schema = Mapping[str, Any]
 # The ObjectMeta fields a custom resource keeps; the server owns their validation, so the
 # CRD schema never describes them (apiextensions-apiserver pruning treats metadata apart).
 _ROOT_KEPT = ("apiVersion", "kind", "metadata")
-# libyaml's loader when PyYAML has it: CRD files are large and the pure loader is slow.
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _INT32 = (-(2**31), 2**31 - 1)
 _INT64 = (-(2**63), 2**63 - 1)
 _UNKNOWN_FUNCTION = re.compile(r"undeclared reference to '([^']+)'")

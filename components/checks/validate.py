@@ -44,6 +44,7 @@ from components.objects.kueue_config import (
     pods_ready_problems,
 )
 from components.objects.kueue_install import plugin_mount
+from components.objects.labels import CORDONED_LABEL
 from controller.policy_api import MAX_SELECTOR_LABELS
 
 MAX_WORKERS = 20  # MultiKueueConfig.spec.clusters holds at most 20 names
@@ -840,6 +841,32 @@ def _quota_refs(
                 )
 
 
+def cordon_is_a_setting(spec: FleetSpec) -> Iterator[Problem]:
+    """The cordon label on a worker's MultiKueueCluster is the stack's to write, from
+    `cordoned`: written as a label it would be a cordon no command shows or undoes, and a
+    selector on it would dispatch only to what is out of service."""
+    for w in spec.workers:
+        if CORDONED_LABEL in w.labels:
+            yield _error(
+                key_path(key_path(w.path, "labels"), CORDONED_LABEL),
+                "is the label the stack sets on a cordoned worker's MultiKueueCluster",
+                f"remove it and set {key_path(w.path, 'cordoned')}: true (or run "
+                f"`mkf cordon {w.name}`)",
+            )
+    if CORDONED_LABEL in spec.dispatcher.policy.cluster_selector:
+        yield _error(
+            key_path("dispatcher.policy.clusterSelector", CORDONED_LABEL),
+            "selects by the cordon label, and a cordoned worker is never nominated",
+            "remove it from the selector",
+        )
+    if spec.workers and all(w.cordoned for w in spec.workers):
+        yield _warn(
+            "workers",
+            "every worker is cordoned, so no new workload is dispatched anywhere",
+            "uncordon one (`mkf uncordon NAME`, then `pulumi up`)",
+        )
+
+
 def worker_quotas_refer_to_queues(spec: FleetSpec) -> Iterator[Problem]:
     for w in spec.workers:
         for cq_name, overrides in w.quotas.items():
@@ -1034,6 +1061,7 @@ RULES: list[Rule] = [
     resource_groups,
     limits_need_a_cohort,
     borrowing_needs_reclaim,
+    cordon_is_a_setting,
     worker_quotas_refer_to_queues,
     manager_quota,
     quotas_admit_something,

@@ -516,6 +516,29 @@ def _fleet_dir(args: argparse.Namespace) -> Path:
     return project_root() / ".fleet"
 
 
+def cmd_cordon(args: argparse.Namespace) -> int:
+    """`cordon` and `uncordon`: the worker's `cordoned` written into its stack file."""
+    from components.cli.cordon import CordonError, set_cordon
+
+    stack = args.stack
+    location = stack if stack.endswith(".yaml") else _shown(stack_path(stack))
+    cordoned = args.command == "cordon"
+    try:
+        said = set_cordon(Path(location), args.worker, cordoned)
+    except CordonError as exc:
+        raise CliError(str(exc)) from None
+    print(said)
+    if "nothing to do" not in said:
+        name = stack_name_of(location)
+        effect = (
+            "the dispatcher then sends it nothing new, and what runs there runs on"
+            if cordoned
+            else "the dispatcher then nominates it again"
+        )
+        print(f"next: `pulumi up --stack {name}` applies it ({effect})")
+    return SAME
+
+
 def cmd_env(args: argparse.Namespace) -> int:
     """The shell lines for a fleet `up` wrote, to eval."""
     from components.cli.shell_env import ShellEnvError, exports
@@ -669,6 +692,17 @@ def configure(parser: argparse.ArgumentParser) -> argparse._SubParsersAction:
             )
         if name == "run":
             p.add_argument("command_args", nargs=argparse.REMAINDER, metavar="-- COMMAND [ARGS]")
+    for verb, text in (
+        (
+            "cordon",
+            "take a worker out of service: nothing new is dispatched to it, what "
+            "runs there runs on (writes workers[].cordoned into the stack file)",
+        ),
+        ("uncordon", "put a cordoned worker back in service (writes the stack file)"),
+    ):
+        co = command(verb, cmd_cordon, text)
+        co.add_argument("worker", metavar="WORKER", help="the worker's name (workers[].name)")
+        co.add_argument("--stack", required=True, metavar=STACK_METAVAR, help="stack name or path")
     en = command(
         "env",
         cmd_env,

@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from controller.kube import ApiError, Kind, Kube
 from controller.leader import current_leader
+from controller.model import CORDONED_LABEL
 from controller.terminal import Painter
 
 KUEUE = "kueue.x-k8s.io"
@@ -73,6 +74,9 @@ class Check:
     admitted: int | None = None
     # Not ready, and waiting will not change that: `status --wait` stops on it.
     final: bool = False
+    # A worker's MultiKueueCluster that the stack cordoned (workers[].cordoned): connected
+    # or not, the dispatcher sends it nothing new.
+    cordoned: bool = False
 
 
 @dataclass
@@ -98,6 +102,8 @@ class FleetStatus:
         rows = [("CLUSTER", "KIND", "NAME", "READY", "PENDING", "ADMITTED", "REASON: MESSAGE")]
         for c in self.checks:
             detail = f"{c.reason}: {c.message}" if c.message else c.reason
+            if c.cordoned:
+                detail = f"Cordoned: nothing new is dispatched here; {detail}"
             rows.append(
                 (
                     c.cluster,
@@ -194,6 +200,8 @@ async def _conditions(kube: Kube, cluster: str, kind: Kind, label: str) -> list[
                 "admitted": int(status.get("admittedWorkloads") or 0),
             }
         final = not ready and _final(kind, reason, message)
+        labels = (obj.get("metadata") or {}).get("labels") or {}
+        cordoned = kind is MULTIKUEUE_CLUSTERS and labels.get(CORDONED_LABEL) == "true"
         checks.append(
             Check(
                 cluster,
@@ -204,6 +212,7 @@ async def _conditions(kube: Kube, cluster: str, kind: Kind, label: str) -> list[
                 message,
                 **counts,
                 final=final,
+                cordoned=cordoned,
             )
         )
     return checks

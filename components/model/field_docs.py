@@ -63,6 +63,9 @@ FIELD_DOCS: dict[str, str] = {
     "ClusterSpec.eks": "Settings when `provider: eks`.",
     "WorkerSpec.quotas": "This worker's nominal quotas, `<clusterQueue>: {<flavor>: "
     "{<resource>: quantity}}`, in place of the ClusterQueue's for the resources named.",
+    "WorkerSpec.cordoned": "Take the worker out of service: the dispatcher nominates it for "
+    "no new workload, and what it already admitted runs to the end. `mkf cordon` and "
+    "`mkf uncordon` write it; `pulumi up` applies it.",
     "KindSettings.nodeImage": "The kind node image, pinned by `@sha256` digest. Unset: the "
     f"image kind {KIND_VERSION} publishes for `kubernetesVersion` ({_KIND_RANGE}).",
     "KindSettings.workerNodes": "Worker nodes besides the control plane (0 to 10).",

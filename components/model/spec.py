@@ -510,6 +510,8 @@ class WorkerSpec(ClusterSpec):
     role: ClassVar[str] = "worker"
     # Per-worker quota overrides: clusterQueue -> flavor -> resource -> quantity.
     quotas: dict[Text, dict[Text, dict[ResourceName, Quantity]]] = {}
+    # Out of service: the dispatcher nominates it for nothing new; what it admitted runs on.
+    cordoned: StrictBool = False
 
 
 # --- Kueue -------------------------------------------------------------------------------

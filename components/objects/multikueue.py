@@ -7,8 +7,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from components.model.spec import ClusterSpec, FleetSpec
+from components.model.spec import ClusterSpec, FleetSpec, WorkerSpec
 from components.objects.labels import (
+    CORDONED_LABEL,
     KUEUE_API,
     KUEUE_NAMESPACE,
     KUEUE_SERVICE_ACCOUNT,
@@ -62,18 +63,22 @@ def multikueue_config(spec: FleetSpec) -> dict[str, Any]:
     }
 
 
-def multikueue_cluster(spec: FleetSpec, worker: ClusterSpec) -> dict[str, Any]:
+def multikueue_cluster(spec: FleetSpec, worker: WorkerSpec) -> dict[str, Any]:
     if spec.credentials.mode == "clusterProfile":
         source: dict[str, Any] = {"clusterProfileRef": {"name": worker.name}}
     else:
         source = {
             "kubeConfig": {"location": kubeconfig_secret_name(worker), "locationType": "Secret"}
         }
-    # The worker's labels travel with it so the dispatcher can select clusters by label.
+    # The worker's labels travel with it so the dispatcher can select clusters by label,
+    # and so does its cordon.
+    labels = dict(worker.labels)
+    if worker.cordoned:
+        labels[CORDONED_LABEL] = "true"
     return {
         "apiVersion": KUEUE_API,
         "kind": "MultiKueueCluster",
-        "metadata": metadata(worker.name, labels=worker.labels),
+        "metadata": metadata(worker.name, labels=labels),
         "spec": {"clusterSource": source},
     }
 

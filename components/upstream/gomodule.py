@@ -8,6 +8,8 @@ in components/model/versions.py for the release artifact.
 
 from __future__ import annotations
 
+import copy
+import functools
 import hashlib
 import json
 import shutil
@@ -31,6 +33,7 @@ from components.model.versions import (
     clusterprofile_crd_bundle,
     kueue_bundle,
 )
+from components.objects.manifests import LOADER
 from components.upstream import toolchain
 
 
@@ -187,12 +190,18 @@ FRAMEWORK_MODULES = {
 
 
 def framework_crds(key: str) -> list[dict[str, Any]]:
+    """A copy of `_framework_crds(key)`: callers may change what they get."""
+    return copy.deepcopy(list(_framework_crds(key)))
+
+
+@functools.cache
+def _framework_crds(key: str) -> tuple[dict[str, Any], ...]:
     """The CRDs of a framework's API groups, read from its Go module at the pinned version: what
     a cluster needs for Kueue to watch those kinds (MultiKueue makes a worker inactive when
     one is missing), without the controller. A CRD can stand in several files of a module
     (kustomize bases, Helm charts); the first parseable one is taken, bases first."""
     if key not in FRAMEWORK_MODULES or not FRAMEWORKS[key].bundles:
-        return []
+        return ()
     framework = FRAMEWORKS[key]
     # Every kind of the framework's API groups, not only those Kueue manages: Kueue's trainjob
     # integration indexes TrainingRuntimes as it starts and exits without their CRD
@@ -206,7 +215,7 @@ def framework_crds(key: str) -> list[dict[str, Any]]:
         if "kind: CustomResourceDefinition" not in text or "{{" in text:
             continue
         try:
-            docs = list(yaml.safe_load_all(text))
+            docs = list(yaml.load_all(text, Loader=LOADER))
         except yaml.YAMLError:
             continue
         for doc in docs:
@@ -215,7 +224,7 @@ def framework_crds(key: str) -> list[dict[str, Any]]:
             spec = doc.get("spec") or {}
             if spec.get("group") in groups and doc["metadata"]["name"] not in found:
                 found[doc["metadata"]["name"]] = doc
-    return list(found.values())
+    return tuple(found.values())
 
 
 @dataclass(frozen=True)

@@ -27,11 +27,12 @@ from controller.explain import NotFound
 from controller.kube import WORKLOADS as KUEUE_WORKLOADS
 from controller.kube import Kube, Reflector
 from controller.metrics import Metrics
-from controller.model import Policy, WorkerView
+from controller.model import CORDONED_LABEL, Policy, WorkerView
 from controller.policy_api import policy_object
 from controller.settings import DeclaredProfile
 from controller.workloads import trim
 from tests.helpers.fleet_harness import (
+    ACTIVE,
     NS,
     Fleet,
     K,
@@ -528,6 +529,36 @@ def test_a_nominated_worker_that_stops_answering_is_kept_for_worker_lost_timeout
             await fleet.stop()
 
     asyncio.run(asyncio.wait_for(main(), 60))
+
+
+@fleet_test(TWO)
+async def test_a_cordon_is_read_live_from_the_multikueue_cluster(fleet: Fleet) -> None:
+    """The label `pulumi up` puts on a cordoned worker's MultiKueueCluster: the next
+    decision leaves the worker out (the nomination there not yet admitted moves on), the
+    gauge says so, and taking the label off puts the worker back; nothing restarts."""
+    _, metrics = await fleet.run_controller()
+    fleet.manager.put(WORKLOADS, workload("job", cpu="1"))
+    assert await until(lambda: fleet.nominations("job")) == ["w2"]
+
+    def label(cordoned: bool) -> None:
+        labels = {CORDONED_LABEL: "true"} if cordoned else {}
+        fleet.manager.put(
+            f"{K}/multikueueclusters", {**multikueue_cluster("w2", labels), "status": ACTIVE}
+        )
+
+    def cordoned(worker: str) -> float | None:
+        return metrics.registry.get_sample_value("mkf_worker_cordoned", {"cluster": worker})
+
+    label(True)
+    await until(lambda: cordoned("w2") == 1, what="w2 reported cordoned")
+    assert cordoned("w1") == 0
+    assert await until(lambda: fleet.nominations("job") == ["w1"] and ["w1"])
+    fleet.manager.put(WORKLOADS, workload("second", cpu="1"))
+    assert await until(lambda: fleet.nominations("second")) == ["w1"]
+    label(False)
+    await until(lambda: cordoned("w2") == 0, what="w2 reported uncordoned")
+    fleet.manager.put(WORKLOADS, workload("third", cpu="1"))
+    assert await until(lambda: fleet.nominations("third")) == ["w2"]
 
 
 def _unhealthy(metrics: Any, worker: str) -> bool:

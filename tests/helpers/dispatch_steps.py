@@ -18,6 +18,7 @@ from kubernetes import watch
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic.exceptions import ResourceNotFoundError
 
+from components.objects.multikueue import multikueue_cluster
 from controller.model import milli
 from loopback.client import Client
 from loopback.dispatcher import LocalDispatcher
@@ -454,4 +455,90 @@ def a_stopped_worker_is_left_out_loses_nothing_and_is_used_again(dispatching: Di
     assert copy is not None and copy["metadata"]["uid"] == uid_there, copy
     assert _admitted_copy(d.worker(first), on_first), copy
     assert d.manager_workload(on_first)["status"].get("clusterName") == first
+    d.clear()
+
+
+def cordon(d: Dispatching, worker: str, cordoned: bool) -> None:
+    """What `pulumi up` does after `mkf cordon` / `mkf uncordon`: the worker's
+    MultiKueueCluster as the project renders it with `cordoned` set, applied on the manager;
+    returns once the dispatcher says (its mkf_worker_cordoned gauge) that it saw it."""
+    spec = d.fleet.spec
+    index = d.worker_names.index(worker)
+    changed = spec.workers[index].model_copy(update={"cordoned": cordoned})
+    d.manager.apply(multikueue_cluster(spec, changed))
+    line = f'mkf_worker_cordoned{{cluster="{worker}"}} {1.0 if cordoned else 0.0}'
+    d.wait(
+        f"the dispatcher to see {worker} {'cordoned' if cordoned else 'uncordoned'}",
+        lambda: line in d.dispatcher.metrics_text(),
+    )
+
+
+def finish_job_on(d: Dispatching, worker: str, job: str) -> None:
+    """The Job's pods on `worker` succeed, as a kubelet would report them (loopback has
+    none); the worker's job controller then completes the Job."""
+    pods = [
+        p
+        for p in d.worker(worker).list("v1", "Pod", NAMESPACE)
+        if (p["metadata"].get("labels") or {}).get("job-name") == job
+    ]
+    assert pods, f"no pod of Job {job} on {worker}"
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    done = {"exitCode": 0, "reason": "Completed", "startedAt": now, "finishedAt": now}
+    for pod in pods:
+        d.worker(worker).patch_status(
+            "v1",
+            "Pod",
+            pod["metadata"]["name"],
+            NAMESPACE,
+            {
+                "phase": "Succeeded",
+                "containerStatuses": [
+                    {
+                        "name": c["name"],
+                        "image": c["image"],
+                        "imageID": "",
+                        "ready": False,
+                        "restartCount": 0,
+                        "state": {"terminated": done},
+                    }
+                    for c in pod["spec"]["containers"]
+                ],
+            },
+        )
+
+
+def a_cordoned_worker_gets_nothing_new_and_what_runs_there_finishes(d: Dispatching) -> None:
+    """Each worker has 4 CPUs (the dev stack), the policy is MostFreeQuota with ties going
+    to the first worker of the MultiKueueConfig."""
+    first, second = d.worker_names
+    d.submit(batch_job("runs-on", "1"))
+    runs_on = d.workload_of("Job", "runs-on")["metadata"]["name"]
+    d.lands_on(runs_on, first)  # a tie: the first worker
+    d.submit(batch_job("elsewhere", "1"))
+    d.lands_on(d.workload_of("Job", "elsewhere")["metadata"]["name"], second)
+
+    cordon(d, first, True)
+    # 3 CPUs free on each: uncordoned, the tie would send this one to `first`.
+    d.submit(batch_job("after-cordon", "1"))
+    after = d.workload_of("Job", "after-cordon")["metadata"]["name"]
+    d.lands_on(after, second)
+    assert all(first not in names for names in d.nominations.of(after).nominations)
+    said = d.wait(f"the dispatcher's Event on {after}", lambda: d.dispatcher_events(after))
+    assert f"{first} (cordoned" in said[0]["message"], said[0]["message"]
+    # What `first` admitted before the cordon runs there to its end.
+    d.wait(
+        f"the pod of Job runs-on on {first}",
+        lambda: d.worker(first).list("v1", "Pod", NAMESPACE),
+    )
+    finish_job_on(d, first, "runs-on")
+    d.wait(
+        f"{runs_on} to finish on the manager (MultiKueue reports the worker's Job done)",
+        lambda: _condition(d.manager_workload(runs_on)["status"], "Finished"),
+    )
+    assert d.manager_workload(runs_on)["status"].get("clusterName") == first
+
+    cordon(d, first, False)
+    # `first` is empty again (4 free), `second` holds 2: the most free takes it.
+    d.submit(batch_job("back", "1"))
+    d.lands_on(d.workload_of("Job", "back")["metadata"]["name"], first)
     d.clear()

@@ -39,6 +39,7 @@ from functools import partial
 from typing import NamedTuple
 
 from controller.model import (
+    CORDONED_LABEL,
     MAX_NOMINATIONS,
     FlavorCapacity,
     InFlight,
@@ -257,6 +258,8 @@ def _filter(
     """(category, reason) of why the cluster is out, or ("", "", its ClusterQueue)."""
     if worker is None:
         return "unknown-cluster", "no MultiKueueCluster of this name", None
+    if worker.cordoned:
+        return "cordoned", f"cordoned (label {CORDONED_LABEL}=true on its MultiKueueCluster)", None
     if not worker.connected:
         return "disconnected", "not connected (its MultiKueueCluster is not Active)", None
     if not worker.healthy:

@@ -154,12 +154,13 @@ class KueuePlane:
 
     def stop_kueue(self) -> None:
         kueue_records = [p for p in self.plane.started if p.name.endswith("/kueue")]
-        stop_all([p.as_dict() for p in kueue_records])
+        stop_all([p.as_dict() for p in kueue_records])  # Kueue's own grace (loopback/kueue.py)
         self.plane.started = [p for p in self.plane.started if p not in kueue_records]
         self.kueue = None
         self.kueue_key = None
 
     def close(self) -> None:
+        self.stop_kueue()
         stop_all([p.as_dict() for p in self.plane.started])
         if self.made_visibility and not others_running("kueue"):
             shutil.rmtree(VISIBILITY_CERT_DIR, ignore_errors=True)

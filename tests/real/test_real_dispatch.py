@@ -11,7 +11,9 @@ admitted (quota reserved) on its worker, which is all dispatch needs.
   nominates one worker, real MultiKueue creates the copy there, that worker's Kueue admits
   it, the manager's Workload gets that `clusterName`, and the copy exists there only;
 - a worker's API server stopped: the dispatcher stops nominating it, Kueue marks it
-  inactive, nothing admitted is lost; started again, it is used again (for work that waited).
+  inactive, nothing admitted is lost; started again, it is used again (for work that waited);
+- a worker cordoned: nothing new goes there, the Job it runs finishes there (its pod marked
+  Succeeded, as a kubelet would), and uncordoned it takes work again.
 """
 
 from __future__ import annotations
@@ -126,6 +128,14 @@ def test_a_stopped_worker_is_left_out_loses_nothing_and_is_used_again_once_back(
     """Each worker has 4 CPUs (the dev stack), the policy is MostFreeQuota with ties going
     to the first worker of the MultiKueueConfig."""
     steps.a_stopped_worker_is_left_out_loses_nothing_and_is_used_again(dispatching)
+
+
+def test_a_cordoned_worker_gets_nothing_new_and_what_runs_there_finishes(
+    dispatching: Dispatching,
+) -> None:
+    """`mkf cordon` then `pulumi up`: the label on the worker's MultiKueueCluster, read live by
+    the dispatcher; `mkf uncordon` puts the worker back."""
+    steps.a_cordoned_worker_gets_nothing_new_and_what_runs_there_finishes(dispatching)
 
 
 def test_a_dispatcher_that_stops_hands_its_lease_over(dispatching: Dispatching) -> None:

@@ -38,7 +38,7 @@ import tests.helpers.dispatch_steps as steps
 from components.checks.load import load_stack
 from components.model.spec import FleetSpec
 from components.objects.fleet import cluster_objects
-from components.objects.labels import FLEET_NAMESPACE, MANAGED_BY
+from components.objects.labels import CORDONED_LABEL, FLEET_NAMESPACE, MANAGED_BY
 from components.upstream import toolchain
 from loopback import fleet as loopback_fleet
 from loopback.client import Client
@@ -52,6 +52,7 @@ from tests.helpers.real_fleet import (
     pulumi_env,
     real_fetch,
 )
+from tests.helpers.stack_texts import cli
 
 ROOT = Path(__file__).resolve().parents[2]
 STACK = "loopback"
@@ -424,24 +425,20 @@ def test_a_worker_token_rotated_as_the_day2_how_to_says(project: Project) -> Non
 
 
 def test_a_worker_removed_as_the_day2_how_to_says(project: Project) -> None:
-    """docs/operations.md, "Remove a worker": its quotas set to 0 and applied (nothing new
-    fits there), nothing left on it, then removed from `workers` and applied: the manager's
-    MultiKueue config and cluster drop it, its objects go, the manager's total follows."""
+    """docs/operations.md, "Remove a worker": `mkf cordon` and applied (the label on its
+    MultiKueueCluster, nothing else changed), nothing left on it, then removed from `workers`
+    and applied: the manager's MultiKueue config and cluster drop it, its objects go, the
+    manager's total follows."""
     project.step("up")
     names = [cq.name for cq in project.spec().queues.cluster_queues]
-
-    def drain(config: dict[str, Any]) -> None:
-        worker2 = next(w for w in config["multikueue-fleet:workers"] if w["name"] == "worker2")
-        worker2["quotas"] = {n: {"default-flavor": {"cpu": 0, "memory": 0}} for n in names}
-
-    project.edit(drain)
+    cordoned = cli("cordon", "worker2", "--stack", str(project.stack_file), cwd=project.folder)
+    assert cordoned.returncode == 0, cordoned.stderr
+    assert "next: `pulumi up --stack loopback` applies it" in cordoned.stdout
+    assert _updated(project.preview()) == Counter({("update", "MultiKueueCluster", "worker2"): 1})
     project.ok("up", "--yes", "--skip-preview")
-    for name in names:
-        queue = project.client("worker2").get(f"{K}/v1beta2", "ClusterQueue", name)
-        assert queue is not None
-        quota = queue["spec"]["resourceGroups"][0]["flavors"][0]["resources"]
-        assert {r["name"]: str(r["nominalQuota"]) for r in quota} == {"cpu": "0", "memory": "0"}
     manager = project.client("manager")
+    mkc = manager.get(f"{K}/v1beta2", "MultiKueueCluster", "worker2")
+    assert (mkc or {}).get("metadata", {}).get("labels", {}).get(CORDONED_LABEL) == "true", mkc
     on_worker2 = [
         w["metadata"]["name"]
         for w in manager.list(f"{K}/v1beta2", "Workload")

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from loopback import fleet
+from loopback.processes import start, stop_all
 from tests.helpers.stack_texts import ROOT
 
 
@@ -45,3 +47,30 @@ def test_a_new_empty_or_marked_folder_is_taken(tmp_path: Path, content: tuple[st
         (state / fleet.MARK).touch()
         (state / "logs").mkdir()
     fleet.claim(state)
+
+
+def test_processes_stop_last_started_first_each_within_its_own_grace(tmp_path: Path) -> None:
+    """What started later is stopped first, and waited for, before what it may depend on
+    gets SIGTERM; one that sits out SIGTERM is killed once its own grace is over."""
+    order = tmp_path / "order"
+    polite = start(
+        "plane/etcd",
+        ["sh", "-c", f"trap 'echo etcd >> {order}; exit 0' TERM; while :; do sleep 0.1; done"],
+        tmp_path / "etcd.log",
+    )
+    deaf = start(
+        "plane/kueue",
+        ["sh", "-c", f"trap 'echo kueue >> {order}' TERM; while :; do sleep 0.1; done"],
+        tmp_path / "kueue.log",
+        grace=0.5,
+    )
+    time.sleep(0.3)  # both shells have set their traps
+    began = time.monotonic()
+    stopped = stop_all([polite.as_dict(), deaf.as_dict()], grace=10)
+    took = time.monotonic() - began
+    assert stopped == ["plane/kueue", "plane/etcd"]
+    assert order.read_text().split() == ["kueue", "etcd"]
+    assert 0.5 <= took < 5, took  # the deaf one's 0.5 s, not the 10 s given to the rest
+    for process in (polite, deaf):
+        assert process.process is not None and process.process.wait(5) is not None
+    assert deaf.as_dict()["grace"] == 0.5 and "grace" not in polite.as_dict()

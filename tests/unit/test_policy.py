@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from controller.model import (
+    CORDONED_LABEL,
     MILLI,
     Decision,
     FlavorCapacity,
@@ -236,6 +237,26 @@ def test_unhealthy_and_disconnected_workers_are_excluded() -> None:
     )
 
 
+def test_a_cordoned_worker_gets_nothing_new_even_where_it_is_the_best() -> None:
+    workers = {
+        "big": worker("big", queue(64), labels={CORDONED_LABEL: "true"}),
+        "small": worker("small", queue(4)),
+    }
+    decision = run(demand(2), workers)
+    assert decision.nominate == ("small",)
+    out = verdict(decision, "big")
+    assert (out.status, out.category) == ("filtered", "cordoned")
+    assert out.reason == f"cordoned (label {CORDONED_LABEL}=true on its MultiKueueCluster)"
+    # Any other value is no cordon (the stack writes "true"; a person might write "false").
+    workers["big"] = worker("big", queue(64), labels={CORDONED_LABEL: "false"})
+    assert run(demand(2), workers).nominate == ("big",)
+    # Every worker cordoned: nothing is nominated, and the reason says why.
+    workers["big"] = worker("big", queue(64), labels={CORDONED_LABEL: "true"})
+    workers["small"] = worker("small", queue(4), labels={CORDONED_LABEL: "true"})
+    nothing = run(demand(2), workers)
+    assert nothing.nominate == () and "cordoned" in nothing.summary
+
+
 def test_missing_local_queue_and_cluster_queue() -> None:
     no_lq = WorkerView("no-lq", True, True, "", {}, {}, {"cq": queue(8)})
     no_cq = WorkerView("no-cq", True, True, "", {}, {"team-a/user-queue": "gone"}, {})
@@ -364,6 +385,8 @@ def test_a_full_nominated_cluster_gains_a_companion_and_keeps_its_place() -> Non
         ({"healthy": False}, "unreachable"),
         ({"labels": {"region": "b"}}, "selector"),
         ({"queue": queue(1)}, "too-large"),
+        # Cordoned while the workload waited there: it moves on (only admitted work stays).
+        ({"labels": {"region": "a", CORDONED_LABEL: "true"}}, "cordoned"),
     ],
 )
 def test_a_nominated_cluster_leaves_only_when_admission_there_is_impossible(
