@@ -81,6 +81,14 @@ def load_stack(
         raise FleetConfigError(
             [Problem("", f"cannot read the file: {exc}", "save it as UTF-8 text")], location
         ) from None
+    return load_stack_text(text, location, stack)
+
+
+def load_stack_text(
+    text: str, location: str, stack: str | None = None
+) -> tuple[FleetSpec, list[Problem]]:
+    """A stack file's text (read from `location`, or about to be written there) checked and
+    loaded, its problems at their lines."""
     read = read_stack_text(text, location)
     name = stack or stack_name_of(location)
     return load_checked(read.config, name, location, read.secret, read.lines, read.warnings)

@@ -44,7 +44,7 @@ from components.objects.kueue_config import (
     pods_ready_problems,
 )
 from components.objects.kueue_install import plugin_mount
-from components.objects.labels import CORDONED_LABEL
+from controller.model import CORDONED_LABEL
 from controller.policy_api import MAX_SELECTOR_LABELS
 
 MAX_WORKERS = 20  # MultiKueueConfig.spec.clusters holds at most 20 names

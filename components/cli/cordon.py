@@ -12,10 +12,10 @@ from pathlib import Path
 
 import yaml
 
-from components.checks.load import load_checked
+from components.checks.load import load_stack_text
 from components.model.problems import FleetConfigError, did_you_mean
 from components.model.spec import PROJECT
-from components.model.stack_file import read_stack_text, stack_name_of, stack_names
+from components.model.stack_file import stack_names
 
 WORKERS_KEY = f"{PROJECT}:workers"
 
@@ -121,10 +121,7 @@ def edit(text: str, source: str, worker: str, cordoned: bool) -> Changed:
 def _check(text: str, source: str, worker: str, cordoned: bool) -> None:
     """The new text as the project reads it: valid, and the worker cordoned as asked."""
     try:
-        read = read_stack_text(text, source)
-        spec, _ = load_checked(
-            read.config, stack_name_of(source), source, read.secret, read.lines, read.warnings
-        )
+        spec, _ = load_stack_text(text, source)
     except FleetConfigError as exc:
         raise CordonError(
             f"{source}: the file would not be valid with {worker} "
@@ -137,9 +134,9 @@ def _check(text: str, source: str, worker: str, cordoned: bool) -> None:
         raise CordonError(f"{source}: the edit did not read back as asked; the file is unchanged")
 
 
-def set_cordon(path: Path, worker: str, cordoned: bool) -> str:
+def set_cordon(path: Path, worker: str, cordoned: bool) -> Changed:
     """Writes the setting into the stack file at `path` (atomically, its mode kept); what
-    was done, for the person."""
+    was written (no text when the file already said so)."""
     source = str(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -151,7 +148,7 @@ def set_cordon(path: Path, worker: str, cordoned: bool) -> str:
         ) from None
     changed = edit(text, source, worker, cordoned)
     if not changed.text:
-        return changed.said
+        return changed
     _check(changed.text, source, worker, cordoned)
     mode = path.stat().st_mode & 0o7777
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
@@ -163,4 +160,4 @@ def set_cordon(path: Path, worker: str, cordoned: bool) -> str:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    return changed.said
+    return changed

@@ -524,11 +524,11 @@ def cmd_cordon(args: argparse.Namespace) -> int:
     location = stack if stack.endswith(".yaml") else _shown(stack_path(stack))
     cordoned = args.command == "cordon"
     try:
-        said = set_cordon(Path(location), args.worker, cordoned)
+        changed = set_cordon(Path(location), args.worker, cordoned)
     except CordonError as exc:
         raise CliError(str(exc)) from None
-    print(said)
-    if "nothing to do" not in said:
+    print(changed.said)
+    if changed.text:
         name = stack_name_of(location)
         effect = (
             "the dispatcher then sends it nothing new, and what runs there runs on"

@@ -6,9 +6,6 @@ from collections.abc import Iterable
 from typing import Any
 
 from components.model.spec import FleetSpec
-from controller.model import CORDONED_LABEL
-
-__all__ = ["CORDONED_LABEL"]  # the stack writes it (workers[].cordoned), the dispatcher reads it
 
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
 KUEUE_NAMESPACE = "kueue-system"

@@ -9,7 +9,6 @@ from typing import Any
 
 from components.model.spec import ClusterSpec, FleetSpec, WorkerSpec
 from components.objects.labels import (
-    CORDONED_LABEL,
     KUEUE_API,
     KUEUE_NAMESPACE,
     KUEUE_SERVICE_ACCOUNT,
@@ -17,6 +16,7 @@ from components.objects.labels import (
     metadata,
 )
 from components.objects.queues import MULTIKUEUE_CHECK
+from controller.model import CORDONED_LABEL  # the stack writes it, the dispatcher reads it
 
 MULTIKUEUE_CONFIG = "multikueue"
 KUBECONFIG_KEY = "kubeconfig"  # the key Kueue reads from a MultiKueueCluster's Secret

@@ -38,8 +38,9 @@ import tests.helpers.dispatch_steps as steps
 from components.checks.load import load_stack
 from components.model.spec import FleetSpec
 from components.objects.fleet import cluster_objects
-from components.objects.labels import CORDONED_LABEL, FLEET_NAMESPACE, MANAGED_BY
+from components.objects.labels import FLEET_NAMESPACE, MANAGED_BY
 from components.upstream import toolchain
+from controller.model import CORDONED_LABEL
 from loopback import fleet as loopback_fleet
 from loopback.client import Client
 from loopback.dispatcher import LocalDispatcher

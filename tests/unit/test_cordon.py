@@ -93,7 +93,7 @@ def test_every_worker_cordoned_is_a_warning() -> None:
 
 def test_cordon_then_uncordon_gives_the_file_back_byte_for_byte(tmp_path: Path) -> None:
     path = _stack(tmp_path)
-    said = set_cordon(path, "worker2", True)
+    said = set_cordon(path, "worker2", True).said
     assert said == f"cordoned worker2 in {path} (workers[1].cordoned: true)"
     text = path.read_text()
     # One line added, under the worker's name, at its indentation; the rest as it was.
@@ -102,11 +102,11 @@ def test_cordon_then_uncordon_gives_the_file_back_byte_for_byte(tmp_path: Path) 
     )
     spec, _ = load_stack(str(path))
     assert [w.cordoned for w in spec.workers] == [False, True]
-    assert "already cordoned" in set_cordon(path, "worker2", True)
+    assert "already cordoned" in set_cordon(path, "worker2", True).said
     assert path.read_text() == text
     set_cordon(path, "worker2", False)
     assert path.read_text() == DEV
-    assert "already not cordoned" in set_cordon(path, "worker2", False)
+    assert "already not cordoned" in set_cordon(path, "worker2", False).said
 
 
 def test_a_cordoned_line_the_user_wrote_keeps_its_comment(tmp_path: Path) -> None:
