@@ -151,6 +151,7 @@ class Request:
     body: Any
     content_type: str
     at: float = 0.0  # time.time() on arrival: benchmarks measure latency to the write
+    status: int = 0  # the HTTP status it was answered with (0 while unanswered)
 
 
 @dataclass
@@ -421,6 +422,16 @@ class Emulator:
         )
         if request.method in WRITES:
             self._write_log.append(self.requests[-1])
+        logged = self.requests[-1]
+        try:
+            response = await self._serve(request, body)
+        except web.HTTPException as refused:
+            logged.status = refused.status
+            raise
+        logged.status = response.status
+        return response
+
+    async def _serve(self, request: web.Request, body: Any) -> web.StreamResponse:
         if request.path == "/_emulator/writes":
             # Not Kubernetes: lets a benchmark in another process read when writes arrived,
             # from the `after`-th on, so polling a long run stays cheap for both sides.
