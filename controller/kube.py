@@ -247,11 +247,13 @@ class Kube:
     async def get(self, kind: Kind, name: str, namespace: str | None = None) -> dict[str, Any]:
         return await self.request("GET", kind.path(namespace, name))
 
-    async def read(self, path: str, timeout: float = 30) -> bytes:
-        """A GET whose answer is not JSON (a pod's /metrics through the API server's proxy),
-        as it came; one attempt, errors raised as ApiError."""
+    async def read(
+        self, path: str, timeout: float = 30, query: list[tuple[str, Any]] | None = None
+    ) -> bytes:
+        """A GET whose answer is not JSON (a pod's /metrics through the API server's proxy,
+        a container's log), as it came; one attempt, errors raised as ApiError."""
         try:
-            return await self._undecoded("GET", path, None, None, None, timeout)
+            return await self._undecoded("GET", path, query, None, None, timeout)
         except client.ApiException as exc:
             raise ApiError(exc.status or 0, _message(exc)) from exc
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
@@ -311,6 +313,33 @@ class Kube:
             token = meta.get("continue") or ""
             if not token:
                 return items, meta.get("resourceVersion", "")
+
+    async def lines(
+        self, path: str, query: list[tuple[str, Any]] | None = None
+    ) -> AsyncIterator[bytes]:
+        """A GET whose answer streams until the server ends it (a followed log), a line at a
+        time as it arrives; errors raised as ApiError."""
+        try:
+            response = await self._call("GET", path, query, None, None, True, None)
+        except client.ApiException as exc:
+            raise ApiError(exc.status or 0, _message(exc)) from exc
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+            raise ApiError(0, connection_reason(exc)) from exc
+        try:
+            if not 200 <= response.status <= 299:
+                text = await response.text()
+                try:
+                    message = json.loads(text).get("message") or text
+                except ValueError:
+                    message = text
+                raise ApiError(response.status, message[:300])
+            while True:
+                line = await response.content.readline()
+                if not line:
+                    return
+                yield line
+        finally:
+            response.release()
 
     async def watch(
         self,

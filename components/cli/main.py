@@ -391,17 +391,10 @@ def cmd_status(args: argparse.Namespace) -> int:
     """Exit 0 ready, 1 not ready, 2 when the fleet's files cannot be read."""
     import asyncio
 
-    from components.cli.fleet_dir import FleetDirError, read_fleet_dir, read_stack_outputs
     from components.cli.status import collect, wait_ready
 
     report = Reporter.for_args(args)
-    try:
-        if args.stack:
-            fleet = read_stack_outputs(args.stack, _project_dir())
-        else:
-            fleet = read_fleet_dir(_fleet_dir(args))
-    except FleetDirError as exc:
-        raise CliError(str(exc)) from None
+    fleet = _running_fleet(args)
     kubeconfigs, roles, installs = fleet.kubeconfigs, fleet.roles, fleet.installs
     if args.wait:
         status = asyncio.run(
@@ -425,6 +418,103 @@ def cmd_status(args: argparse.Namespace) -> int:
             "which no wait mends (its row above says why)"
         )
     return SAME if status.ready else DIFFERS
+
+
+def _running_fleet(args: argparse.Namespace) -> Any:
+    """The FleetDir of --stack (its outputs) or --dir (the files up wrote)."""
+    from components.cli.fleet_dir import FleetDirError, read_fleet_dir, read_stack_outputs
+
+    try:
+        if args.stack:
+            return read_stack_outputs(args.stack, _project_dir())
+        return read_fleet_dir(_fleet_dir(args))
+    except FleetDirError as exc:
+        raise CliError(str(exc)) from None
+
+
+def cmd_job(args: argparse.Namespace) -> int:
+    """Where a job runs: exit 0 found, 2 not found (or the fleet cannot be read)."""
+    import asyncio
+
+    from components.cli.job_trail import JobTrailError, connected, table, trail_of
+
+    report = Reporter.for_args(args)
+    fleet = _running_fleet(args)
+    json_out = args.output == "json"
+
+    async def run() -> int:
+        async with connected(fleet.kubeconfigs) as kubes:
+            shown = ""
+            while True:
+                trail = await trail_of(kubes, fleet.roles, args.name, args.namespace, args.kind)
+                text = (
+                    json.dumps(trail.as_json(), indent=2)
+                    if json_out
+                    else table(trail, report.paint_out, args.events)
+                )
+                if text != shown:
+                    if shown:
+                        report.result("---")
+                    report.result(text)
+                    shown = text
+                if not args.watch or trail.finished:
+                    return SAME
+                await asyncio.sleep(args.interval)
+
+    try:
+        return asyncio.run(run())
+    except JobTrailError as exc:
+        raise CliError(str(exc)) from None
+
+
+def cmd_logs(args: argparse.Namespace) -> int:
+    """A job's logs from its worker: exit 0 printed, 1 a log not read, 2 nothing to read."""
+    import asyncio
+
+    from components.cli.job_logs import NotYet, choose, print_logs
+    from components.cli.job_trail import JobTrailError, connected, trail_of
+
+    report = Reporter.for_args(args)
+    fleet = _running_fleet(args)
+    waited: list[NotYet] = []
+
+    async def run() -> int:
+        async with connected(fleet.kubeconfigs) as kubes:
+            # As kubectl logs --pod-running-timeout: a job about to run is waited for.
+            deadline = asyncio.get_running_loop().time() + args.pod_running_timeout
+            while True:
+                trail = await trail_of(
+                    kubes, fleet.roles, args.name, args.namespace, args.kind, with_events=False
+                )
+                try:
+                    sources = choose(trail, args.pod, args.all_pods, args.container, report.info)
+                    break
+                except NotYet as exc:
+                    if asyncio.get_running_loop().time() >= deadline:
+                        raise
+                    if not waited:
+                        report.info(
+                            f"waiting up to {args.pod_running_timeout:g}s "
+                            f"(--pod-running-timeout): {exc}"
+                        )
+                        waited.append(exc)
+                    await asyncio.sleep(1)
+            problems = await print_logs(
+                kubes,
+                trail.namespace,
+                sources,
+                args.follow,
+                args.since,
+                lambda line: print(line, flush=args.follow),
+            )
+        for problem in problems:
+            report.error(f"error: {problem}")
+        return DIFFERS if problems else SAME
+
+    try:
+        return asyncio.run(run())
+    except JobTrailError as exc:
+        raise CliError(str(exc)) from None
 
 
 def _generated(args: argparse.Namespace, path: Path, text: str, what: str, command: str) -> int:
@@ -703,6 +793,7 @@ def configure(parser: argparse.ArgumentParser) -> argparse._SubParsersAction:
         co = command(verb, cmd_cordon, text)
         co.add_argument("worker", metavar="WORKER", help="the worker's name (workers[].name)")
         co.add_argument("--stack", required=True, metavar=STACK_METAVAR, help="stack name or path")
+    _job_commands(command)
     en = command(
         "env",
         cmd_env,
@@ -733,6 +824,76 @@ def configure(parser: argparse.ArgumentParser) -> argparse._SubParsersAction:
     )
     rf.add_argument("--check", action="store_true", help="exit 1 if a written page is stale")
     return sub
+
+
+def _job_commands(command: Callable[..., argparse.ArgumentParser]) -> None:
+    """`job` and `logs`: follow one job across the fleet."""
+    from components.cli.job_logs import duration
+    from components.cli.job_trail import KINDS_BY_KEY
+
+    for name, func, text in (
+        (
+            "job",
+            cmd_job,
+            "where a job runs: its Workloads, the worker that admitted each, the pods there "
+            "and the events of manager and worker in time order",
+        ),
+        ("logs", cmd_logs, "a job's logs, from the worker that runs it"),
+    ):
+        p = command(name, func, text)
+        p.add_argument(
+            "name",
+            metavar="[NAMESPACE/]NAME",
+            help="a Job, JobSet, LeaderWorkerSet, TrainJob or Kubeflow job on the manager",
+        )
+        p.add_argument("-n", "--namespace", help="its namespace (default: default)")
+        p.add_argument(
+            "--kind",
+            choices=sorted(KINDS_BY_KEY),
+            help="its kind, when names clash (default: every kind the manager serves)",
+        )
+        p.add_argument("--dir", help="the directory `up` wrote (default: the project's .fleet)")
+        p.add_argument(
+            "--stack",
+            metavar=STACK_METAVAR,
+            help="a fleet brought up with a plain `pulumi up --stack NAME` (read its outputs)",
+        )
+        if name == "job":
+            p.add_argument(
+                "--watch",
+                action="store_true",
+                help="follow it, printing each change, until it ends",
+            )
+            p.add_argument(
+                "--interval",
+                type=seconds,
+                default=2,
+                help="with --watch: seconds between looks (default 2)",
+            )
+            p.add_argument(
+                "--events", type=int, default=20, help="how many of the last events to show"
+            )
+            _output_flag(p, "everything found, events included")
+        else:
+            p.add_argument("-c", "--container", help="the container (default: the pod's default)")
+            p.add_argument("-f", "--follow", action="store_true", help="stream it as it comes")
+            which = p.add_mutually_exclusive_group()
+            which.add_argument("--pod", help="one pod of the job, by name")
+            which.add_argument(
+                "--all-pods", action="store_true", help="every pod, each line prefixed"
+            )
+            p.add_argument(
+                "--since",
+                type=duration,
+                help="only what was printed in the last D (30s, 5m, 1h)",
+            )
+            p.add_argument(
+                "--pod-running-timeout",
+                type=seconds,
+                default=20,
+                help="seconds to wait for the job to be admitted and a pod to run, as kubectl "
+                "logs waits for one (default 20; 0: do not wait)",
+            )
 
 
 def _usage_problem(args: argparse.Namespace) -> str | None:

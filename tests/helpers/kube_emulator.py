@@ -103,6 +103,59 @@ def real_crds_missing() -> str:
     return "" if served_crds() is not None else find_upstream_crds()[1]
 
 
+# The field selectors the API server accepts for a list, per resource (every resource:
+# metadata.name and metadata.namespace; Events add involvedObject.* and the rest of
+# pkg/registry/core/event/strategy.go ToSelectableFields at v1.36).
+FIELD_LABELS = {
+    "events": {
+        "involvedObject.kind",
+        "involvedObject.namespace",
+        "involvedObject.name",
+        "involvedObject.uid",
+        "involvedObject.apiVersion",
+        "involvedObject.resourceVersion",
+        "involvedObject.fieldPath",
+        "reason",
+        "reportingComponent",
+        "source",
+        "type",
+    },
+}
+
+
+def _field(obj: dict[str, Any], path: str) -> str:
+    value: Any = obj
+    for part in path.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return "" if value is None else str(value)
+
+
+def _selected(query: Any, gp: str) -> Any:
+    """A list's labelSelector and fieldSelector (equality terms, `a=b,c!=d`) as a test of
+    one object; an unknown field label is a ValueError, as the API server answers 400."""
+    terms: list[tuple[str, str, bool, bool]] = []  # (key, value, equal, is a label)
+    for param, is_label in (("labelSelector", True), ("fieldSelector", False)):
+        for term in filter(None, (query.get(param) or "").split(",")):
+            equal = "!=" not in term
+            key, _, value = term.replace("!=", "=").replace("==", "=").partition("=")
+            if not is_label and key not in FIELD_LABELS.get(gp, set()) | {
+                "metadata.name",
+                "metadata.namespace",
+            }:
+                raise ValueError(f'field label not supported: "{key}"')
+            terms.append((key, value, equal, is_label))
+
+    def test(obj: dict[str, Any]) -> bool:
+        labels = (obj.get("metadata") or {}).get("labels") or {}
+        for key, value, equal, is_label in terms:
+            have = labels.get(key, "") if is_label else _field(obj, key)
+            if (have == value) != equal or (is_label and equal and key not in labels):
+                return False
+        return True
+
+    return test
+
+
 def has_status_subresource(group: str, plural: str) -> bool:
     return group not in BUILTIN_GROUPS or (group, plural) in BUILTIN_WITH_STATUS
 
@@ -187,6 +240,8 @@ class Emulator:
     _write_log: list[Request] = field(default_factory=list)
     _runner: web.AppRunner | None = None
     port: int = 0
+    # What each container printed, (namespace, pod, container) -> text, for pods/log.
+    logs: dict[tuple[str, str, str], str] = field(default_factory=dict)
 
     # --- lifecycle ----------------------------------------------------------------------
 
@@ -272,6 +327,30 @@ class Emulator:
         return [r for r in self._write_log if path_part in r.path]
 
     # --- internals ----------------------------------------------------------------------
+
+    def _log(self, pod: dict[str, Any] | None, name: str, query: Any) -> web.StreamResponse:
+        """GET pods/NAME/log as the API server answers it (pkg/registry/core/pod/rest
+        log.go and the kubelet at v1.36): the container must be named when the pod has
+        several; a container that has not started yet is a 400."""
+        if pod is None:
+            return self._status(404, f'pods "{name}" not found')
+        namespace = pod["metadata"].get("namespace", "")
+        names = [c["name"] for c in pod["spec"]["containers"]]
+        container = query.get("container") or (names[0] if len(names) == 1 else "")
+        if not container:
+            return self._status(
+                400,
+                f"a container name must be specified for pod {name}, choose one of: "
+                f"[{' '.join(names)}]",
+            )
+        if container not in names:
+            return self._status(400, f"container {container} is not valid for pod {name}")
+        if (namespace, name, container) not in self.logs:
+            return self._status(
+                400,
+                f'container "{container}" in pod "{name}" is waiting to start: ContainerCreating',
+            )
+        return web.Response(text=self.logs[(namespace, name, container)])
 
     def _kind(self, api_version: str, plural: str) -> str | None:
         """The kind a CRD serves as `plural` in `api_version`, when the CRD is known."""
@@ -386,6 +465,7 @@ class Emulator:
     @staticmethod
     def _status(code: int, message: str) -> web.Response:
         reason = {
+            400: "BadRequest",
             401: "Unauthorized",
             404: "NotFound",
             409: "Conflict",
@@ -489,12 +569,22 @@ class Emulator:
         api_version = f"{group}/{segments[3]}" if group else "v1"
         store = self.objects.setdefault((group, plural), {})
         with_status = has_status_subresource(group, plural)
+        if request.method == "GET" and (gp, sub) == ("pods", "log") and name:
+            return self._log(store.get((namespace, name)), name, request.query)
         if sub and (sub != "status" or not with_status):
             return self._status(404, f"the server could not find {plural}/{sub}")
         if request.method == "GET" and not name:
             if request.query.get("watch") in ("true", "1"):
                 return await self._watch(request, gp, namespace)
-            keys = [k for k in sorted(store) if not namespace or k[0] == namespace]
+            try:
+                chosen = _selected(request.query, gp)
+            except ValueError as exc:
+                return self._status(400, str(exc))
+            keys = [
+                k
+                for k in sorted(store)
+                if (not namespace or k[0] == namespace) and chosen(store[k])
+            ]
             # limit/continue as the API server pages: the token is where the page ended.
             start = int(request.query.get("continue") or 0)
             limit = int(request.query.get("limit") or 0) or len(keys)

@@ -166,8 +166,35 @@ def _nominated_by_dispatcher(manager: Path, workload: str) -> bool:
     return any((e.get("source") or {}).get("component") == DISPATCHER for e in events)
 
 
+def _following(fleet: DevFleet) -> list[list[str]]:
+    """The commands of docs/operations.md "Follow a job to the worker that runs it", in the
+    order the page gives them."""
+    page = (fleet.project / "docs" / "operations.md").read_text()
+    section = page.split("### Follow a job to the worker that runs it", 1)[1].split("\n### ", 1)[0]
+    blocks = [b.split("```", 1)[0] for b in section.split("```console\n")[1:]]
+    return [
+        line.removeprefix("$ ").split()
+        for block in blocks
+        for line in block.splitlines()
+        if line.startswith("$ ")
+    ]
+
+
 def test_sample_jobs_run_on_one_worker_through_the_in_cluster_dispatcher(fleet: DevFleet) -> None:
     kubectl(fleet.manager, "apply", "-f", str(fleet.project / JOBS))
+    # The page's `mkf logs -f`, started with the submission: it waits for the Job to be
+    # admitted and its pod to run, then follows the log on the worker until the pod ends
+    # (MultiKueue removes the worker's copy, pods and logs with it, once the Job finishes).
+    commands = _following(fleet)
+    assert [c[:2] for c in commands] == [["mkf", "logs"], ["mkf", "job"]], commands
+    logs = subprocess.Popen(
+        [str(fleet.project / ".venv" / "bin" / "mkf"), *commands[0][1:]],
+        cwd=fleet.project,
+        env=fleet.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     placed = {}
     for kind, name in (
         ("Job", "sample-job"),
@@ -216,6 +243,21 @@ def test_sample_jobs_run_on_one_worker_through_the_in_cluster_dispatcher(fleet: 
         ),
         "the manager's JobSet to report Completed",
     )
+    out, err = logs.communicate(timeout=300)
+    assert logs.returncode == 0, err
+    assert out == "hello from a worker\n", (out, err)
+    # Where it ran, from the host: its worker, and both sides' events in time order.
+    name, worker = placed["Job"]
+    shown = fleet.mkf(*commands[1][1:])
+    assert shown.returncode == 0, shown.stderr
+    assert "Workload job-sample-job-" in shown.stdout and "Finished (Succeeded)" in shown.stdout
+    assert f"admitted on: {worker}" in shown.stdout
+    trail = json.loads(fleet.mkf(*commands[1][1:], "-o", "json").stdout)
+    (wl,) = trail["workloads"]
+    assert (wl["admitted_on"], trail["finished"]) == (worker, True)
+    assert {e["cluster"] for e in trail["events"]} >= {"manager", worker}, trail["events"]
+    assert [e["at"] for e in trail["events"]] == sorted(e["at"] for e in trail["events"])
+    assert any(e["reason"] == "Nominated" and e["cluster"] == "manager" for e in trail["events"])
     name, worker = placed["LeaderWorkerSet"]
 
     def group_running() -> bool:
@@ -226,6 +268,11 @@ def test_sample_jobs_run_on_one_worker_through_the_in_cluster_dispatcher(fleet: 
         return len(pods) == 2 and all(p["status"].get("phase") == "Running" for p in pods)
 
     wait(group_running, "the LeaderWorkerSet's leader and worker pods running on its worker")
+    # A job that runs: its pods on the worker, as `mkf job` finds them from the host.
+    running = json.loads(fleet.mkf("job", f"default/{name}", "-o", "json").stdout)
+    pods = [p for w in running["workloads"] for side in w["workers"] for p in side["pods"]]
+    assert {side["cluster"] for w in running["workloads"] for side in w["workers"]} == {worker}
+    assert len(pods) == 2 and {p["phase"] for p in pods} == {"Running"}, running
 
 
 TOO_BIG = """apiVersion: batch/v1
