@@ -130,6 +130,3 @@ def cloud_cluster_names(spec: FleetSpec) -> Iterator[Problem]:
                 f"characters; EKS takes at most {EKS_CLUSTER_NAME_MAX}",
                 "shorten fleetName or the cluster name",
             )
-
-
-RULES = [gke_gpu_zones, gke_gpu_machine_types, eks_gpu_ami_architecture, cloud_cluster_names]

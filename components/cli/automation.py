@@ -46,13 +46,13 @@ import yaml
 from pulumi.automation import CommandResult, PulumiCommand
 from pulumi.automation.errors import create_command_error
 
-from components.checks.consumers import (
+from components.checks.kind_host import preflight as kind_preflight
+from components.checks.kubeconfigs import (
     context_problem,
     credential_command_problem,
     existing_worker_servers,
     kubeconfig_problems,
 )
-from components.checks.kind_host import preflight as kind_preflight
 from components.checks.load import load_stack
 from components.cli.pinned_tools import use_pinned_tools
 from components.cli.pulumi_output import Tracebacks

@@ -105,7 +105,7 @@ def _load_or_report(
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from components.checks.validate import validate_together
+    from components.checks.clusters import validate_together
 
     # Notes need nothing done: shown when asked for (--notes), counted otherwise, so that
     # the default stack's validate (also every scripts/up.sh run) is quiet when all is well.

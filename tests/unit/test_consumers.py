@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from components.checks.consumers import (
+from components.checks.kubeconfigs import (
     credential_command_problem,
     existing_worker_servers,
     kubeconfig_problems,

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from components.checks.validate import validate_together
+from components.checks.clusters import validate_together
 from components.model import kueue_gates
 from components.model.spec import load_spec
 from tests.helpers.fleet_config import KUBECONFIG, base, only, problems_of

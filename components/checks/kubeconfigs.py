@@ -1,7 +1,8 @@
-"""Values that are right for the stack file but wrong for the component that consumes them:
-a pod on the manager (Kueue, the in-cluster dispatcher), MultiKueue's connection code, the
-dispatcher's settings loader, or two parts of the fleet that would both create one object.
-Each rule names the consumer's own rule where it comes from."""
+"""Existing clusters' kubeconfigs and the API servers the manager's pods reach workers at,
+as their consumers take them: client-go loading the file (its context, paths, CA and
+authentication), the deploying machine running its credential command, and MultiKueue and
+the dispatcher in pods on the manager connecting to each worker's server. Each rule names
+the consumer's own rule where it comes from."""
 
 from __future__ import annotations
 
@@ -13,8 +14,6 @@ from urllib.parse import urlsplit
 
 import yaml
 
-from components.model.fieldtypes import duration_seconds
-from components.model.frameworks import FRAMEWORKS
 from components.model.problems import Problem, key_path
 from components.model.spec import ClusterSpec, FleetSpec
 from components.objects.kubeconfig import (
@@ -27,7 +26,6 @@ from components.objects.kubeconfig import (
     reduce_to_context,
     server_host,
 )
-from controller.settings import WORKER_LOST_TIMEOUT_MAX
 
 KIND_SERVER_HINT = "on kind, https://<kind cluster name>-control-plane:6443"
 
@@ -285,68 +283,3 @@ def worker_servers(spec: FleetSpec) -> Iterator[Problem]:
                 "write the address the manager's pods reach this worker at "
                 f"({KIND_SERVER_HINT}), or a routable address",
             )
-
-
-def frameworks_listed_once(spec: FleetSpec) -> Iterator[Problem]:
-    """A framework listed twice would be installed twice: two Pulumi resources with one
-    URN, refused by the engine half-way through `up`."""
-    lists = [("frameworks", spec.frameworks)] + [
-        (key_path(c.path, "frameworks"), c.written_frameworks)
-        for c in spec.clusters
-        if c.written_frameworks is not None
-    ]
-    for path, names in lists:
-        first: dict[str, int] = {}
-        for i, name in enumerate(names):
-            if name in first:
-                yield Problem(
-                    key_path(path, i),
-                    f"'{name}' is listed twice (also at {key_path(path, first[name])})",
-                    "remove this entry: each framework is installed once",
-                )
-            else:
-                first.setdefault(name, i)
-
-
-def local_queue_namespaces(spec: FleetSpec) -> Iterator[Problem]:
-    """A LocalQueue's namespace is created by the fleet (on the manager and every worker);
-    a framework release that creates the same Namespace (JobSet's jobset-system, the
-    training operator's kubeflow, the MPI Operator's mpi-operator, Trainer's
-    kubeflow-system, ...) would make two owners of it: the second create fails, and the
-    first `destroy` of either deletes the other's objects with it. Refused rather than
-    shared: the framework's namespace holds its controller, not users' jobs."""
-    enabled = {f for c in spec.clusters for f in c.frameworks}
-    owners: dict[str, str] = {}
-    for name in sorted(enabled):
-        for bundle in FRAMEWORKS[name].bundles if name in FRAMEWORKS else ():
-            if bundle.namespace and bundle.namespace != "default":
-                owners.setdefault(bundle.namespace, f"the '{name}' framework ({bundle.name})")
-    for lq in spec.queues.local_queues:
-        owner = owners.get(lq.namespace)
-        if owner is not None:
-            yield Problem(
-                key_path(lq.path, "namespace"),
-                f"namespace '{lq.namespace}' is created by {owner}, and the fleet creates a "
-                "LocalQueue's namespace too: two owners of one Namespace",
-                "put the LocalQueue in a namespace of your own (jobs run anywhere the "
-                "framework's controller watches, which is every namespace)",
-            )
-
-
-def dispatcher_durations(spec: FleetSpec) -> Iterator[Problem]:
-    """Durations the stack renders into the dispatcher's settings file, checked against
-    what its loader (controller/settings.py) accepts, so the dispatcher starts."""
-    if not spec.dispatcher.enabled:
-        return
-    lost = duration_seconds(spec.kueue.multikueue.worker_lost_timeout)
-    if lost > WORKER_LOST_TIMEOUT_MAX:
-        yield Problem(
-            "kueue.multiKueue.workerLostTimeout",
-            f"{spec.kueue.multikueue.worker_lost_timeout} is longer than the dispatcher "
-            f"takes ({WORKER_LOST_TIMEOUT_MAX / 3600:g}h): it is written to its settings as "
-            "workerLostTimeoutSeconds, and the dispatcher would not start",
-            f"use at most {WORKER_LOST_TIMEOUT_MAX / 3600:g}h (Kueue's default is 15m)",
-        )
-
-
-RULES = [worker_servers, frameworks_listed_once, local_queue_namespaces, dispatcher_durations]
