@@ -586,7 +586,7 @@ class Driver:
         if host_problems:
             raise DriverError("cannot create the kind clusters: " + "; ".join(host_problems))
         # The kubeconfig of this machine, which `validate` leaves alone unless the stack
-        # names the file (components/checks/consumers.py).
+        # names the file (components/checks/kubeconfigs.py).
         found = [context_problem(c) for c in spec.clusters if c.existing is not None]
         found += [credential_command_problem(c) for c in spec.clusters if c.existing is not None]
         found += [

@@ -5,7 +5,8 @@ A stack file (or `pulumi.Config`) is a mapping of top-level keys, written in cam
 "did you mean", wrong type, bad choice, a name, label, quantity, duration, version or image
 the API server or a tool would refuse) comes back as a Problem with the
 `pulumi config set --path` path that locates it and a fix. Checks that look across the
-whole fleet live in validate.py, as plain functions over this model.
+whole fleet live in components/checks, a module per subject, as plain functions over this
+model (validate.py runs them in one list).
 
 The JSON Schema of the stack file is generated from these models (components/cli/schema.py).
 """

@@ -1,5 +1,6 @@
 """Values right for the stack file but wrong for their consumer (components/checks/
-consumers.py): each refused by `validate`, with a must-accept case beside it."""
+kubeconfigs.py and the other rule modules): each refused by `validate`, with a must-accept
+case beside it."""
 
 from __future__ import annotations
 
