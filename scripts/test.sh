@@ -135,7 +135,7 @@ builds() {
     return 0
   fi
   phase "build: real engines (loopback build)" "$ENV/bin/python" -m loopback build etcd \
-    kube-apiserver kube-controller-manager kueue lws || return 1
+    kube-apiserver kube-controller-manager kueue lws promtool || return 1
   export KUBEBUILDER_ASSETS="$PWD/.tools/bin"
   case " $tiers " in *" kind "*) ;; *) return 0 ;; esac
   if [ "$(id -u)" -ne 0 ]; then

@@ -47,8 +47,9 @@ class Tool:
     stamps: tuple[str, ...] = ()
     # The module (a directory under tools/) whose go.mod pins it and where it is built.
     module_dir: Path = TOOLS_MODULE
-    # The release the pinned version is, when that is a pseudo-version (a module without
-    # tags of its own, pinned at the commit of a release tag).
+    # The release the pinned version is, when the module's version is not the release's own:
+    # a pseudo-version (a module without tags of its own, pinned at the commit of a release
+    # tag), or Prometheus' module tags (v0.316.0 is release 3.16.0).
     release: str | None = None
     # A `//go:generate` program in the main package's directory that writes files the
     # package embeds: run (with VERSION set, as the project's Makefile does) in a writable
@@ -87,6 +88,24 @@ KUBERNETES_PROVIDER_STAMPS = (
 )
 KUBERNETES_PROVIDER = "github.com/pulumi/pulumi-kubernetes/provider/v4"
 
+
+PROMETHEUS = "github.com/prometheus/prometheus"
+# promtool checks and unit-tests the fleet's alerting rules (monitoring/, tests/real). A module
+# of its own: Prometheus' build list is not the control plane's. Prometheus' releases are
+# module tags v0.3XX.0 (VERSION at v0.316.0 says 3.16.0). Its .promu.yml at that tag stamps a
+# release's github.com/prometheus/common/version; only Version is stamped here: Revision is the
+# tag's commit, which the module proxy does not give, and BuildUser/BuildDate would make every
+# build differ. Its build tags are netgo and builtinassets; the latter selects the web UI's
+# embedded assets (web/ui), a package promtool does not import, so it is left out.
+PROMTOOL = Tool(
+    "promtool",
+    f"{PROMETHEUS}/cmd/promtool",
+    PROMETHEUS,
+    ("github.com/prometheus/common/version.Version={version}",),
+    TOOLS_MODULE / "promtool",
+    release="3.16.0",
+    tags="netgo",
+)
 
 KIND_TOOLS_DIR = TOOLS_MODULE / "kind-tier"
 CNI_PLUGINS = "github.com/containernetworking/plugins"
@@ -236,6 +255,7 @@ TOOLS: dict[str, Tool] = {
             release="4.25.0",
             generator="generate.go",
         ),
+        PROMTOOL,
         *KIND_TIER_TOOLS,
     )
 }

@@ -13,7 +13,9 @@ admitted (quota reserved) on its worker, which is all dispatch needs.
 - a worker's API server stopped: the dispatcher stops nominating it, Kueue marks it
   inactive, nothing admitted is lost; started again, it is used again (for work that waited);
 - a worker cordoned: nothing new goes there, the Job it runs finishes there (its pod marked
-  Succeeded, as a kubelet would), and uncordoned it takes work again.
+  Succeeded, as a kubelet would), and uncordoned it takes work again;
+- every metric the dashboard and alerting rules in monitoring/ read is on the dispatcher's
+  or a Kueue's /metrics.
 """
 
 from __future__ import annotations
@@ -38,7 +40,8 @@ from tests.helpers.dispatch_steps import (
     leader_worker_set,
     pods_of,
 )
-from tests.helpers.real_fleet import MultiKueueFleet, not_active_message
+from tests.helpers.metrics_scrape import every_metric_used_is_exported
+from tests.helpers.real_fleet import MultiKueueFleet, binaries, not_active_message
 
 # The LeaderWorkerSet controller runs on every cluster of the shared dev fleet
 # (tests/helpers/real_fleet.py: dev_fleet); JobSet's cannot (loopback/operators.py says why).
@@ -136,6 +139,15 @@ def test_a_cordoned_worker_gets_nothing_new_and_what_runs_there_finishes(
     """`mkf cordon` then `pulumi up`: the label on the worker's MultiKueueCluster, read live by
     the dispatcher; `mkf uncordon` puts the worker back."""
     steps.a_cordoned_worker_gets_nothing_new_and_what_runs_there_finishes(dispatching)
+
+
+def test_every_metric_the_dashboard_and_alerts_read_is_exported(dispatching: Dispatching) -> None:
+    """monitoring/'s panels and rules, their metric names read by Prometheus' parser
+    (promtool), against the dispatcher's /metrics and Kueue's on every cluster, scraped
+    after a Job went through MultiKueue and a workload found no worker. Before the last
+    test: that one stops the dispatcher."""
+    promtool = binaries(("promtool",))["promtool"]
+    every_metric_used_is_exported(dispatching, promtool)
 
 
 def test_a_dispatcher_that_stops_hands_its_lease_over(dispatching: Dispatching) -> None:
