@@ -60,11 +60,22 @@ def bad_runs(tmp_path: Path, small: Path) -> list[tuple[tuple[str, ...], int, st
         (("validate", "--stack", "nosuch", "--debug", "-q"), 1, "no such stack file"),
         (("render", "--diff", "--old", str(small)), 2, "render --diff needs --stack NAME"),
         (("status", "-o", "yaml"), 2, "invalid choice: 'yaml'"),
+        (("job", "default/sample-job", "--dir", str(empty)), 2, "summary.json not found"),
+        (("job", "sample-job", "--kind", "cronjob"), 2, "invalid choice: 'cronjob'"),
+        (("job", "x", "--watch", "--interval", "nan"), 2, "'nan' is not a finite number"),
+        (("logs", "sample-job", "--since", "soon"), 2, "'soon' is not a duration"),
+        (("logs", "x", "--pod", "p", "--all-pods"), 2, "not allowed with argument --pod"),
+        (("logs", "x", "--dir", str(broken)), 2, "cannot be read"),
     ]
 
 
-def test_bad_input_is_one_clear_error(tmp_path: Path, small: Path) -> None:
-    for args, code, text in bad_runs(tmp_path, small):
+# Each a process of its own, as a user runs it: spread over the unit tier's workers.
+CHUNKS = 4
+
+
+@pytest.mark.parametrize("chunk", range(CHUNKS))
+def test_bad_input_is_one_clear_error(tmp_path: Path, small: Path, chunk: int) -> None:
+    for args, code, text in bad_runs(tmp_path, small)[chunk::CHUNKS]:
         result = cli(*args, cwd=tmp_path)
         assert result.returncode == code, (args, result.stderr)
         assert "Traceback" not in result.stderr, (args, result.stderr)
