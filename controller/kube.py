@@ -9,6 +9,7 @@ resourceVersion, bookmarks, relist on 410 Gone and reconnect backoff are explici
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -297,16 +298,31 @@ class Kube:
         namespace: str | None = None,
         transform: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
         page: int = 500,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        timeout: float = 120,
     ) -> tuple[list[dict], str]:
         """Every object, a page at a time (limit/continue), each passed through
-        `transform` as it arrives: listing 10,000 Workloads never holds them all in full."""
+        `transform` as it arrives: listing 10,000 Workloads never holds them all in full.
+        `label_selector` and `field_selector` are the API's own (`a=b,c!=d`): the server
+        filters, so a job's pods or an object's events are not all of a namespace's.
+        `timeout` bounds each page's request: a command a person waits on asks for less."""
+        selectors: list[tuple[str, Any]] = [
+            (param, value)
+            for param, value in (
+                ("labelSelector", label_selector),
+                ("fieldSelector", field_selector),
+            )
+            if value
+        ]
         items: list[dict] = []
         token = ""
         while True:
-            query: list[tuple[str, Any]] = [("limit", page)]
+            query: list[tuple[str, Any]] = [*selectors, ("limit", page)]
             if token:
                 query.append(("continue", token))
-            result = await self.request("GET", kind.path(namespace), query=query, timeout=120)
+            result = await self.request("GET", kind.path(namespace), query=query, timeout=timeout)
             chunk = result.get("items") or []
             items.extend(transform(o) for o in chunk) if transform else items.extend(chunk)
             meta = result.get("metadata") or {}
@@ -325,21 +341,9 @@ class Kube:
             raise ApiError(exc.status or 0, _message(exc)) from exc
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             raise ApiError(0, connection_reason(exc)) from exc
-        try:
-            if not 200 <= response.status <= 299:
-                text = await response.text()
-                try:
-                    message = json.loads(text).get("message") or text
-                except ValueError:
-                    message = text
-                raise ApiError(response.status, message[:300])
-            while True:
-                line = await response.content.readline()
-                if not line:
-                    return
+        async with contextlib.aclosing(_streamed(response, _refused_read)) as stream:
+            async for line in stream:
                 yield line
-        finally:
-            response.release()
 
     async def watch(
         self,
@@ -365,20 +369,11 @@ class Kube:
             if exc.status == 410:
                 raise Gone() from exc
             raise ApiError(exc.status or 0, _message(exc)) from exc
-        try:
-            if response.status == 410:
-                raise Gone()
-            if response.status != 200:
-                raise ApiError(response.status, (await response.text())[:200])
-            while True:
-                line = await response.content.readline()
-                if not line:
-                    return
+        async with contextlib.aclosing(_streamed(response, _refused_watch)) as stream:
+            async for line in stream:
                 if line.strip():
                     event = await known(line) if known is not None else None
                     yield event if event is not None else json.loads(line)
-        finally:
-            response.release()
 
     async def version(self) -> str:
         return (await self.request("GET", "/version")).get("gitVersion", "")
@@ -401,6 +396,63 @@ class Kube:
         except (aiohttp.ClientError, OSError) as exc:
             raise ApiError(0, connection_reason(exc)) from exc
         return str((result if isinstance(result, dict) else {}).get("gitVersion", ""))
+
+
+async def _refused_read(response: Any) -> None:
+    """A streamed read's error status as ApiError, with the server's message when it sent
+    a Status object."""
+    if not 200 <= response.status <= 299:
+        text = await response.text()
+        try:
+            message = json.loads(text).get("message") or text
+        except ValueError:
+            message = text
+        raise ApiError(response.status, message[:300])
+
+
+async def _refused_watch(response: Any) -> None:
+    """A watch's error status: 410 is Gone (relist), any other but 200 an ApiError."""
+    if response.status == 410:
+        raise Gone()
+    if response.status != 200:
+        raise ApiError(response.status, (await response.text())[:200])
+
+
+async def _streamed(
+    response: Any, refused: Callable[[Any], Awaitable[None]]
+) -> AsyncIterator[bytes]:
+    """The lines of a streamed answer (a followed log, a watch) as they arrive, until the
+    server ends it, once `refused(response)` has passed its status (it raises for one that
+    is not read on). The response goes back to the pool however the reading ends: the
+    server's end, an error, or the reader stopping early (its callers close this with
+    contextlib.aclosing, so that happens when they stop, not when this is collected)."""
+    try:
+        await refused(response)
+        while True:
+            line = await response.content.readline()
+            if not line:
+                return
+            yield line
+    finally:
+        response.release()
+
+
+@contextlib.asynccontextmanager
+async def connected(
+    kubeconfigs: Mapping[str, Mapping[str, Any]], attempts: int
+) -> AsyncIterator[dict[str, Kube]]:
+    """A client per cluster (kubeconfigs by cluster name), each trying a request at most
+    `attempts` times: the commands a person waits on choose how long that is. Every client
+    made is closed on the way out, also when a later kubeconfig fails to load."""
+    kubes: dict[str, Kube] = {}
+    try:
+        for name, kubeconfig in kubeconfigs.items():
+            kubes[name] = await Kube.from_kubeconfig(dict(kubeconfig), name)
+            kubes[name].attempts = attempts
+        yield kubes
+    finally:
+        for kube in kubes.values():
+            await kube.close()
 
 
 def _message(exc: client.ApiException) -> str:

@@ -10,7 +10,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from components.cli.job_trail import PODS, JobTrail, JobTrailError, Pod
+from components.cli.job_trail import PODS, JobTrail, JobTrailError, Pod, trail_of
 from controller.kube import ApiError, Kube
 
 _DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
@@ -107,6 +107,42 @@ def choose(
             )
         sources.append(Source(cluster, p.name, name))
     return sources
+
+
+async def choose_when_running(
+    kubes: Mapping[str, Kube],
+    roles: Mapping[str, str],
+    job: str,
+    namespace: str | None,
+    kind: str | None,
+    *,
+    pod: str | None,
+    all_pods: bool,
+    container: str | None,
+    pod_running_timeout: float,
+    note: Callable[[str], None],
+    interval: float = 1.0,
+) -> tuple[JobTrail, list[Source]]:
+    """The job's trail and the containers to read (`choose`), asked again every `interval`
+    seconds while there are no logs yet but will be (NotYet: not admitted, no pods, pods
+    Pending), for up to `pod_running_timeout` seconds, as kubectl logs
+    --pod-running-timeout waits: `mkf logs` just after the job was submitted prints its
+    logs instead of failing. `note` says once what is waited for; when the time is up, the
+    last NotYet is raised."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + pod_running_timeout
+    said = False  # the wait is announced once, not every second
+    while True:
+        trail = await trail_of(kubes, roles, job, namespace, kind, with_events=False)
+        try:
+            return trail, choose(trail, pod, all_pods, container, note)
+        except NotYet as exc:
+            if loop.time() >= deadline:
+                raise
+            if not said:
+                note(f"waiting up to {pod_running_timeout:g}s (--pod-running-timeout): {exc}")
+                said = True
+            await asyncio.sleep(interval)
 
 
 def _all(trail: JobTrail) -> list[tuple[str, Pod]]:

@@ -15,8 +15,7 @@ What it rests on, in Kueue v0.19.2:
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -204,16 +203,8 @@ def _owned_by(obj: Mapping[str, Any], uid: str) -> bool:
     )
 
 
-async def _selected(
-    kube: Kube, kind: Kind, namespace: str, *, labels: str = "", fields: str = ""
-) -> list[dict[str, Any]]:
-    query: list[tuple[str, Any]] = []
-    if labels:
-        query.append(("labelSelector", labels))
-    if fields:
-        query.append(("fieldSelector", fields))
-    answer = await kube.request("GET", kind.path(namespace), query=query, timeout=30)
-    return [i for i in answer.get("items") or [] if isinstance(i, dict)]
+# Each list's request waits this long at most: a person is waiting on `mkf job` and `logs`.
+LIST_TIMEOUT = 30.0
 
 
 async def find_job(
@@ -270,9 +261,17 @@ def _event_line(event: Mapping[str, Any], cluster: str) -> EventLine:
 async def _events(kube: Kube, namespace: str, names: set[str]) -> list[EventLine]:
     """The events about any of `names` in the namespace, one field-selected list each."""
     lists = await asyncio.gather(
-        *(_selected(kube, EVENTS, namespace, fields=f"involvedObject.name={n}") for n in names)
+        *(
+            kube.list(
+                EVENTS,
+                namespace,
+                field_selector=f"involvedObject.name={n}",
+                timeout=LIST_TIMEOUT,
+            )
+            for n in names
+        )
     )
-    return [_event_line(e, kube.cluster) for events in lists for e in events]
+    return [_event_line(e, kube.cluster) for events, _ in lists for e in events]
 
 
 def _pod(obj: Mapping[str, Any]) -> Pod:
@@ -309,7 +308,9 @@ async def _worker_side(
             if exc.status != 404:
                 raise
             return side, await _events(worker, namespace, {job, workload})
-        pods = await _selected(worker, PODS, namespace, labels=kind.pods(copy))
+        pods, _ = await worker.list(
+            PODS, namespace, label_selector=kind.pods(copy), timeout=LIST_TIMEOUT
+        )
         side.pods = sorted((_pod(p) for p in pods), key=lambda p: (p.created, p.name))
         names = {job, workload, *(p.name for p in side.pods)}
         return side, await _events(worker, namespace, names)
@@ -330,7 +331,8 @@ async def follow(
     manager = kubes[manager_name]
     kind, job = await find_job(manager, namespace, name, kinds)
     uid = _uid(job)
-    workloads = [w for w in await _selected(manager, WORKLOADS, namespace) if _owned_by(w, uid)]
+    listed, _ = await manager.list(WORKLOADS, namespace, timeout=LIST_TIMEOUT)
+    workloads = [w for w in listed if _owned_by(w, uid)]
     workloads.sort(key=lambda w: (w["metadata"].get("creationTimestamp", ""), _name(w)))
     trails: list[WorkloadTrail] = []
     asked: list[Any] = []
@@ -455,20 +457,6 @@ def table(trail: JobTrail, paint: Painter, last_events: int = 20) -> str:
                 + e.message
             )
     return "\n".join(lines)
-
-
-@contextlib.asynccontextmanager
-async def connected(kubeconfigs: Mapping[str, Mapping[str, Any]]) -> AsyncIterator[dict[str, Kube]]:
-    """A client per cluster of the fleet, each retried twice at most: a person waits."""
-    kubes: dict[str, Kube] = {}
-    try:
-        for name, config in kubeconfigs.items():
-            kubes[name] = await Kube.from_kubeconfig(dict(config), name)
-            kubes[name].attempts = 2
-        yield kubes
-    finally:
-        for kube in kubes.values():
-            await kube.close()
 
 
 async def trail_of(

@@ -15,7 +15,7 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from components.checks.crd_schema import cached_crds, schema_problems
 from components.checks.immutable import change_problems
@@ -35,6 +35,11 @@ from components.model.problems import FleetConfigError, Problem, errors, notes, 
 from components.model.spec import FleetSpec
 from components.model.stack_file import stack_name_of, stack_path
 from controller.terminal import common_flags, flag, quietly_on_broken_pipe, seconds
+
+if TYPE_CHECKING:
+    # For the annotation alone: each command imports the modules it needs when it runs
+    # (fleet_dir only for the commands that read a running fleet), and this keeps it so.
+    from components.cli.fleet_dir import FleetDir
 
 # Exit codes of every command that compares or checks (see the module's docstring).
 SAME, DIFFERS, FAILED = 0, 1, 2
@@ -420,7 +425,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     return SAME if status.ready else DIFFERS
 
 
-def _running_fleet(args: argparse.Namespace) -> Any:
+def _running_fleet(args: argparse.Namespace) -> FleetDir:
     """The FleetDir of --stack (its outputs) or --dir (the files up wrote)."""
     from components.cli.fleet_dir import FleetDirError, read_fleet_dir, read_stack_outputs
 
@@ -436,14 +441,16 @@ def cmd_job(args: argparse.Namespace) -> int:
     """Where a job runs: exit 0 found, 2 not found (or the fleet cannot be read)."""
     import asyncio
 
-    from components.cli.job_trail import JobTrailError, connected, table, trail_of
+    from components.cli.job_trail import JobTrailError, table, trail_of
+    from controller.kube import connected
 
     report = Reporter.for_args(args)
     fleet = _running_fleet(args)
     json_out = args.output == "json"
 
     async def run() -> int:
-        async with connected(fleet.kubeconfigs) as kubes:
+        # At most two tries a request: a person waits.
+        async with connected(fleet.kubeconfigs, attempts=2) as kubes:
             shown = ""
             while True:
                 trail = await trail_of(kubes, fleet.roles, args.name, args.namespace, args.kind)
@@ -471,34 +478,28 @@ def cmd_logs(args: argparse.Namespace) -> int:
     """A job's logs from its worker: exit 0 printed, 1 a log not read, 2 nothing to read."""
     import asyncio
 
-    from components.cli.job_logs import NotYet, choose, print_logs
-    from components.cli.job_trail import JobTrailError, connected, trail_of
+    from components.cli.job_logs import choose_when_running, print_logs
+    from components.cli.job_trail import JobTrailError
+    from controller.kube import connected
 
     report = Reporter.for_args(args)
     fleet = _running_fleet(args)
-    waited: list[NotYet] = []
 
     async def run() -> int:
-        async with connected(fleet.kubeconfigs) as kubes:
-            # As kubectl logs --pod-running-timeout: a job about to run is waited for.
-            deadline = asyncio.get_running_loop().time() + args.pod_running_timeout
-            while True:
-                trail = await trail_of(
-                    kubes, fleet.roles, args.name, args.namespace, args.kind, with_events=False
-                )
-                try:
-                    sources = choose(trail, args.pod, args.all_pods, args.container, report.info)
-                    break
-                except NotYet as exc:
-                    if asyncio.get_running_loop().time() >= deadline:
-                        raise
-                    if not waited:
-                        report.info(
-                            f"waiting up to {args.pod_running_timeout:g}s "
-                            f"(--pod-running-timeout): {exc}"
-                        )
-                        waited.append(exc)
-                    await asyncio.sleep(1)
+        # At most two tries a request: a person waits.
+        async with connected(fleet.kubeconfigs, attempts=2) as kubes:
+            trail, sources = await choose_when_running(
+                kubes,
+                fleet.roles,
+                args.name,
+                args.namespace,
+                args.kind,
+                pod=args.pod,
+                all_pods=args.all_pods,
+                container=args.container,
+                pod_running_timeout=args.pod_running_timeout,
+                note=report.info,
+            )
             problems = await print_logs(
                 kubes,
                 trail.namespace,

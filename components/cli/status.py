@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from controller.kube import ApiError, Kind, Kube
+from controller.kube import ApiError, Kind, Kube, connected
 from controller.leader import current_leader
 from controller.model import CORDONED_LABEL
 from controller.terminal import Painter
@@ -377,11 +377,8 @@ async def collect(
 ) -> FleetStatus:
     """kubeconfigs and roles ("manager" or "worker") by cluster name. Each cluster has
     `timeout` seconds to answer all its checks; one that does not is a row saying so."""
-    kubes = {name: await Kube.from_kubeconfig(dict(cfg), name) for name, cfg in kubeconfigs.items()}
-    for kube in kubes.values():
-        # No retries: a status that waits out five backoffs per request is not a status.
-        kube.attempts = 1
-    try:
+    # No retries: a status that waits out five backoffs per request is not a status.
+    async with connected(kubeconfigs, attempts=1) as kubes:
         manager = next(n for n, r in roles.items() if r == "manager")
         queues = await _manager_queues(kubes[manager], timeout)
         results = await asyncio.gather(
@@ -391,9 +388,6 @@ async def collect(
             )
         )
         return FleetStatus([c for checks in results for c in checks])
-    finally:
-        for kube in kubes.values():
-            await kube.close()
 
 
 async def wait_ready(
