@@ -39,6 +39,8 @@ FIELD_DOCS: dict[str, str] = {
     "FleetSpec.credentials": "How the manager's MultiKueue reaches the workers.",
     "FleetSpec.dispatcher": "The dispatch controller that nominates a worker for each "
     "workload (controller/).",
+    "FleetSpec.monitoring": "Scrape targets, alerts and the dashboard as Prometheus Operator "
+    "objects (docs/operations.md, Dashboards and alerts).",
     "FleetSpec.workerKubeconfigs": "Secret: `<worker>: <kubeconfig>` for workers whose "
     "MultiKueue access you manage yourself (set with `pulumi config set --secret --path`). "
     "Others get a generated least-privilege kubeconfig.",
@@ -257,6 +259,15 @@ FIELD_DOCS: dict[str, str] = {
     "DispatcherSpec.replicas": "Replicas (1 to 5); one leader writes.",
     "DispatcherSpec.policy": "The default DispatchPolicy: for every ClusterQueue no other "
     "policy names.",
+    "MonitoringSpec.prometheusOperator": "Install, on every cluster, a ServiceMonitor for "
+    "Kueue's metrics, and on the manager one for the dispatcher's (when it runs in the "
+    "cluster), monitoring/alerts.yaml as a PrometheusRule and monitoring/"
+    "fleet-dashboard.json as a ConfigMap for Grafana's dashboard sidecar. Each cluster must "
+    "serve the Prometheus Operator's CRDs: `up` stops, naming the cluster, where it does not.",
+    "MonitoringSpec.labels": "Labels on those objects, for the Prometheus's "
+    "`serviceMonitorSelector` and `ruleSelector` (kube-prometheus-stack: `{release: NAME}`).",
+    "MonitoringSpec.dashboardNamespace": "Where the dashboard ConfigMap goes on the manager: a "
+    "namespace Grafana's sidecar searches. Unset: the fleet's namespace.",
     "DispatchPolicyDefaults.strategy": "`MostFreeQuota` (spread), `BestFit` (pack) or "
     "`OrderedSpillover` (config order).",
     "DispatchPolicyDefaults.clustersToNominate": "Workers nominated at once (1 to 20).",
@@ -273,4 +284,5 @@ FIELD_DOCS: dict[str, str] = {
 # instead of the model's own, which for these fields says nothing a person can use).
 FIELD_DEFAULTS: dict[str, str] = {
     "FleetSpec.fleetName": "the stack's name",
+    "MonitoringSpec.dashboardNamespace": "multikueue-fleet-system",
 }

@@ -948,6 +948,23 @@ class DispatcherSpec(_Model):
         return self.enabled and self.run == "cluster" and not self.image
 
 
+# --- monitoring ----------------------------------------------------------------------------
+
+
+class MonitoringSpec(_Model):
+    # monitoring/'s dashboard and alerts, and the scrape targets they read, as Prometheus
+    # Operator objects (components/objects/monitoring.py). Off by default: the operator's
+    # CRDs are not part of a cluster, and the objects are refused without them.
+    prometheus_operator: StrictBool = False
+    # What the Prometheus's serviceMonitorSelector and ruleSelector match: an operator
+    # ignores objects it is not told to select (kube-prometheus-stack: `release: <its
+    # release name>`).
+    labels: dict[LabelKey, LabelValue] = {}
+    # Where the dashboard's ConfigMap goes on the manager: a namespace Grafana's dashboard
+    # sidecar searches. None: the fleet's own namespace.
+    dashboard_namespace: dns_label("namespace") | None = None
+
+
 # --- the fleet ---------------------------------------------------------------------------
 
 
@@ -965,6 +982,7 @@ class FleetSpec(_Model):
     queues: QueuesSpec = Field(default=DEFAULT_QUEUES, validate_default=True)
     credentials: CredentialsSpec = Field(default={}, validate_default=True)
     dispatcher: DispatcherSpec = Field(default={}, validate_default=True)
+    monitoring: MonitoringSpec = Field(default={}, validate_default=True)
     worker_kubeconfigs: dict[Text, SecretText] = {}
     _stack: str = PrivateAttr(default="")
 

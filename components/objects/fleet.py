@@ -13,6 +13,7 @@ from components.model.versions import Bundle, clusterprofile_crd_bundle, kueue_b
 from components.objects.dispatcher import BUILT_IMAGE, dispatcher_objects
 from components.objects.kueue_config import config_map, fleet_configuration, kueue_pod_annotations
 from components.objects.labels import with_fleet_labels
+from components.objects.monitoring import monitoring_objects
 from components.objects.multikueue import manager_multikueue_objects
 from components.objects.queues import queue_objects
 from components.objects.worker_access import external_framework_rbac, worker_access_objects
@@ -111,6 +112,7 @@ def cluster_objects(
     else:
         objects += worker_access_objects(spec)
     objects += queue_objects(spec, cluster)
+    objects += monitoring_objects(spec, cluster)
     # The fleet's labels, on every object the cluster gets: here, not in each builder.
     return ClusterObjects(
         cluster,

@@ -10,7 +10,7 @@ leaves it alone, so a second `up` shows no change."""
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 import pulumi
@@ -87,6 +87,32 @@ def _failure(cluster: str, server: str, exc: Exception) -> str:
     )
 
 
+def wait_until_served(
+    problems_now: Callable[[], list[str]],
+    cluster: str,
+    timeout: float,
+    interval: float,
+    server: str = "",
+) -> None:
+    """Returns once `problems_now()` finds nothing missing; CommandFailed with its lines (or
+    why the cluster did not answer) once `timeout` has passed."""
+    from kubernetes.client.exceptions import ApiException
+    from urllib3.exceptions import HTTPError
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            problems = problems_now()
+        # An API server still starting, refusing this user, or not reachable at all.
+        except (ApiException, HTTPError, OSError) as exc:
+            problems = [_failure(cluster, server, exc)]
+        if not problems:
+            return
+        if time.monotonic() > deadline:
+            raise CommandFailed("\n".join(problems))
+        time.sleep(interval)
+
+
 def check_existing_kueue(
     cluster: str,
     version: str,
@@ -98,24 +124,12 @@ def check_existing_kueue(
 ) -> None:
     """Returns once the cluster serves every required kind and has Kueue's namespace;
     CommandFailed with one line per missing thing once `timeout` has passed."""
-    from kubernetes.client.exceptions import ApiException
-    from urllib3.exceptions import HTTPError
 
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            served = {api_version: api.kinds(api_version) for api_version in required}
-            problems = unserved(
-                cluster, version, required, served, api.has_namespace(KUEUE_NAMESPACE)
-            )
-        # An API server still starting, refusing this user, or not reachable at all.
-        except (ApiException, HTTPError, OSError) as exc:
-            problems = [_failure(cluster, server, exc)]
-        if not problems:
-            return
-        if time.monotonic() > deadline:
-            raise CommandFailed("\n".join(problems))
-        time.sleep(interval)
+    def problems_now() -> list[str]:
+        served = {api_version: api.kinds(api_version) for api_version in required}
+        return unserved(cluster, version, required, served, api.has_namespace(KUEUE_NAMESPACE))
+
+    wait_until_served(problems_now, cluster, timeout, interval, server)
 
 
 class KueueApiCheckProvider(ResourceProvider):

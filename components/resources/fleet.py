@@ -49,6 +49,7 @@ from components.objects.kubeconfig import context_cluster, with_host_context, wo
 from components.objects.kueue_install import KUEUE_DEPLOYMENT, kueue_objects
 from components.objects.labels import KUEUE_NAMESPACE, with_fleet_labels
 from components.objects.manifests import yaml_text
+from components.objects.monitoring import monitoring_kinds, monitoring_objects
 from components.objects.multikueue import manager_multikueue_objects
 from components.objects.queues import queue_objects
 from components.objects.worker_access import (
@@ -60,7 +61,7 @@ from components.objects.worker_access import (
 )
 from components.resources.clusters import ClusterHandle, KindClusterComponent, make_cluster
 from components.resources.drain import DRAIN_TIMEOUT, QueueDrain
-from components.resources.existing_kueue import ExistingKueue
+from components.resources.existing_kueue import CHECK_TIMEOUT, ExistingKueue
 from components.resources.immutable import ImmutableFields, guarded_fields
 from components.resources.kube_objects import KubeObject, ObjectSet, with_deploy_time_values
 from components.resources.kueue_webhooks import (
@@ -68,6 +69,7 @@ from components.resources.kueue_webhooks import (
     KueueWebhookProbe,
     pod_template_digest,
 )
+from components.resources.monitoring import MonitoringApiCheck
 from components.resources.providers import (
     IMAGE_PLATFORM,
     ControllerImage,
@@ -468,6 +470,9 @@ class Fleet(pulumi.ComponentResource):
         self._drain(
             self.handles[spec.manager.name], [queues[spec.manager.name], multikueue, *drains]
         )
+        if spec.monitoring.prometheus_operator:
+            for cluster in spec.clusters:
+                self._monitoring(cluster, [kueue[cluster.name], self.guards[cluster.name]])
         self.register_outputs({})
 
     def _queues(self, cluster: ClusterSpec, after: pulumi.ResourceOptions) -> pulumi.Resource:
@@ -480,6 +485,36 @@ class Fleet(pulumi.ComponentResource):
             # The LocalQueues' namespaces on a cluster the stack does not create are the
             # teams' own, maybe there already: used as they are, never deleted.
             patch_kinds=frozenset({"Namespace"}) if cluster.provider == "existing" else None,
+        )
+
+    def _monitoring(self, cluster: ClusterSpec, after: list[pulumi.Resource]) -> None:
+        """The cluster's monitoring objects, once a check found the Prometheus Operator's
+        API served there (components/resources/monitoring.py)."""
+        handle = self.handles[cluster.name]
+        # Only a namespace the stack does not make is looked for: the fleet's own comes
+        # with the fleet's objects, after the check.
+        namespace = self.spec.monitoring.dashboard_namespace if cluster.role == "manager" else None
+        check = MonitoringApiCheck(
+            f"{cluster.name}-monitoring-api",
+            {
+                "kubeconfig": handle.kubeconfig,
+                "context": handle.context,
+                "cluster": handle.identity,
+                "cluster_name": cluster.name,
+                "kinds": list(monitoring_kinds(cluster)),
+                "namespace": namespace or "",
+                "timeout": CHECK_TIMEOUT,
+            },
+            pulumi.ResourceOptions(
+                parent=self, depends_on=after, deleted_with=created_cluster_of(handle)
+            ),
+        )
+        self._objects(
+            "Monitoring",
+            f"{cluster.name}-monitoring",
+            handle,
+            monitoring_objects(self.spec, cluster),
+            self._on(handle, [*after, check]),
         )
 
     def _drain(

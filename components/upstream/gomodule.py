@@ -48,12 +48,13 @@ class ModuleArtifact:
     make: Callable[[Path], str]  # the module's directory -> the artifact's text
 
 
-def module_dir(module: str, version: str) -> Path:
+def module_dir(module: str, version: str, within: Path = toolchain.TOOLS_MODULE) -> Path:
     """The module's files, downloaded through the Go module proxy into Go's module cache and
-    checked against tools/go.sum (run inside the tools module for that reason)."""
+    checked against the go.sum of the module `within` (tools/ by default), run there for
+    that reason."""
     result = subprocess.run(
         [toolchain.go_binary(), "mod", "download", "-json", f"{module}@{version}"],
-        cwd=toolchain.TOOLS_MODULE,
+        cwd=within,
         capture_output=True,
         text=True,
         check=False,

@@ -30,6 +30,43 @@ MARKER = "mkf_selector_marker"
 SELECTOR = re.compile(r'([A-Za-z_:][A-Za-z0-9_:]*)?\{((?:[^}"]|"(?:[^"\\]|\\.)*")*)\}')
 
 
+# The Prometheus Operator's CRDs, from the module tools/prometheus-operator pins.
+OPERATOR_MODULE = "github.com/prometheus-operator/prometheus-operator"
+OPERATOR_VERSION = "v0.85.0"
+OPERATOR_CRDS = ("servicemonitors", "prometheusrules", "podmonitors")
+
+
+def operator_crds() -> list[dict[str, Any]]:
+    """The operator's CRDs for the kinds `monitoring.prometheusOperator` uses, as its release
+    installs them (example/prometheus-operator-crd in its module, checked by go.sum)."""
+    from components.upstream.gomodule import module_dir
+
+    folder = module_dir(OPERATOR_MODULE, OPERATOR_VERSION, ROOT / "tools" / "prometheus-operator")
+    return [
+        yaml.safe_load(
+            (
+                folder
+                / "example"
+                / "prometheus-operator-crd"
+                / f"monitoring.coreos.com_{name}.yaml"
+            ).read_text()
+        )
+        for name in OPERATOR_CRDS
+    ]
+
+
+def operator_howto() -> tuple[dict[str, Any], str]:
+    """docs/operations.md, "Deploy them with the Prometheus Operator": the stack setting the
+    page shows (its `monitoring` mapping) and the line it says `up` gives for a cluster
+    without the operator's CRDs."""
+    page = (ROOT / "docs" / "operations.md").read_text()
+    section = page.split("### Deploy them with the Prometheus Operator", 1)[1]
+    section = section.split("\n## ", 1)[0].split("\n### ", 1)[0]
+    setting = section.split("```yaml\n", 1)[1].split("```", 1)[0]
+    said = section.split("```text\n", 1)[1].split("```", 1)[0].strip()
+    return yaml.safe_load(setting)["config"]["multikueue-fleet:monitoring"], said
+
+
 def rules() -> list[dict[str, Any]]:
     return [
         rule for group in yaml.safe_load(RULES.read_text())["groups"] for rule in group["rules"]

@@ -45,6 +45,7 @@ from loopback import fleet as loopback_fleet
 from loopback.client import Client
 from loopback.dispatcher import LocalDispatcher
 from loopback.processes import log_tail
+from tests.helpers.monitoring import operator_crds, operator_howto
 from tests.helpers.real_fleet import (
     K,
     MultiKueueFleet,
@@ -60,6 +61,12 @@ STACK = "loopback"
 # What a destroy with a Job still admitted may take on a loaded 2-core machine; a quiet one
 # takes well under a minute.
 DESTROY_BOUND = 240.0
+# What `monitoring.prometheusOperator` makes.
+MONITORING_KINDS = (
+    ("monitoring.coreos.com/v1", "ServiceMonitor"),
+    ("monitoring.coreos.com/v1", "PrometheusRule"),
+    ("v1", "ConfigMap"),
+)
 # The kinds every cluster is searched for leftovers of, after destroy.
 LEFTOVER_KINDS = (
     (f"{K}/v1beta2", "ClusterQueue"),
@@ -147,7 +154,8 @@ def _project_folder(folder: Path, fleet: loopback_fleet.Fleet) -> None:
     """The checkout's top level as Pulumi needs it, its environment the tests' own (which
     has requirements.txt), and the stack file pointing at the launcher's kubeconfigs."""
     folder.mkdir()
-    for name in ("__main__.py", "components", "controller", "requirements.txt", "Pulumi.yaml"):
+    names = ("__main__.py", "components", "controller", "monitoring", "requirements.txt")
+    for name in (*names, "Pulumi.yaml"):
         (folder / name).symlink_to(ROOT / name)
     # Pulumi.yaml's virtualenv: .venv, here the environment these tests run in.
     (folder / ".venv").symlink_to(Path(sys.prefix))
@@ -362,6 +370,97 @@ def test_a_local_queue_moved_to_another_cluster_queue_is_replaced(project: Proje
             f"{K}/v1beta2", "LocalQueue", "user-queue", "team-a"
         )
         assert queue and queue["spec"]["clusterQueue"] == "batch-queue", (cluster.name, queue)
+
+
+def _monitoring_objects(project: Project) -> dict[str, list[str]]:
+    """Per cluster, the monitoring objects the stack made (the fleet's label on them; of the
+    ConfigMaps, the dashboard's)."""
+    found: dict[str, list[str]] = {}
+    for cluster in project.fleet.clusters:
+        client = project.client(cluster)
+        for api_version, kind in MONITORING_KINDS:
+            for obj in client.list(api_version, kind):
+                meta = obj["metadata"]
+                labels = meta.get("labels") or {}
+                if kind == "ConfigMap" and "grafana_dashboard" not in labels:
+                    continue
+                if labels.get(MANAGED_BY) == "multikueue-fleet":
+                    found.setdefault(cluster, []).append(f"{kind} {meta['name']}")
+    return {cluster: sorted(names) for cluster, names in found.items()}
+
+
+def test_monitoring_goes_where_the_operators_api_is_and_says_where_it_is_not(
+    project: Project,
+) -> None:
+    """`monitoring.prometheusOperator` on a fleet where only the manager serves the Prometheus
+    Operator's CRDs: `up` stops naming each worker and what to do. With the CRDs on every
+    cluster, the real API server takes every object against the operator's own schemas,
+    labelled for the cluster it is on; turned off, they go and the operator's CRDs (not the
+    stack's) stay."""
+    project.step("up")
+    crds = operator_crds()
+    manager = project.client("manager")
+    for crd in crds:
+        manager.apply(crd)
+        manager.wait_established(crd["metadata"]["name"])
+
+    # As docs/operations.md shows it, and the line it says a cluster without the CRDs gets.
+    setting, said_by_docs = operator_howto()
+
+    def on(config: dict[str, Any]) -> None:
+        config["multikueue-fleet:monitoring"] = setting
+
+    project.edit(on)
+    refused = project.pulumi("up", "--yes", "--skip-preview")
+    assert refused.returncode != 0, refused.stdout[-3000:]
+    said = refused.stdout + refused.stderr
+    for worker in ("worker1", "worker2"):
+        line = said_by_docs.replace("'worker1'", f"'{worker}'")
+        assert line in said, said[-3000:]
+    assert "cluster 'manager'" not in said, said[-3000:]
+
+    for worker in ("worker1", "worker2"):
+        client = project.client(worker)
+        for crd in crds:
+            client.apply(crd)
+            client.wait_established(crd["metadata"]["name"])
+    project.ok("up", "--yes", "--skip-preview")
+    assert _monitoring_objects(project) == {
+        "manager": [
+            "ConfigMap multikueue-fleet-dashboard",
+            "PrometheusRule multikueue-fleet",
+            "ServiceMonitor kueue-metrics",
+        ],
+        "worker1": ["ServiceMonitor kueue-metrics"],
+        "worker2": ["ServiceMonitor kueue-metrics"],
+    }
+    for cluster in project.fleet.clusters:
+        monitor = project.client(cluster).get(
+            "monitoring.coreos.com/v1", "ServiceMonitor", "kueue-metrics", "kueue-system"
+        )
+        assert monitor is not None
+        assert monitor["metadata"]["labels"].items() >= setting["labels"].items()
+        (endpoint,) = monitor["spec"]["endpoints"]
+        assert endpoint["relabelings"][0]["replacement"] == cluster, monitor
+    rule = manager.get(
+        "monitoring.coreos.com/v1", "PrometheusRule", "multikueue-fleet", FLEET_NAMESPACE
+    )
+    assert rule is not None and rule["spec"] == yaml.safe_load(
+        (ROOT / "monitoring" / "alerts.yaml").read_text()
+    )
+    project.ok("up", "--yes", "--expect-no-changes")
+
+    def off(config: dict[str, Any]) -> None:
+        config.pop("multikueue-fleet:monitoring")
+
+    project.edit(off)
+    project.ok("up", "--yes", "--skip-preview")
+    assert _monitoring_objects(project) == {}
+    for cluster in project.fleet.clusters:
+        for crd in crds:
+            assert project.client(cluster).get(
+                "apiextensions.k8s.io/v1", "CustomResourceDefinition", crd["metadata"]["name"]
+            ), f"{cluster}: the operator's CRD {crd['metadata']['name']} went with the stack"
 
 
 def _multikueue_token(project: Project, worker: str) -> str:
