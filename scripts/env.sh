@@ -5,6 +5,8 @@
 # One place for the tool pins; components/model/versions.py holds the same numbers for Python.
 KIND_VERSION="v0.33.0"
 PULUMI_VERSION="3.274.1"
+# The Kubernetes the project builds (tools/go.mod's k8s.io/kubernetes, the kind node image's).
+KUBECTL_VERSION="v1.36.4"
 # The dev stack's passphrase (its salt is committed in stacks/Pulumi.dev.yaml).
 DEV_PASSPHRASE="multikueue-fleet-dev"
 TOOLS="${MKF_TOOLS_DIR:-$ROOT/.tools/bin}"
@@ -112,6 +114,29 @@ install_pulumi() {
   rm -rf "$tmp"
 }
 
+install_kubectl() {
+  # What the commands up.sh prints and the how-tos run: the user's own kubectl where PATH has
+  # one (any kubectl within one minor version of the clusters works), else the pinned one in
+  # .tools/bin, which `mkf env` puts on PATH.
+  local found; found="$(command -v kubectl || true)"
+  if [ -n "$found" ] && [ "$found" != "$TOOLS/kubectl" ]; then echo "kubectl: $found"; return; fi
+  [ -x "$TOOLS/kubectl" ] && "$TOOLS/kubectl" version --client 2>/dev/null \
+    | grep -qF "Client Version: $KUBECTL_VERSION" && return
+  read -r os arch < <(platform)
+  local url="https://dl.k8s.io/release/${KUBECTL_VERSION}/bin/${os}/${arch}/kubectl"
+  local tmp; tmp="$(mktemp -d)"; TMP_ERR="$tmp/kubectl.err"
+  echo "installing kubectl ${KUBECTL_VERSION} into .tools/bin (none on PATH)"
+  if download "$url" "$tmp/kubectl" && download "$url.sha256" "$tmp/kubectl.sha256"; then
+    # The .sha256 beside each release binary holds the bare digest.
+    [ "$(sha256_of "$tmp/kubectl")" = "$(tr -d '[:space:]' < "$tmp/kubectl.sha256")" ] \
+      || die "kubectl download does not match its published checksum"
+    install -m 0755 "$tmp/kubectl" "$TOOLS/kubectl"
+  else
+    rm -f "$TOOLS/kubectl"
+    build_from_modules kubectl kubectl
+  fi
+  rm -rf "$tmp"
+}
 
 use_local_backend() {  # stack
   mkdir -p "$ROOT/.pulumi-state"

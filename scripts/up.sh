@@ -107,6 +107,7 @@ fi
 
 step "Tools"
 install_tools
+install_kubectl
 
 step "Pulumi stack '$STACK' (local file backend)"
 use_local_backend "$STACK"

@@ -83,6 +83,8 @@ exit 0
 """
 
 
+FAKE_KUBECTL = 'echo "kubectl $*" >> LOG\necho "Client Version: v1.36.4"\n'
+
 FAKE_KIND = (
     'echo "kind $*" >> LOG\n[ "$1" = version ] && echo "kind v0.33.0 go1.26.8 linux/amd64"\n'
     "exit 0\n"
@@ -97,7 +99,7 @@ def run_up(
     env: dict[str, str] | None = None,
     script: str = "up.sh",
     without: tuple[str, ...] = (),
-    in_tools: tuple[str, ...] = ("kind", "pulumi"),
+    in_tools: tuple[str, ...] = ("kind", "pulumi", "kubectl"),
     tools_on_path: bool = True,
 ) -> subprocess.CompletedProcess[str]:
     bin_dir, tools, log = tmp_path / "bin", tmp_path / "tools", tmp_path / "calls.log"
@@ -115,6 +117,8 @@ def run_up(
         _fake(tools / "kind", FAKE_KIND.replace("LOG", str(log)))
     if "pulumi" in in_tools:
         _fake(tools / "pulumi", FAKE_PULUMI.replace("LOG", str(log)))
+    if "kubectl" in in_tools:
+        _fake(tools / "kubectl", FAKE_KUBECTL.replace("LOG", str(log)))
     tools.mkdir(parents=True, exist_ok=True)
     # Only what the test sets: a passphrase in the caller's environment must not leak in.
     environment = {
@@ -491,6 +495,43 @@ def test_without_the_release_download_kind_and_pulumi_are_built_from_their_modul
     assert f"build pulumi pulumi-language-python pulumi-resource-kubernetes into {tools}" in calls
     assert "building it from its Go module" in result.stdout
     assert any(c.startswith("pulumi up --yes --stack dev") for c in calls)
+
+
+def test_without_kubectl_anywhere_the_pinned_one_is_built_from_its_module(
+    project: Path, tmp_path: Path
+) -> None:
+    """No kubectl on PATH and no release download: the pinned kubectl is built into the
+    tools folder (which `mkf env` puts on PATH), so the commands up.sh prints work."""
+    _unreachable_releases(tmp_path)
+    _fake(tmp_path / "bin" / "go", "exit 0\n")
+    built = tmp_path / "built"
+    _fake(built / "kubectl", FAKE_KUBECTL.replace("LOG", str(tmp_path / "calls.log")))
+    result = run_up(project, tmp_path, in_tools=("kind", "pulumi"),
+                    env={"SYSTEM_PATH": _system_path(tmp_path, "kubectl"),
+                         "FAKE_BUILT": str(built)})  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "installing kubectl v1.36.4 into .tools/bin (none on PATH)" in result.stdout
+    assert f"build kubectl into {tmp_path / 'tools'}" in calls_of(tmp_path)
+    assert (tmp_path / "tools" / "kubectl").exists()
+
+
+def test_a_kubectl_on_path_is_the_users_and_nothing_is_installed(
+    project: Path, tmp_path: Path
+) -> None:
+    mine = tmp_path / "mine"
+    _fake(mine / "kubectl", 'echo "Client Version: v1.35.2"\n')
+    result = run_up(project, tmp_path, in_tools=("kind", "pulumi"),
+                    env={"SYSTEM_PATH": f"{mine}:{_system_path(tmp_path, 'kubectl')}"})  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"kubectl: {mine / 'kubectl'}" in result.stdout
+    assert not (tmp_path / "tools" / "kubectl").exists()
+    assert not [c for c in calls_of(tmp_path) if c.startswith("build")]
+
+
+def test_the_kubectl_pin_is_the_kubernetes_the_project_builds() -> None:
+    pin = re.search(r'^KUBECTL_VERSION="(v[0-9.]+)"$', (ROOT / "scripts/env.sh").read_text(), re.M)
+    go_mod = (ROOT / "tools" / "go.mod").read_text()
+    assert pin and f"k8s.io/kubernetes {pin.group(1)} " in go_mod
 
 
 def test_the_test_script_stops_at_once_without_zsh(project: Path, tmp_path: Path) -> None:
