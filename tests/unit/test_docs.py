@@ -354,6 +354,12 @@ def test_the_operations_page_covers_every_stack_kind_and_day2_operation() -> Non
         "### Change quotas safely",
         "### Rotate a worker's credentials",
         "### Move to another Kueue release",
+        "### Before a GKE stack",
+        "### Before an EKS stack",
+        "### Upgrade Kubernetes on a kind cluster",
+        "### Upgrade Kubernetes on a GKE or EKS cluster",
+        "### Back up and restore the stack's state",
+        "### A stack left locked",
     ):
         assert heading in text, heading
     assert "![" in text and "(fleet.svg)" in text
