@@ -16,6 +16,7 @@ from components.checks.immutable import Immutable, immutable_changes
 from components.model.problems import Problem
 from components.model.spec import FleetSpec
 from components.objects.fleet import ClusterObjects, build_fleet, object_key
+from components.objects.kind_config import kind_config
 from components.objects.manifests import PlainDumper
 from controller.terminal import Painter
 
@@ -265,6 +266,48 @@ def _replaced(
     return found
 
 
+# What `up` does to a kind cluster whose kind configuration changes: kind fixes it at
+# creation, so the cluster's dynamic provider replaces it (KindClusterProvider.diff in
+# components/resources/clusters.py: `config` is a replacing input, deleted first).
+KIND_REPLACED = (
+    "kind deletes the cluster and creates it again: every object and every job on it goes, "
+    "and the stack creates its objects there again; drain it first"
+)
+
+
+def _kind_cluster_replaced(
+    old: FleetSpec | None,
+    new: FleetSpec | None,
+    before: ClusterObjects | None,
+    after: ClusterObjects | None,
+    old_label: str,
+    new_label: str,
+) -> ObjectDiff | None:
+    """The kind cluster itself, where its kind configuration (nodes, node image, containerd
+    patches) differs: the most destructive change a stack file can make, and no object of
+    the cluster shows it. The configuration as the program writes it, without the host's
+    cgroup patch and the owner label, which are the same on both sides of one machine."""
+    if None in (old, new, before, after):
+        return None
+    assert old and new and before and after
+    if before.cluster.kind is None or after.cluster.kind is None:
+        return None
+    texts = [
+        yaml.safe_dump(kind_config(spec, objects.cluster), sort_keys=False).splitlines()
+        for spec, objects in ((old, before), (new, after))
+    ]
+    if texts[0] == texts[1]:
+        return None
+    body = difflib.unified_diff(*texts, old_label, new_label, lineterm="", n=2)
+    return ObjectDiff(
+        f"kind cluster {after.cluster.physical_name(new.fleet_name)}",
+        "replaced",
+        tuple(body)[2:],
+        "its kind configuration is fixed at creation",
+        KIND_REPLACED,
+    )
+
+
 def fleet_diff(
     old: FleetSpec | None, new: FleetSpec | None, old_label: str, new_label: str
 ) -> list[ClusterDiff]:
@@ -278,6 +321,11 @@ def fleet_diff(
         a, b = _by_key(before.get(directory)), _by_key(after.get(directory))
         replaced = _replaced(before.get(directory), after.get(directory))
         found: list[ObjectDiff] = []
+        cluster = _kind_cluster_replaced(
+            old, new, before.get(directory), after.get(directory), old_label, new_label
+        )
+        if cluster is not None:
+            found.append(cluster)
         for key in list(dict.fromkeys([*a, *b])):
             if key not in a:
                 found.append(ObjectDiff(key, "added", tuple(b[key].splitlines())))

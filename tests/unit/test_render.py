@@ -253,3 +253,30 @@ def test_a_base_that_git_would_read_as_an_option_is_refused(tmp_path: Path) -> N
     assert f"error: '--output={target}' starts with '-', which git would read" in result.stderr
     assert "Traceback" not in result.stderr
     assert list((tmp_path / "written-by-git:stacks").iterdir()) == []
+
+
+def test_diff_shows_a_kind_cluster_replaced_when_its_kind_configuration_changes(
+    tmp_path: Path,
+) -> None:
+    """A worker's Kubernetes version changes its node image: kind cannot change a cluster in
+    place, so `up` deletes and creates it again (everything on it goes), and the diff says
+    so though no object of the cluster differs. Another mirror URL is an update: no line."""
+    document = yaml.safe_load(DEV.read_text())
+    worker = document["config"]["multikueue-fleet:workers"][0]
+    worker["kubernetesVersion"] = "1.35"
+    new = tmp_path / "Pulumi.dev.yaml"
+    new.write_text(yaml.safe_dump(document, sort_keys=False))
+    old_spec, new_spec = load_stack(str(DEV))[0], load_stack(str(new))[0]
+    lines = diff_fleets(old_spec, new_spec, "old", "new")
+    text = "\n".join(lines)
+    assert "== worker-worker1: changed" in text, text
+    name = new_spec.workers[0].physical_name(new_spec.fleet_name)
+    assert (
+        f"! kind cluster {name} (replaced: its kind configuration is fixed at creation)" in text
+    )
+    assert "    # kind deletes the cluster and creates it again" in text
+    assert re.search(r"^\s+-\s+image: kindest/node:v1\.36", text, re.M), text
+    assert re.search(r"^\s+\+\s+image: kindest/node:v1\.35", text, re.M), text
+    assert "worker-worker2" not in text and "== manager" not in text
+    result = cli("render", "--diff", "--old", str(DEV), "--new", str(new), "--exit-code")
+    assert result.returncode == 1, result.stdout + result.stderr
