@@ -59,9 +59,10 @@ from components.objects.worker_access import (
     external_framework_rbac,
     worker_access_objects,
 )
+from components.resources.api_check import CHECK_TIMEOUT
 from components.resources.clusters import ClusterHandle, KindClusterComponent, make_cluster
 from components.resources.drain import DRAIN_TIMEOUT, QueueDrain
-from components.resources.existing_kueue import CHECK_TIMEOUT, ExistingKueue
+from components.resources.existing_kueue import ExistingKueue
 from components.resources.immutable import ImmutableFields, guarded_fields
 from components.resources.kube_objects import KubeObject, ObjectSet, with_deploy_time_values
 from components.resources.kueue_webhooks import (

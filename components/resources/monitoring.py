@@ -14,15 +14,16 @@ from collections.abc import Sequence
 from typing import Any
 
 import pulumi
-from pulumi.dynamic import CreateResult, DiffResult, ResourceProvider
 
 from components.checks.monitoring import unserved_monitoring
 from components.objects.monitoring import MONITORING_API
-from components.resources.existing_kueue import (
+from components.resources.api_check import (
     CHECK_TIMEOUT,
+    ApiCheckProvider,
     ClusterApi,
     KubernetesApi,
     wait_until_served,
+    with_secret_kubeconfig,
 )
 
 
@@ -46,9 +47,10 @@ def check_monitoring(
     wait_until_served(problems_now, cluster, timeout, interval, server)
 
 
-class MonitoringApiCheckProvider(ResourceProvider):
-    def create(self, props: dict[str, Any]) -> CreateResult:
-        api = KubernetesApi(props["kubeconfig"], props.get("context"))
+class MonitoringApiCheckProvider(ApiCheckProvider):
+    recheck_on = ("kinds", "namespace")
+
+    def check(self, props: dict[str, Any], api: KubernetesApi) -> None:
         check_monitoring(
             props["cluster_name"],
             props["kinds"],
@@ -57,25 +59,8 @@ class MonitoringApiCheckProvider(ResourceProvider):
             float(props.get("timeout") or CHECK_TIMEOUT),
             server=api.server,
         )
-        return CreateResult(id_=props["cluster_name"], outs=props)
-
-    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        cluster = "cluster" if olds.get("cluster") and news.get("cluster") else "kubeconfig"
-        keys = (cluster, "cluster_name", "kinds", "namespace")
-        replaces = [k for k in keys if olds.get(k) != news.get(k)]
-        return DiffResult(changes=bool(replaces), replaces=replaces)
-
-    def delete(self, _id: str, _props: dict[str, Any]) -> None:
-        """Nothing was created."""
 
 
 class MonitoringApiCheck(pulumi.dynamic.Resource, module="multikueue-fleet", name="MonitoringApi"):
     def __init__(self, name: str, props: dict[str, Any], opts: pulumi.ResourceOptions) -> None:
-        super().__init__(
-            MonitoringApiCheckProvider(),
-            name,
-            props,
-            pulumi.ResourceOptions.merge(
-                opts, pulumi.ResourceOptions(additional_secret_outputs=["kubeconfig"])
-            ),
-        )
+        super().__init__(MonitoringApiCheckProvider(), name, props, with_secret_kubeconfig(opts))

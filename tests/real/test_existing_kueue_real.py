@@ -12,11 +12,9 @@ from components.checks.existing_kueue import (
     KUEUE_API,
     unserved,
 )
+from components.resources.api_check import KubernetesApi
 from components.resources.commands import CommandFailed
-from components.resources.existing_kueue import (
-    KubernetesApi,
-    check_existing_kueue,
-)
+from components.resources.existing_kueue import check_existing_kueue
 from tests.helpers.apiserver import missing, open_crd
 
 
