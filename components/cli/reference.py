@@ -356,7 +356,7 @@ def fill_regions(text: str, source: Path, parser: argparse.ArgumentParser) -> st
 
 def generated_pages(parser: argparse.ArgumentParser) -> dict[Path, str]:
     """Each generated page and what it should hold (`parser`: mkf's), and the fleet's
-    diagram drawn from its source (components/cli/diagram.py)."""
+    diagram drawn from the dev stack's rendered objects (components/cli/diagram.py)."""
     from components.cli.diagram import SVG, diagram_text
 
     pages = {page: fill_regions(page.read_text(), page, parser) for page in PAGES}

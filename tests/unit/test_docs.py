@@ -365,17 +365,57 @@ def test_the_operations_page_covers_every_stack_kind_and_day2_operation() -> Non
     assert "![" in text and "(fleet.svg)" in text
 
 
-def test_the_diagram_is_drawn_from_its_source(tmp_path: Path) -> None:
-    from components.cli.diagram import SOURCE, SVG, diagram_text
+def test_the_diagram_is_drawn_from_what_the_dev_stack_renders(tmp_path: Path) -> None:
+    """docs/fleet.svg is what the code renders for the dev stack, not a drawing: it names the
+    stack's workers and the identities the workers really get, and changes with the stack."""
+    from components.cli.diagram import STACK, SVG, diagram_text
+    from components.objects.worker_access import MULTIKUEUE_SA, READER_SA
 
-    assert SVG.read_text() == diagram_text()  # also in the generated pages above
-    source = yaml.safe_load(SOURCE.read_text())
-    source["boxes"][0]["text"][0] = "Platform <engineer> & co"
-    changed = tmp_path / "fleet.yaml"
-    changed.write_text(yaml.safe_dump(source))
+    committed = SVG.read_text()
+    assert committed == diagram_text()  # also in the generated pages above
+    config = yaml.safe_load(STACK.read_text())
+    workers = [w["name"] for w in config["config"]["multikueue-fleet:workers"]]
+    assert workers
+    for name in workers:
+        assert f"worker cluster {name} (kind)" in committed, name
+    assert f"ServiceAccount multikueue-fleet-system/{READER_SA}" in committed
+    assert f"ServiceAccount kueue-system/{MULTIKUEUE_SA}" in committed
+    assert f"as {READER_SA}" in committed and f"as {MULTIKUEUE_SA}" in committed
+    assert "ServiceAccount reader" not in committed  # the name the hand-drawn picture gave
+    assert "ClusterQueue cluster-queue: cpu 8, memory 16Gi" in committed  # the workers' sum
+
+    # A third worker and another quota: the picture follows, which a drawing would not.
+    config["config"]["multikueue-fleet:workers"].append({"name": "gpu-pool"})
+    queue = config["config"]["multikueue-fleet:queues"]["clusterQueues"][0]
+    queue["resourceGroups"][0]["flavors"][0]["resources"]["cpu"] = 6
+    changed = tmp_path / "Pulumi.dev.yaml"
+    changed.write_text(yaml.safe_dump(config))
     drawn = diagram_text(changed)
-    assert drawn != SVG.read_text()
-    assert "Platform &lt;engineer&gt; &amp; co" in drawn
+    assert drawn != committed
+    assert "worker cluster gpu-pool (kind)" in drawn
+    assert drawn.count(f"ServiceAccount multikueue-fleet-system/{READER_SA}") == len(workers) + 1
+    assert "ClusterQueue cluster-queue: cpu 18, memory 24Gi" in drawn  # 3 x 6, 3 x 8Gi
+    assert "MultiKueueClusters: worker1, worker2, gpu-pool" in drawn
+
+
+def test_the_diagram_text_fits_its_boxes() -> None:
+    """Widths from the longest line, heights from the line count: no text runs out of its
+    box, and each part sits inside its cluster (a browser's Helvetica is narrower than the
+    6.5 px a character is given)."""
+    from components.cli.diagram import CHAR, layout
+
+    _, boxes, _, bottom = layout()
+    for box in boxes:
+        assert max(len(t) for t in box.text) * CHAR + 10 <= box.w, box.text
+        assert box.line_y(len(box.text) - 1) + 5 <= box.y + box.h, box.text
+        assert box.y + box.h <= bottom
+    clusters = [b for b in boxes if b.style == "cluster"]
+    for part in (b for b in boxes if b.style in ("part", "secret")):
+        assert any(
+            c.x < part.x and part.x + part.w < c.x + c.w and c.y < part.y
+            and part.y + part.h < c.y + c.h
+            for c in clusters
+        ), part.text  # fmt: skip
 
 
 def test_every_file_a_documented_command_writes_is_ignored_by_git() -> None:
