@@ -375,11 +375,15 @@ def int_range(low: int, high: int) -> Any:
 
 # --- images, URLs, paths, cloud names ----------------------------------------------------
 
+# distribution/reference v0.6.0 regexp.go (the grammar containerd and Kubernetes parse
+# image references with): path components, a domain of DNS labels or a bracketed IPv6
+# address with an optional port, a tag, a digest.
 _ALNUM = r"[a-z0-9]+"
 _SEPARATOR = r"(?:[._]|__|[-]+)"
 _PATH_COMPONENT = f"{_ALNUM}(?:{_SEPARATOR}{_ALNUM})*"
 _DOMAIN_COMPONENT = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
-_DOMAIN = rf"{_DOMAIN_COMPONENT}(?:\.{_DOMAIN_COMPONENT})*(?::[0-9]+)?"
+_IPV6 = r"\[(?:[a-fA-F0-9:]+)\]"
+_DOMAIN = rf"(?:{_DOMAIN_COMPONENT}(?:\.{_DOMAIN_COMPONENT})*|{_IPV6})(?::[0-9]+)?"
 _REPOSITORY = rf"(?:{_DOMAIN}/)?{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*"
 _TAG = r"[\w][\w.-]{0,127}"
 _DIGEST = r"[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}"
@@ -387,20 +391,49 @@ IMAGE_REFERENCE = re.compile(
     rf"(?P<name>{_REPOSITORY})(?::(?P<tag>{_TAG}))?(?:@(?P<digest>{_DIGEST}))?"
 )
 REPOSITORY = re.compile(_REPOSITORY)
+# The digests a runtime verifies (opencontainers/go-digest v1.0.0 algorithm.go: the
+# algorithms containerd registers, each with its length of lower-case hex); reference.Parse
+# refuses any other (digest.Parse, Validate).
+DIGEST_HEX = {"sha256": 64, "sha384": 96, "sha512": 128}
+# reference.go RepositoryNameTotalLengthMax, on the path after the domain.
+NAME_MAX = 255
 IMAGE_FIX = (
     "write it as [registry/]repository[:tag][@sha256:digest], for example "
     "registry.k8s.io/kueue/kueue:v0.19.2"
 )
 
 
+def _image_problem(text: str) -> str | None:
+    """Why distribution/reference v0.6.0 `Parse` refuses `text`, None when it takes it."""
+    match = IMAGE_REFERENCE.fullmatch(text)
+    if match is None:
+        if text and IMAGE_REFERENCE.fullmatch(text.lower()):
+            return f"'{show(text)}' has upper-case letters in its repository name"
+        return f"'{show(text)}' is not a container image reference"
+    name = match.group("name")
+    if len(name.split("/", 1)[-1]) > NAME_MAX:
+        return f"'{show(text)}' has a repository name longer than {NAME_MAX} characters"
+    digest = match.group("digest")
+    if digest:
+        algorithm, _, encoded = digest.partition(":")
+        if algorithm not in DIGEST_HEX:
+            return (
+                f"'{show(text)}' has a {algorithm} digest, which container runtimes do not "
+                f"verify (they take {', '.join(DIGEST_HEX)})"
+            )
+        if not re.fullmatch(f"[a-f0-9]{{{DIGEST_HEX[algorithm]}}}", encoded):
+            return (
+                f"'{show(text)}' has a {algorithm} digest that is not "
+                f"{DIGEST_HEX[algorithm]} lower-case hex digits"
+            )
+    return None
+
+
 def _image(value: Any) -> str:
     text = _plain_text(value)
-    match = IMAGE_REFERENCE.fullmatch(text)
-    if match is None or len(match.group("name")) > 255:
-        raise fail(f"'{show(text)}' is not a container image reference", IMAGE_FIX)
-    digest = match.group("digest")
-    if digest and digest.startswith("sha256:") and len(digest) != len("sha256:") + 64:
-        raise fail(f"'{show(text)}' has a sha256 digest that is not 64 hex digits", IMAGE_FIX)
+    problem = _image_problem(text)
+    if problem:
+        raise fail(problem, IMAGE_FIX)
     return text
 
 

@@ -271,9 +271,7 @@ def test_diff_shows_a_kind_cluster_replaced_when_its_kind_configuration_changes(
     text = "\n".join(lines)
     assert "== worker-worker1: changed" in text, text
     name = new_spec.workers[0].physical_name(new_spec.fleet_name)
-    assert (
-        f"! kind cluster {name} (replaced: its kind configuration is fixed at creation)" in text
-    )
+    assert f"! kind cluster {name} (replaced: its kind configuration is fixed at creation)" in text
     assert "    # kind deletes the cluster and creates it again" in text
     assert re.search(r"^\s+-\s+image: kindest/node:v1\.36", text, re.M), text
     assert re.search(r"^\s+\+\s+image: kindest/node:v1\.35", text, re.M), text

@@ -1,0 +1,37 @@
+"""Image references with the verdict of distribution/reference v0.6.0 `Parse` (and
+go-digest v1.0.0 behind it): the unit tier holds the project's Image check to them, and the
+real tier holds the Go parser itself to them (tools/imageref), so the two agree."""
+
+from __future__ import annotations
+
+HEX64 = "0123456789abcdef" * 4
+
+# (reference, accepted by the parser)
+CASES: tuple[tuple[str, bool], ...] = (
+    ("busybox", True),
+    ("busybox:1.36", True),
+    ("registry.k8s.io/kueue/kueue:v0.19.2", True),
+    (f"registry.k8s.io/kueue/kueue:v0.19.2@sha256:{HEX64}", True),
+    (f"localhost:5001/mkf/dispatcher@sha256:{HEX64}", True),
+    ("[fd00::1]:5000/mkf/dispatcher:v1", True),
+    ("Registry.Example.com/team/app:v1", True),  # a domain may have capitals
+    ("Team/app:v1", True),  # and the first of two components is read as a domain
+    ("a.b/c__d/e---f/g.h:TAG_1.x", True),
+    (f"x@sha384:{'a' * 96}", True),
+    (f"x@sha512:{'a' * 128}", True),
+    ("docker.io/" + "a" * 255, True),  # the limit is on the path after the domain
+    ("Busybox", False),  # upper case in the repository
+    ("team/App:v1", False),
+    (f"x@sha256:{HEX64.upper()}", False),  # go-digest takes lower-case hex only
+    (f"x@sha256:{HEX64[:-1]}", False),
+    (f"x@sha384:{'a' * 64}", False),
+    (f"x@md5:{'a' * 32}", False),  # an algorithm no runtime verifies
+    ("a" * 256, False),
+    ("app:", False),
+    ("app:-v1", False),
+    ("a//b", False),
+    ("-app", False),
+    ("[fd00::1/app", False),
+    ("app@sha256:", False),
+    ("", False),
+)
