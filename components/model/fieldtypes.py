@@ -471,28 +471,85 @@ def _https_url(value: Any) -> str:
 HttpsUrl = _typed(_https_url, {"type": "string", "pattern": "^https://"})
 
 
-REGISTRY_HOST = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?(:\d{1,5})?")
+# A registry as image references name it (distribution/reference v0.6.0 regexp.go,
+# domainAndPort): DNS labels or a bracketed IPv6 address, and an optional port.
+REGISTRY_HOST = re.compile(rf"{_DOMAIN}")
+# Docker Hub's other names: containerd looks a Docker Hub image's mirrors up under
+# docker.io only (containerd v2.3.4 core/remotes/docker/config/hosts.go, ConfigureHosts:
+# the directory of the image's domain, which reference normalisation makes docker.io).
+DOCKER_HUB_ALIASES = ("index.docker.io", "registry-1.docker.io")
+REGISTRY_FIX = (
+    "write the registry as image names start with it: registry.k8s.io, docker.io, HOST:PORT "
+    "or [IPv6]:PORT"
+)
+
+
+def _port_problem(port: str | None) -> str | None:
+    if port and not 1 <= int(port) <= 65535:
+        return f"port {port} is not a TCP port"
+    return None
 
 
 def _registry_host(value: Any) -> str:
     text = _plain_text(value)
-    if not REGISTRY_HOST.fullmatch(text) or "/" in text:
+    if not REGISTRY_HOST.fullmatch(text):
+        raise fail(f"'{show(text)}' is not a registry host", REGISTRY_FIX)
+    if text in DOCKER_HUB_ALIASES:
         raise fail(
-            f"'{show(text)}' is not a registry host",
-            "write the registry as image names start with it: registry.k8s.io, docker.io, "
-            "or HOST:PORT",
+            f"'{text}' is Docker Hub under another name, which containerd never looks "
+            "mirrors up by: a Docker Hub image's registry is docker.io",
+            "write docker.io",
         )
+    port = text.rsplit("]", 1)[-1].partition(":")[2] or None
+    if problem := _port_problem(port):
+        raise fail(f"'{show(text)}': {problem}", REGISTRY_FIX)
     return text
 
 
+MIRROR_FIX = "write it as http://HOST[:PORT] or https://HOST[:PORT], as the kind nodes reach it"
+
+
 def _mirror_url(value: Any) -> str:
-    # containerd's hosts.toml takes a scheme and host, and an optional path
-    # (docs/hosts.md at containerd v2.3.4: `[host."https://mirror.example.com/v2"]`).
+    """A mirror as containerd takes it in hosts.toml: `[host."<url>"]`, read with Go's
+    url.Parse (containerd v2.3.4 core/remotes/docker/config/hosts.go, parseHostConfig: its
+    scheme and host; a path stays, with /v2 added unless override_path). Go refuses what
+    urlsplit here refuses (a port that is not a number, an IPv6 address without brackets),
+    and containerd drops what it does not use (credentials, a query): refused rather than
+    lost. Inside a kind node, a loopback address is the node itself."""
+    import ipaddress
+    from urllib.parse import urlsplit
+
     text = _plain_text(value)
-    if not re.fullmatch(r"https?://[A-Za-z0-9.\-\[\]:]+(:\d+)?(/\S*)?", text):
+    try:
+        url = urlsplit(text)
+        url.port  # noqa: B018 - raises ValueError for a port that is not one
+    except ValueError:
+        url = None
+    if url is None or url.scheme not in ("http", "https") or not url.hostname or " " in text:
+        raise fail(f"'{show(text)}' is not a registry mirror URL", MIRROR_FIX)
+    if ":" in url.hostname and "[" not in url.netloc:
         raise fail(
-            f"'{show(text)}' is not a registry mirror URL",
-            "write it as http://HOST[:PORT] or https://HOST[:PORT], as the kind nodes reach it",
+            f"'{show(text)}' has an IPv6 address without brackets",
+            "write it as http://[ADDRESS]:PORT",
+        )
+    if url.username is not None or url.query or url.fragment:
+        raise fail(
+            f"'{show(text)}' has credentials, a query or a fragment, which containerd does not use",
+            "give the mirror's scheme, host, port and path only",
+        )
+    if problem := _port_problem(str(url.port) if url.port is not None else None):
+        raise fail(f"'{show(text)}': {problem}", MIRROR_FIX)
+    host = url.hostname
+    try:
+        loopback = ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = host == "localhost" or host.endswith(".localhost")
+    if loopback:
+        raise fail(
+            f"'{show(text)}' is a loopback address, which inside a kind node is the node "
+            "itself, not this machine",
+            "give an address the nodes reach: a registry container on the kind network by "
+            "its name (http://NAME:PORT), or this machine's address on that network",
         )
     return text
 

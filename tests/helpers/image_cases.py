@@ -1,6 +1,8 @@
 """Image references with the verdict of distribution/reference v0.6.0 `Parse` (and
-go-digest v1.0.0 behind it): the unit tier holds the project's Image check to them, and the
-real tier holds the Go parser itself to them (tools/imageref), so the two agree."""
+go-digest v1.0.0 behind it), and registry mirror URLs with the verdict of Go's url.Parse
+(how containerd v2.3.4 reads hosts.toml) and the project's own: the unit tier holds the
+project's checks to them, and the real tier holds the Go parsers themselves to them
+(tools/refcheck), so the two agree."""
 
 from __future__ import annotations
 
@@ -34,4 +36,28 @@ CASES: tuple[tuple[str, bool], ...] = (
     ("[fd00::1/app", False),
     ("app@sha256:", False),
     ("", False),
+)
+
+# (mirror URL, Go's url.Parse takes it, the project takes it). The project refuses more than
+# url.Parse: what containerd would parse and then fail on or drop (a port past 65535, an
+# IPv6 address without brackets, credentials, a query) and a loopback address, which
+# inside a kind node is the node itself; never less.
+MIRROR_CASES: tuple[tuple[str, bool, bool], ...] = (
+    ("http://mkf-registry:5000", True, True),
+    ("https://mirror.example.com", True, True),
+    ("https://mirror.example.com/v2", True, True),
+    ("http://[fd00::1]:5000", True, True),
+    ("http://10.89.0.2:5000", True, True),
+    ("http://m:abc", False, False),
+    ("http://[::1", False, False),
+    ("http://a b", False, False),
+    ("http://fd00::1:5000", False, False),
+    ("http://m:99999", True, False),
+    ("http://127.0.0.1:5001", True, False),
+    ("http://localhost:5000", True, False),
+    ("http://[::1]:5000", True, False),
+    ("http://user:secret@m:5000", True, False),
+    ("http://m:5000?ns=docker.io", True, False),
+    ("ftp://m", True, False),
+    ("mkf-registry:5000", True, False),
 )

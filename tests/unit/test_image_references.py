@@ -5,10 +5,11 @@ cases): what it refuses is refused at `validate`, naming the key, and what it ta
 from __future__ import annotations
 
 import pytest
+from pydantic_core import PydanticCustomError
 
-from components.model.fieldtypes import _image_problem
+from components.model.fieldtypes import _image_problem, _mirror_url
 from tests.helpers.fleet_config import problems_of
-from tests.helpers.image_cases import CASES, HEX64
+from tests.helpers.image_cases import CASES, HEX64, MIRROR_CASES
 
 
 @pytest.mark.parametrize(("reference", "accepted"), CASES)
@@ -34,3 +35,37 @@ def test_a_refused_image_is_named_by_its_key_with_the_fix(image: str, said: str)
     assert [p.path for p in errors] == ["dispatcher.image"], errors
     assert said in errors[0].message
     assert "[registry/]repository[:tag][@sha256:digest]" in errors[0].hint
+
+
+@pytest.mark.parametrize(("url", "go_takes", "taken"), MIRROR_CASES)
+def test_a_mirror_url_is_taken_only_where_containerd_can_use_it(
+    url: str, go_takes: bool, taken: bool
+) -> None:
+    assert go_takes or not taken, "the table says the project takes what Go refuses"
+    try:
+        _mirror_url(url)
+        refused = ""
+    except PydanticCustomError as exc:  # the model's error, worded for the user
+        refused = str(exc)
+    assert (not refused) == taken, refused
+
+
+@pytest.mark.parametrize(
+    ("mirrors", "path", "said"),
+    [
+        ({"index.docker.io": "http://m:5000"}, "index.docker.io", "write docker.io"),
+        ({"docker.io": "http://127.0.0.1:5001"}, "docker.io", "inside a kind node"),
+        ({"docker.io": "http://fd00::1:5000"}, "docker.io", "not a registry mirror URL"),
+        ({"[fd00::1]:5000": "http://[fd00::1]:5000"}, None, ""),
+    ],
+)
+def test_mirrors_are_named_by_their_key_with_the_fix(
+    mirrors: dict[str, str], path: str | None, said: str
+) -> None:
+    config = {"manager": {"provider": "kind", "kind": {"registryMirrors": mirrors}}}
+    errors = [p for p in problems_of(config, stack="dev") if p.severity == "error"]
+    if path is None:
+        assert errors == []
+        return
+    assert [p.path for p in errors] == [f"manager.kind.registryMirrors.{path}"], errors
+    assert said in errors[0].message + errors[0].hint
