@@ -24,13 +24,14 @@ from dq_sim import (
 )
 
 from controller import policy as real_policy
+from controller.fit_memo import FitMemo
+from controller.in_flight_index import InFlightIndex
 from controller.model import (
     InFlight,
     Policy,
     WorkerView,
     WorkloadView,
 )
-from controller.policy import FitMemo, InFlightIndex
 
 # pkg/controller/workloaddispatcher/incrementaldispatcher.go at v0.19.2: DefaultStepSize,
 # used unless the configuration's incrementalDispatcher.stepSize says otherwise (stepSize(),

@@ -24,6 +24,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from controller.fit_memo import FitMemo
+from controller.in_flight_index import InFlightIndex
 from controller.model import (
     MILLI,
     FlavorCapacity,
@@ -33,7 +35,7 @@ from controller.model import (
     WorkerView,
     WorkloadView,
 )
-from controller.policy import FitMemo, InFlightIndex, decide
+from controller.policy import decide
 
 GI = 1024**3 * MILLI
 

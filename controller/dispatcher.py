@@ -20,13 +20,15 @@ from typing import Any
 
 from controller.decided import Decided, quota_reserved_at
 from controller.events import EventRecorder, nomination_message
+from controller.fit_memo import FitMemo
 from controller.fleet_state import FleetState
 from controller.in_flight import InFlightDemand
+from controller.in_flight_index import InFlightIndex
 from controller.kube import Kube
 from controller.metrics import Metrics
 from controller.model import Decision, WorkloadView
 from controller.nominations import NominationWriter, nominated
-from controller.policy import FitMemo, InFlightIndex, decide
+from controller.policy import decide
 from controller.policy_status import sync_policy_status
 from controller.settings import Settings
 from controller.work_queue import WorkQueue

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from controller.dispatcher import Dispatcher
+from controller.fit import show
 from controller.kube import WORKLOADS, Kube
-from controller.policy import show
 from controller.settings import Settings
 
 # Kueue v0.19.2 names a Job's Workload `job-<name>-<hash>` (pkg/controller/jobframework,

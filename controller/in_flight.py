@@ -8,8 +8,9 @@ import time
 from dataclasses import dataclass
 
 from controller.fleet_state import FleetState
+from controller.in_flight_index import InFlightIndex
 from controller.model import Decision, InFlight, WorkloadView
-from controller.policy import InFlightIndex, takes_room
+from controller.policy import takes_room
 
 # The longest an admitted workload's demand stays counted on the worker that admitted it
 # while what is read of that worker does not show the reservation (its Workloads, or a

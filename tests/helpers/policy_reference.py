@@ -38,6 +38,13 @@ from datetime import datetime
 from functools import partial
 from typing import NamedTuple
 
+# Unchanged since 6c49a55: the controller's own, not a second copy (all but the model's
+# types), under the names they had then.
+from controller.fit import _ZERO, _free, _full_now, _less, show
+from controller.fit import fits_reason as _fits
+from controller.fit import queue_load as _load
+from controller.in_flight_index import CHANGES_KEPT
+from controller.judging import stuck as _stuck
 from controller.model import (
     CORDONED_LABEL,
     MAX_NOMINATIONS,
@@ -50,20 +57,7 @@ from controller.model import (
     WorkerView,
     WorkloadView,
 )
-
-# Unchanged since 6c49a55: the controller's own, not a second copy.
-from controller.policy import (
-    _ZERO,
-    CHANGES_KEPT,
-    _fits,
-    _free,
-    _full_now,
-    _less,
-    _load,
-    _stuck,
-    show,
-    widened_count,
-)
+from controller.policy import widened_count
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ from dq_trace import (  # noqa: E402
     scenario,
 )
 
+import controller.in_flight_index  # noqa: E402
 import controller.policy  # noqa: E402
 
 
@@ -279,7 +280,7 @@ def test_the_real_policy_decides(monkeypatch: pytest.MonkeyPatch) -> None:
     # and a view that shows them is decided on: what is left was admitted after the last
     # view decided on was read, and counts only on the worker that admitted it.
     index = sim.d.in_flight  # type: ignore[attr-defined]
-    assert isinstance(index, controller.policy.InFlightIndex)
+    assert isinstance(index, controller.in_flight_index.InFlightIndex)
     by_key = {f"team/{w.key}": w for w in sim.wls}
     for key in index.workloads():
         wl = by_key[key]

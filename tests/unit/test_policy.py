@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from controller.fit_memo import FitMemo
+from controller.in_flight_index import InFlightIndex
 from controller.model import (
     CORDONED_LABEL,
     MILLI,
@@ -22,7 +24,7 @@ from controller.model import (
     WorkerView,
     WorkloadView,
 )
-from controller.policy import FitMemo, InFlightIndex, decide, takes_room
+from controller.policy import decide, takes_room
 from controller.workloads import MalformedWorkload, eligibility, requests_of, view_of
 from tests.helpers import policy_reference as reference
 from tests.helpers.fleet_harness import workload
@@ -797,8 +799,6 @@ def test_the_memo_never_changes_a_decision() -> None:
     config's clusters changing."""
     import random
 
-    from controller.policy import FitMemo
-
     rng = random.Random(14)
     names = [f"w{i}" for i in range(12)]
 
@@ -1063,7 +1063,7 @@ def _said(v: Verdict) -> tuple[object, ...]:
 def test_amounts_are_shown_in_the_units_people_write(
     resource: str, amount: int, shown: str
 ) -> None:
-    from controller.policy import show
+    from controller.fit import show
 
     assert show(resource, amount) == shown
 
