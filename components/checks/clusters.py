@@ -14,7 +14,7 @@ from components.checks.rule import error, unique, warn
 from components.model.problems import Problem, key_path
 from components.model.spec import ClusterSpec, FleetSpec
 from components.objects.kubeconfig import context_cluster, existing_kubeconfig_path
-from controller.model import CORDONED_LABEL
+from controller.api import CORDONED_LABEL
 
 MAX_WORKERS = 20  # MultiKueueConfig.spec.clusters holds at most 20 names
 # kind names the node container <cluster>-control-plane, a hostname (<= 63 characters).

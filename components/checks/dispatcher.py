@@ -11,8 +11,7 @@ from components.checks.rule import error, warn
 from components.model.fieldtypes import duration_seconds
 from components.model.problems import Problem
 from components.model.spec import FleetSpec
-from controller.policy_api import MAX_SELECTOR_LABELS
-from controller.settings import WORKER_LOST_TIMEOUT_MAX
+from controller.api import MAX_SELECTOR_LABELS, WORKER_LOST_TIMEOUT_MAX
 
 BUILTIN_DISPATCHERS = (
     "kueue.x-k8s.io/multikueue-dispatcher-all-at-once",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass, field
 
-from controller.terminal import seconds
+from controller.api.terminal import seconds
 
 # An option whose metavar is STACK takes a stack name: completed from
 # stacks/Pulumi.<name>.yaml in the current directory.

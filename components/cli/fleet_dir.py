@@ -18,7 +18,7 @@ import yaml
 
 from components.cli.capacity import Slot, usage_from_cluster_queues
 from components.cli.status import CLUSTER_QUEUES, Installs, kubeconfig_tls_problem
-from controller.kube import ApiError, Kube
+from controller.api.cluster_access import ApiError, Kube
 
 
 class FleetDirError(Exception):

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from components.cli.job_trail import PODS, JobTrail, JobTrailError, Pod, trail_of
-from controller.kube import ApiError, Kube
+from controller.api.cluster_access import ApiError, Kube
 
 _DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 

@@ -19,8 +19,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from controller.kube import EVENTS, WORKLOADS, ApiError, Kind, Kube
-from controller.terminal import Painter
+from controller.api.cluster_access import EVENTS, WORKLOADS, ApiError, Kind, Kube
+from controller.api.terminal import Painter
 
 PODS = Kind("", "v1", "pods", True)
 

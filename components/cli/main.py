@@ -34,7 +34,7 @@ from components.cli.report import Reporter, problem_json
 from components.model.problems import FleetConfigError, Problem, errors, notes, warnings
 from components.model.spec import FleetSpec
 from components.model.stack_file import stack_name_of, stack_path
-from controller.terminal import common_flags, flag, quietly_on_broken_pipe, seconds
+from controller.api.terminal import common_flags, flag, quietly_on_broken_pipe, seconds
 
 if TYPE_CHECKING:
     # For the annotation alone: each command imports the modules it needs when it runs
@@ -442,7 +442,7 @@ def cmd_job(args: argparse.Namespace) -> int:
     import asyncio
 
     from components.cli.job_trail import JobTrailError, table, trail_of
-    from controller.kube import connected
+    from controller.api.cluster_access import connected
 
     report = Reporter.for_args(args)
     fleet = _running_fleet(args)
@@ -480,7 +480,7 @@ def cmd_logs(args: argparse.Namespace) -> int:
 
     from components.cli.job_logs import choose_when_running, print_logs
     from components.cli.job_trail import JobTrailError
-    from controller.kube import connected
+    from controller.api.cluster_access import connected
 
     report = Reporter.for_args(args)
     fleet = _running_fleet(args)
@@ -970,7 +970,7 @@ def build_parser(prog: str = "mkf") -> argparse.ArgumentParser:
     from components.cli.completion import completion_script
     from components.cli.version import version
     from components.model.versions import KUEUE_VERSION
-    from controller import cli as controller
+    from controller.api.terminal import add_controller_commands
 
     parser = argparse.ArgumentParser(prog=prog)
     parser.add_argument(
@@ -981,7 +981,7 @@ def build_parser(prog: str = "mkf") -> argparse.ArgumentParser:
     sub = configure(parser)
     text = "the dispatch controller: run it, or explain a decision (python -m controller)"
     c = sub.add_parser("controller", help=text, description=text)
-    controller.configure(c, top=False)
+    add_controller_commands(c)
     text = "print a shell completion script: source <(mkf completion bash)"
     completion = sub.add_parser("completion", help=text, description=text)
     common_flags(completion, top=False)  # `mkf completion bash -q` as every other command

@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 
 from components.cli.main import build_parser, dispatch
-from controller.terminal import quietly_on_broken_pipe
+from controller.api.terminal import quietly_on_broken_pipe
 
 __all__ = ["build_parser", "main"]
 

@@ -26,10 +26,7 @@ from pydantic_core import PydanticUndefined
 from components.model import fieldtypes
 from components.model.field_docs import FIELD_DEFAULTS, FIELD_DOCS
 from components.model.spec import PROJECT, ExternalFramework, FleetSpec, ResourceQuota, SecretText
-from controller import policy_api, typed
-from controller.field_docs import CONTROLLER_DOCS
-from controller.policy_api import PolicySpec
-from controller.settings import SettingsFile
+from controller.api import CONTROLLER_DOCS, PolicySpec, SettingsFile, policy_api, typed
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"

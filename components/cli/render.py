@@ -18,7 +18,7 @@ from components.model.spec import FleetSpec
 from components.objects.fleet import ClusterObjects, build_fleet, object_key
 from components.objects.kind_config import kind_config
 from components.objects.manifests import PlainDumper
-from controller.terminal import Painter
+from controller.api.terminal import Painter
 
 OBJECTS_FILE = "objects.yaml"
 UPSTREAM_FILE = "upstream.yaml"

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, TextIO
 
 from components.model.problems import Problem, errors, notes, warnings
-from controller.terminal import Painter, flag, painter
+from controller.api.terminal import Painter, flag, painter
 
 _SEVERITY_COLOUR = {"error": "red", "warning": "yellow", "note": "cyan"}
 

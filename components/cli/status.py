@@ -17,10 +17,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from controller.kube import ApiError, Kind, Kube, connected
-from controller.leader import current_leader
-from controller.model import CORDONED_LABEL
-from controller.terminal import Painter
+from controller.api import CORDONED_LABEL
+from controller.api.cluster_access import ApiError, Kind, Kube, connected, current_leader
+from controller.api.terminal import Painter
 
 KUEUE = "kueue.x-k8s.io"
 DEPLOYMENTS = Kind("apps", "v1", "deployments", True)

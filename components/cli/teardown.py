@@ -35,7 +35,7 @@ from kubernetes_asyncio.config import ConfigException
 
 from components.objects.labels import FLEET_LABEL
 from components.resources.drain import holds_quota
-from controller.kube import ApiError, Kind, Kube
+from controller.api.cluster_access import ApiError, Kind, Kube
 
 KUEUE = "kueue.x-k8s.io"
 CLUSTER_QUEUES = Kind(KUEUE, "v1beta2", "clusterqueues", False)

@@ -25,9 +25,9 @@ from typing import Annotated, Any
 from pydantic import BeforeValidator, WithJsonSchema
 from pydantic_core import PydanticCustomError
 
-from controller.policy_api import DURATION_FIX as DISPATCH_DURATION_FIX
-from controller.policy_api import DURATION_PATTERN as DISPATCH_DURATION
-from controller.policy_api import is_duration as is_dispatch_duration
+from controller.api import DURATION_FIX as DISPATCH_DURATION_FIX
+from controller.api import DURATION_PATTERN as DISPATCH_DURATION
+from controller.api import is_duration as is_dispatch_duration
 
 # --- failing in the project's form -----------------------------------------------------
 

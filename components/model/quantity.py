@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from decimal import Decimal
 
 # The official client's functions, without loading the whole client at every command's start.
-from controller.model import format_quantity, parse_quantity
+from controller.api import format_quantity, parse_quantity
 
 _SUFFIX = re.compile(r"([a-zA-Z]*)$")
 _BINARY = ("Ei", "Pi", "Ti", "Gi", "Mi", "Ki")

@@ -13,9 +13,7 @@ from components.model.spec import ClusterSpec, FleetSpec
 from components.objects.labels import FLEET_NAMESPACE, KUEUE_NAMESPACE, metadata
 from components.objects.manifests import yaml_text
 from components.objects.multikueue import placeholder, profile_token_secret_name
-from controller.model import Policy
-from controller.policy_api import GROUP, PLURAL, crd, policy_object, seconds
-from controller.settings import Settings
+from controller.api import GROUP, PLURAL, Policy, Settings, crd, policy_object, seconds
 
 NAME = "multikueue-fleet-dispatcher"
 BUILT_IMAGE = "<image built from controller/ by pulumi up, pinned by digest>"

@@ -16,7 +16,7 @@ from components.objects.labels import (
     metadata,
 )
 from components.objects.queues import MULTIKUEUE_CHECK
-from controller.model import CORDONED_LABEL  # the stack writes it, the dispatcher reads it
+from controller.api import CORDONED_LABEL  # the stack writes it, the dispatcher reads it
 
 MULTIKUEUE_CONFIG = "multikueue"
 KUBECONFIG_KEY = "kubeconfig"  # the key Kueue reads from a MultiKueueCluster's Secret

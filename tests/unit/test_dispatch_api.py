@@ -132,13 +132,6 @@ def test_the_image_pins_the_same_versions_as_the_project() -> None:
     assert image and all(project.get(name) == version for name, version in image.items())
 
 
-def test_the_controller_stands_alone_in_its_image() -> None:
-    # The image holds controller/ only: it must not import the Pulumi side of the project.
-    for path in (ROOT / "controller").glob("*.py"):
-        text = path.read_text()
-        assert "import pulumi" not in text and "from components" not in text, path.name
-
-
 def test_selection_is_remembered_while_the_objects_stay_the_same() -> None:
     def versioned(name: str, version: str, **spec: object) -> dict:
         made = obj(name, **spec)

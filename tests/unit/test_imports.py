@@ -1,8 +1,11 @@
 """The packages' import graph: every module imports on its own in a fresh interpreter, no
 module imports itself back through others (a cycle makes import order matter: the module
 first imported decides which names exist yet), and `components/` flows one way, each
-stage importing only the stages before it. Function-level imports count too: they only
-move a cycle, or a backward import, to run time."""
+stage importing only the stages before it. And the seam between the two packages holds
+both ways: `components/` uses of the controller only its `controller.api` package, and
+`controller/` imports neither `components/` nor Pulumi (its image holds controller/ alone).
+Function-level imports count too: they only move a cycle, a backward import or a breach
+of the seam to run time."""
 
 from __future__ import annotations
 
@@ -22,6 +25,8 @@ SCRIPTS = "bench"
 # stage and the ones before it. The modules directly in components/ (`python -m
 # components`, and old module paths Pulumi states hold) come after every stage.
 STAGES = ("model", "objects", "upstream", "checks", "resources", "cli")
+# All that components/ may import of controller/ (controller/api/__init__.py says why).
+SEAM = "controller.api"
 
 
 def modules() -> list[str]:
@@ -105,6 +110,76 @@ def backward_imports(graph: dict[str, set[str]]) -> list[str]:
             if stage is not None and stage > own:
                 found.append(f"{module} -> {other}")
     return found
+
+
+def imported(path: Path, source: str | None = None) -> set[str]:
+    """Every module the file at `path` imports, anywhere in its code, third-party ones
+    too (`source`: its text, read from the file when not given). `from controller import
+    cli` imports `controller.cli`: a name imported from a top-level package counts as its
+    module."""
+    tree = ast.parse(source if source is not None else path.read_text(), str(path))
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if "." in node.module:
+                found.add(node.module)
+            else:
+                found |= {f"{node.module}.{alias.name}" for alias in node.names}
+    return found
+
+
+def seam_breaches(path: Path, source: str | None = None) -> list[str]:
+    """The imports of the file at `path` that cross the seam the wrong way, as `file ->
+    module`: from components/, anything of controller/ outside `SEAM`; from controller/,
+    anything of components/ or Pulumi."""
+    package = path.relative_to(ROOT).parts[0]
+    found = []
+    for module in sorted(imported(path, source)):
+        top = module.split(".")[0]
+        if package == "components":
+            wrong = top == "controller" and module != SEAM and not module.startswith(f"{SEAM}.")
+        else:
+            wrong = top == "components" or top == "pulumi" or top.startswith("pulumi_")
+        if wrong:
+            found.append(f"{path.relative_to(ROOT)} -> {module}")
+    return found
+
+
+def test_components_use_only_the_controllers_api() -> None:
+    found = [b for path in (ROOT / "components").rglob("*.py") for b in seam_breaches(path)]
+    assert not found, f"imports of controller/ outside {SEAM}:\n" + "\n".join(found)
+
+
+def test_the_controller_imports_neither_components_nor_pulumi() -> None:
+    # The image holds controller/ only (controller/Dockerfile, .dockerignore).
+    found = [b for path in (ROOT / "controller").rglob("*.py") for b in seam_breaches(path)]
+    assert not found, "the controller importing the Pulumi side:\n" + "\n".join(found)
+
+
+def test_the_seam_check_finds_a_breach_either_way() -> None:
+    """A model module importing the controller's client, even inside a function, or the
+    controller importing Pulumi or components/, is reported; the API package is not."""
+    fieldtypes = ROOT / "components" / "model" / "fieldtypes.py"
+    text = fieldtypes.read_text()
+    assert seam_breaches(fieldtypes) == []
+    late = "\n\ndef late():\n    from controller.kube import Kube\n    from controller import cli\n"
+    assert seam_breaches(fieldtypes, text + late) == [
+        "components/model/fieldtypes.py -> controller.cli",
+        "components/model/fieldtypes.py -> controller.kube",
+    ]
+    assert seam_breaches(fieldtypes, text + "\nfrom controller import api, model\n") == [
+        "components/model/fieldtypes.py -> controller.model",
+    ]
+    model = ROOT / "controller" / "model.py"
+    text = model.read_text()
+    assert seam_breaches(model) == []
+    crossing = "\nimport pulumi_kubernetes\nfrom components.model import spec\n"
+    assert seam_breaches(model, text + crossing) == [
+        "controller/model.py -> components.model",
+        "controller/model.py -> pulumi_kubernetes",
+    ]
 
 
 def test_the_cycle_finder_finds_a_cycle() -> None:
