@@ -153,7 +153,7 @@ def identities(objects: Iterable[Mapping[str, Any]]) -> tuple[str, str]:
 def _dispatcher_lines(objects: tuple[dict[str, Any], ...]) -> list[str]:
     """The Deployment, the Lease its replicas elect a leader through (the leaseName of the
     settings the Deployment mounts, as the dispatcher reads them) and its policies."""
-    from controller.settings import parse_settings
+    from controller.api import parse_settings
 
     policies = [f"DispatchPolicy {_ref(p)}" for p in _of_kind(objects, "DispatchPolicy")]
     deployments = _of_kind(objects, "Deployment")

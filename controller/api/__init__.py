@@ -30,7 +30,7 @@ from controller.policy_api import (
     policy_object,
     seconds,
 )
-from controller.settings import WORKER_LOST_TIMEOUT_MAX, Settings, SettingsFile
+from controller.settings import WORKER_LOST_TIMEOUT_MAX, Settings, SettingsFile, parse_settings
 
 __all__ = [
     "CONTROLLER_DOCS",
@@ -49,6 +49,7 @@ __all__ = [
     "format_quantity",
     "is_duration",
     "parse_quantity",
+    "parse_settings",
     "policy_api",
     "policy_object",
     "seconds",
