@@ -55,6 +55,23 @@ tool_version_is() {  # binary expected-version-line-substring
   [ -x "$1" ] && "$1" version 2>/dev/null | head -1 | grep -qF "$2"
 }
 
+# A release binary into .tools/bin, checked against the digest published beside it; built
+# from its Go module where the release cannot be reached.
+install_binary() {  # name url checksum-url tools-to-build...
+  local name="$1" url="$2" sums="$3"; shift 3
+  local tmp; tmp="$(mktemp -d)"; TMP_ERR="$tmp/$name.err"
+  if download "$url" "$tmp/$name" && download "$sums" "$tmp/$name.sum"; then
+    # The checksum file's first word (kind's names the file after it; kubectl's is bare).
+    [ "$(sha256_of "$tmp/$name")" = "$(head -1 "$tmp/$name.sum" | cut -d' ' -f1 | tr -d '[:space:]')" ] \
+      || die "$name download does not match its published checksum"
+    install -m 0755 "$tmp/$name" "$TOOLS/$name"
+  else
+    rm -f "$TOOLS/$name"
+    build_from_modules "$name" "$@"
+  fi
+  rm -rf "$tmp"
+}
+
 install_kind() {
   local found; found="$(command -v kind || true)"
   if [ -n "$found" ] && [ "$found" != "$TOOLS/kind" ] && tool_version_is "$found" "$KIND_VERSION "; then
@@ -63,17 +80,8 @@ install_kind() {
   tool_version_is "$TOOLS/kind" "$KIND_VERSION " && return
   read -r os arch < <(platform)
   local base="https://github.com/kubernetes-sigs/kind/releases/download/${KIND_VERSION}"
-  local tmp; tmp="$(mktemp -d)"; TMP_ERR="$tmp/kind.err"
   echo "installing kind ${KIND_VERSION} into .tools/bin"
-  if download "$base/kind-${os}-${arch}" "$tmp/kind" && download "$base/kind-${os}-${arch}.sha256sum" "$tmp/kind.sha256sum"; then
-    [ "$(sha256_of "$tmp/kind")" = "$(cut -d' ' -f1 "$tmp/kind.sha256sum")" ] \
-      || die "kind download does not match its published checksum"
-    install -m 0755 "$tmp/kind" "$TOOLS/kind"
-  else
-    rm -f "$TOOLS/kind"
-    build_from_modules kind kind
-  fi
-  rm -rf "$tmp"
+  install_binary kind "$base/kind-${os}-${arch}" "$base/kind-${os}-${arch}.sha256sum" kind
 }
 
 PULUMI_DIR=""
@@ -124,18 +132,8 @@ install_kubectl() {
     | grep -qF "Client Version: $KUBECTL_VERSION" && return
   read -r os arch < <(platform)
   local url="https://dl.k8s.io/release/${KUBECTL_VERSION}/bin/${os}/${arch}/kubectl"
-  local tmp; tmp="$(mktemp -d)"; TMP_ERR="$tmp/kubectl.err"
   echo "installing kubectl ${KUBECTL_VERSION} into .tools/bin (none on PATH)"
-  if download "$url" "$tmp/kubectl" && download "$url.sha256" "$tmp/kubectl.sha256"; then
-    # The .sha256 beside each release binary holds the bare digest.
-    [ "$(sha256_of "$tmp/kubectl")" = "$(tr -d '[:space:]' < "$tmp/kubectl.sha256")" ] \
-      || die "kubectl download does not match its published checksum"
-    install -m 0755 "$tmp/kubectl" "$TOOLS/kubectl"
-  else
-    rm -f "$TOOLS/kubectl"
-    build_from_modules kubectl kubectl
-  fi
-  rm -rf "$tmp"
+  install_binary kubectl "$url" "$url.sha256" kubectl
 }
 
 use_local_backend() {  # stack

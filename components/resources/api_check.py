@@ -113,16 +113,17 @@ def wait_until_served(
 
 class ApiCheckProvider(ResourceProvider):
     """A check of a cluster's API as a dynamic resource. A subclass says what it checks
-    (`check`) and which of its inputs, besides the cluster, call for checking again
-    (`recheck_on`)."""
+    (`verify`; not `check`, which is every dynamic provider's input-validation hook that the
+    engine calls, and stays Pulumi's) and which of its inputs, besides the cluster, call for
+    checking again (`recheck_on`)."""
 
     recheck_on: tuple[str, ...] = ()
 
-    def check(self, props: dict[str, Any], api: KubernetesApi) -> None:
+    def verify(self, props: dict[str, Any], api: KubernetesApi) -> None:
         raise NotImplementedError
 
     def create(self, props: dict[str, Any]) -> CreateResult:
-        self.check(props, KubernetesApi(props["kubeconfig"], props.get("context")))
+        self.verify(props, KubernetesApi(props["kubeconfig"], props.get("context")))
         return CreateResult(id_=props["cluster_name"], outs=props)
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:

@@ -50,7 +50,7 @@ class KueueApiCheckProvider(ApiCheckProvider):
     # Another expected version, or kinds the fleet did not need there before.
     recheck_on = ("version", "required")
 
-    def check(self, props: dict[str, Any], api: KubernetesApi) -> None:
+    def verify(self, props: dict[str, Any], api: KubernetesApi) -> None:
         check_existing_kueue(
             props["cluster_name"],
             props["version"],

@@ -50,7 +50,7 @@ def check_monitoring(
 class MonitoringApiCheckProvider(ApiCheckProvider):
     recheck_on = ("kinds", "namespace")
 
-    def check(self, props: dict[str, Any], api: KubernetesApi) -> None:
+    def verify(self, props: dict[str, Any], api: KubernetesApi) -> None:
         check_monitoring(
             props["cluster_name"],
             props["kinds"],

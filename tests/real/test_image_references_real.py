@@ -13,11 +13,12 @@ from tests.helpers.image_cases import CASES, MIRROR_CASES
 from tests.helpers.real_fleet import go_missing
 
 
-def test_the_runtimes_parser_gives_each_case_its_verdict() -> None:
+def refcheck(mode: str, args: list[str]) -> list[str]:
+    """tools/refcheck's verdict on each of `args`, one line each."""
     if why := go_missing():
         pytest.skip(why)
     done = subprocess.run(
-        [toolchain.go_binary(), "run", "./refcheck", "image", *(ref for ref, _ in CASES)],
+        [toolchain.go_binary(), "run", "./refcheck", mode, *args],
         cwd=toolchain.TOOLS_MODULE,
         capture_output=True,
         text=True,
@@ -26,7 +27,12 @@ def test_the_runtimes_parser_gives_each_case_its_verdict() -> None:
     )
     assert done.returncode == 0, done.stderr
     verdicts = done.stdout.splitlines()
-    assert len(verdicts) == len(CASES), done.stdout
+    assert len(verdicts) == len(args), done.stdout
+    return verdicts
+
+
+def test_the_runtimes_parser_gives_each_case_its_verdict() -> None:
+    verdicts = refcheck("image", [reference for reference, _ in CASES])
     wrong = [
         f"{reference!r}: expected {'ok' if accepted else 'an error'}, the parser says {verdict}"
         for (reference, accepted), verdict in zip(CASES, verdicts, strict=True)
@@ -36,18 +42,7 @@ def test_the_runtimes_parser_gives_each_case_its_verdict() -> None:
 
 
 def test_gos_url_parser_refuses_no_mirror_the_project_takes() -> None:
-    if why := go_missing():
-        pytest.skip(why)
-    done = subprocess.run(
-        [toolchain.go_binary(), "run", "./refcheck", "url", *(u for u, _, _ in MIRROR_CASES)],
-        cwd=toolchain.TOOLS_MODULE,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    verdicts = done.stdout.splitlines()
+    verdicts = refcheck("url", [url for url, _, _ in MIRROR_CASES])
     wrong = [
         f"{url!r}: expected {'ok' if go_takes else 'an error'}, url.Parse says {verdict}"
         for (url, go_takes, _), verdict in zip(MIRROR_CASES, verdicts, strict=True)

@@ -233,3 +233,15 @@ def test_the_operator_crds_the_real_tier_applies_are_the_module_its_go_mod_pins(
         [OPERATOR_MODULE, OPERATOR_VERSION],
         [OPERATOR_MODULE, f"{OPERATOR_VERSION}/go.mod"],
     ]
+
+
+def test_the_checks_leave_the_engines_hooks_to_pulumi() -> None:
+    """A dynamic provider's `check` is the engine's input validation (found on the real
+    engine: a check named so was called with the old and new inputs, and failed)."""
+    from pulumi.dynamic import ResourceProvider
+
+    from components.resources.existing_kueue import KueueApiCheckProvider
+
+    for provider in (MonitoringApiCheckProvider, KueueApiCheckProvider):
+        for hook in ("check", "read", "update"):
+            assert getattr(provider, hook) is getattr(ResourceProvider, hook), (provider, hook)
