@@ -16,8 +16,9 @@ from functools import partial
 
 from controller.model import MILLI, FlavorCapacity, QueueCapacity, Resources
 
-_ZERO = 0
-_EMPTY: Resources = {}
+# Shared defaults of the fit arithmetic (read-only: never written through).
+ZERO = 0
+EMPTY: Resources = {}
 Missing = dict[tuple[str, str], int]  # (flavor, resource) -> amount short
 
 
@@ -41,15 +42,13 @@ def show(resource: str, amount: int) -> str:
 
 def _free(nominal: Resources, reserved: Resources, in_flight: Resources, resource: str) -> int:
     return (
-        nominal.get(resource, _ZERO)
-        - reserved.get(resource, _ZERO)
-        - in_flight.get(resource, _ZERO)
+        nominal.get(resource, ZERO) - reserved.get(resource, ZERO) - in_flight.get(resource, ZERO)
     )
 
 
 def _less(reserved: Resources, own: Resources) -> Resources:
     """A reservation without what may be the workload's own share of it."""
-    return {r: max(a - own.get(r, _ZERO), 0) for r, a in reserved.items()}
+    return {r: max(a - own.get(r, ZERO), 0) for r, a in reserved.items()}
 
 
 class Fit:
@@ -62,7 +61,7 @@ class Fit:
         queue: QueueCapacity,
         requests: Resources,
         in_flight: dict[str, Resources],
-        own: Resources = _EMPTY,
+        own: Resources = EMPTY,
     ) -> None:
         self.own = own
         self.flavors: dict[str, str] = {}
@@ -94,7 +93,7 @@ class Fit:
         for flavor in group:
             nominal = flavor.nominal
             reserved = _less(flavor.reserved, own) if own else flavor.reserved
-            used = in_flight.get(flavor.name) or _EMPTY
+            used = in_flight.get(flavor.name) or EMPTY
             short, tightest = -1.0, ""
             for r, amount in wanted.items():
                 n = nominal.get(r, 0)
@@ -137,7 +136,7 @@ class Fit:
         short, flavor, r = best
         self.deficit = max(self.deficit, short)
         reserved = _less(flavor.reserved, own) if own else flavor.reserved
-        used = in_flight.get(flavor.name) or _EMPTY
+        used = in_flight.get(flavor.name) or EMPTY
         for res, amount in wanted.items():
             beyond = amount - _free(flavor.nominal, reserved, used, res)
             if beyond > 0:
@@ -164,7 +163,7 @@ def fits_reason(flavors: dict[str, str], headroom: float) -> str:
 def queue_load(queue: QueueCapacity, in_flight: dict[str, Resources]) -> float:
     """Share of the queue's quota in use or in flight, over all flavors and resources."""
     shares = [
-        (f.reserved.get(r, _ZERO) + in_flight.get(f.name, {}).get(r, _ZERO)) / nominal
+        (f.reserved.get(r, ZERO) + in_flight.get(f.name, {}).get(r, ZERO)) / nominal
         for group in queue.groups
         for f in group
         for r, nominal in f.nominal.items()

@@ -10,7 +10,6 @@ from collections.abc import Iterable
 
 from controller.model import InFlight, Resources
 
-_ZERO = 0
 _NO_USAGE: dict[str, Resources] = {}
 CHANGES_KEPT = 100_000  # in-flight changes remembered for memos to catch up from
 
@@ -46,7 +45,7 @@ class InFlightIndex:
             flavor = item.flavors.get(resource)
             if flavor is not None:
                 totals = bucket.setdefault(flavor, {})
-                totals[resource] = totals.get(resource, _ZERO) + sign * amount
+                totals[resource] = totals.get(resource, 0) + sign * amount
 
     def add(self, item: InFlight) -> None:
         self._by_workload.setdefault(item.workload, []).append(item)

@@ -33,7 +33,7 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any, NamedTuple, Protocol
 
-from controller.fit import Fit, Missing, fits_reason, queue_load
+from controller.fit import EMPTY, ZERO, Fit, Missing, fits_reason, queue_load
 from controller.in_flight_index import InFlightIndex
 from controller.model import (
     CORDONED_LABEL,
@@ -45,9 +45,6 @@ from controller.model import (
     WorkerView,
     WorkloadView,
 )
-
-_ZERO = 0
-_EMPTY: Resources = {}
 
 
 def wanted_of(requests: Resources) -> tuple[str, ...]:
@@ -189,7 +186,7 @@ def can_preempt(queue: QueueCapacity, priority: int, missing: Missing) -> bool:
         return True
     below = queue.held_below(priority)
     return bool(below) and all(
-        (below.get(flavor) or _EMPTY).get(r, _ZERO) >= amount
+        (below.get(flavor) or EMPTY).get(r, ZERO) >= amount
         for (flavor, r), amount in missing.items()
     )
 
@@ -211,7 +208,7 @@ def judge(
     # Nominated there and nothing waits in the ClusterQueue: the worker's Kueue has taken
     # the workload's copy, so its reservation may already hold this workload's own demand
     # (the manager learns of the admission only later, through clusterName).
-    own = workload.requests if queue.pending == 0 and name in workload.nominated else _EMPTY
+    own = workload.requests if queue.pending == 0 and name in workload.nominated else EMPTY
     fit = Fit(queue, workload.requests, used, own)
     ahead = stuck(queue, name, workload) if fit.possible else 0
     verdict, standing = verdict_on(name, queue, fit, ahead)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-from controller.fit import Fit, fits_reason, queue_load
+from controller.fit import EMPTY, ZERO, Fit, fits_reason, queue_load
 from controller.in_flight_index import InFlightIndex
 from controller.judging import (
     CAN_PREEMPT,
@@ -43,8 +43,6 @@ from controller.model import (
     WorkloadView,
 )
 
-_ZERO = 0
-_EMPTY: Resources = {}
 _INF = float("inf")
 _BY_ITSELF = float("nan")  # in a shortfall column: judged by itself instead
 _UNRANKED = (_INF,)  # ranks above any (device quota, -headroom)
@@ -171,8 +169,8 @@ class Board:
     def _read_free(self, k: int) -> None:
         used = self.index.totals(self.cluster[k], self.queues[k].name)
         for j, r in enumerate(self.wanted):
-            flavor = used.get(self.flavor[j][k]) or _EMPTY
-            self.free[j][k] = self.nominal[j][k] - self.reserved[j][k] - flavor.get(r, _ZERO)
+            flavor = used.get(self.flavor[j][k]) or EMPTY
+            self.free[j][k] = self.nominal[j][k] - self.reserved[j][k] - flavor.get(r, ZERO)
 
     def _catch_up(self) -> None:
         index = self.index

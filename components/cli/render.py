@@ -287,9 +287,8 @@ def _kind_cluster_replaced(
     patches) differs: the most destructive change a stack file can make, and no object of
     the cluster shows it. The configuration as the program writes it, without the host's
     cgroup patch and the owner label, which are the same on both sides of one machine."""
-    if None in (old, new, before, after):
+    if old is None or new is None or before is None or after is None:
         return None
-    assert old and new and before and after
     if before.cluster.kind is None or after.cluster.kind is None:
         return None
     texts = [

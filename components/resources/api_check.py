@@ -11,6 +11,7 @@ change. It creates nothing, so it deletes nothing."""
 from __future__ import annotations
 
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -111,7 +112,7 @@ def wait_until_served(
         time.sleep(interval)
 
 
-class ApiCheckProvider(ResourceProvider):
+class ApiCheckProvider(ResourceProvider, ABC):
     """A check of a cluster's API as a dynamic resource. A subclass says what it checks
     (`verify`; not `check`, which is every dynamic provider's input-validation hook that the
     engine calls, and stays Pulumi's) and which of its inputs, besides the cluster, call for
@@ -119,8 +120,9 @@ class ApiCheckProvider(ResourceProvider):
 
     recheck_on: tuple[str, ...] = ()
 
+    @abstractmethod
     def verify(self, props: dict[str, Any], api: KubernetesApi) -> None:
-        raise NotImplementedError
+        """Returns once the cluster serves what this check wants; CommandFailed otherwise."""
 
     def create(self, props: dict[str, Any]) -> CreateResult:
         self.verify(props, KubernetesApi(props["kubeconfig"], props.get("context")))

@@ -7,9 +7,9 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-import tempfile
 from pathlib import Path
 
+import pytest
 import yaml
 
 from components.checks.load import load_stack
@@ -20,8 +20,18 @@ from tests.helpers.stack_texts import DEV as DEV_TEXT
 from tests.helpers.stack_texts import cli
 
 ROOT = Path(__file__).resolve().parents[2]
-DEV = Path(tempfile.mkdtemp(prefix="capacity-tests-")) / "Pulumi.dev.yaml"
-DEV.write_text(DEV_TEXT)
+# The dev stack's text as a file, in a folder of pytest's (the module fixture below makes it):
+# a temporary folder made at import was never removed.
+DEV = Path()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _dev_stack_file(tmp_path_factory: pytest.TempPathFactory) -> None:
+    global DEV
+    DEV = tmp_path_factory.mktemp("capacity") / "Pulumi.dev.yaml"
+    DEV.write_text(DEV_TEXT)
+
+
 SLOT = ("cluster-queue", "default-flavor", "cpu")
 
 

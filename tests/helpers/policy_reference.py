@@ -40,7 +40,8 @@ from typing import NamedTuple
 
 # Unchanged since 6c49a55: the controller's own, not a second copy (all but the model's
 # types), under the names they had then.
-from controller.fit import _ZERO, _free, _full_now, _less, show
+from controller.fit import ZERO as _ZERO
+from controller.fit import _free, _full_now, _less, show
 from controller.fit import fits_reason as _fits
 from controller.fit import queue_load as _load
 from controller.in_flight_index import CHANGES_KEPT
