@@ -2,6 +2,7 @@
 
 host [--prepare]    what this host lacks for kind (and, with --prepare, fix each lack)
 build               build kind's node image and the fleet's images, serve them to kind nodes
+build --for-stack S ... and use them for stack S's kind clusters (stacks/local/S.yaml)
 """
 
 from __future__ import annotations
@@ -28,7 +29,16 @@ def _parser() -> argparse.ArgumentParser:
         "inotify limits); needs root",
     )
     check.add_argument("--nodes", type=int, default=6, help="node containers planned (default 6)")
-    sub.add_parser("build", help="build the node image and images; start the registry mirror")
+    build = sub.add_parser(
+        "build", help="build the node image and images; start the registry mirror"
+    )
+    build.add_argument(
+        "--for-stack",
+        metavar="STACK",
+        help="then write stacks/local/STACK.yaml, this host's settings that point the stack's "
+        "kind clusters at the built node image and the mirror (ignored by git; the stack "
+        "file is left as it is)",
+    )
     return parser
 
 
@@ -46,9 +56,26 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"  {mark} {finding.name:<22} {finding.detail}")
             return 1 if bad else 0
         if args.command == "build":
+            from components.model.host_local import write_host_settings
+            from components.model.stack_file import stack_path
             from kindnode import build
 
-            build.build_all()
+            if args.for_stack and not stack_path(args.for_stack).is_file():
+                print(
+                    f"error: no stack file {stack_path(args.for_stack)}: name a stack of "
+                    "stacks/ (Pulumi.STACK.yaml)",
+                    file=sys.stderr,
+                )
+                return 2
+            manifest = build.build_all()
+            if args.for_stack:
+                written = write_host_settings(
+                    args.for_stack, str(manifest["nodeImage"]), manifest["registryMirrors"]
+                )
+                print(
+                    f"stack {args.for_stack}'s kind clusters now use this node image and "
+                    f"mirror: {written} (delete it to use the stack file's own)"
+                )
     except (host.HostError, ToolchainError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -12,6 +12,7 @@ import json
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from components.upstream import toolchain
 from kindnode import docker, host, images, nodeimage, registry
@@ -40,7 +41,7 @@ def node_image_reference() -> str:
     return f"{local}@{digest.strip().split('@', 1)[1]}"
 
 
-def build_all(log: Callable[[str], object] = print) -> dict[str, object]:
+def build_all(log: Callable[[str], object] = print) -> dict[str, Any]:
     rows: list[tuple[str, float]] = []
     if not host.docker_answers():
         raise host.HostError(

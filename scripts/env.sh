@@ -12,7 +12,14 @@ DEV_PASSPHRASE="multikueue-fleet-dev"
 TOOLS="${MKF_TOOLS_DIR:-$ROOT/.tools/bin}"
 
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
-step() { printf '\n== %s\n' "$*"; }
+# Each step's heading, after the time the one before it took (a first run builds a lot; the
+# times say where it went).
+STEP_STARTED=""
+step() {
+  [ -z "$STEP_STARTED" ] || printf '   (%d s)\n' "$((SECONDS - STEP_STARTED))"
+  STEP_STARTED=$SECONDS
+  printf '\n== %s\n' "$*"
+}
 
 [ -f "$STACK_FILE" ] || die "no stack file $STACK_FILE; stacks are: $(ls stacks | sed -n 's/^Pulumi\.\(.*\)\.yaml$/\1/p' | tr '\n' ' ')"
 

@@ -28,6 +28,11 @@ from tests.helpers.envtest import apiserver  # noqa: F401 (the real-API-server f
 from tests.helpers.fleet_config import base
 from tests.helpers.upstream_data import find_upstream_crds
 
+# A contributor's own host settings for a stack (stacks/local/, written by `kindnode build
+# --for-stack`) must not change what the tests read; a test that runs the project as a user
+# does drops this again (tests/helpers/ambient.py).
+os.environ["MKF_HOST_SETTINGS"] = "off"
+
 # pytester: tests/unit/test_tiers.py runs pytest on small trees made like this one.
 pytest_plugins = ["pytester"]
 TESTS = Path(__file__).resolve().parent

@@ -254,6 +254,11 @@ def checks(nodes: int, node_minor: tuple[int, int] | None = None) -> list[Findin
     return findings
 
 
+class NodeImageUnavailable(str):
+    """A node image Docker neither has nor can pull: the one lack `python -m kindnode build
+    --for-stack` fixes on a machine that has Go and Docker (scripts/up.sh runs it then)."""
+
+
 def _node_image(image: str) -> str | None:
     """None when Docker has the node image or can pull it (what kind would do next); else
     one line with the reason and the fix."""
@@ -263,11 +268,12 @@ def _node_image(image: str) -> str | None:
     if pulled.returncode == 0:
         return None
     reason = (pulled.stderr.strip().splitlines() or ["no output"])[-1]
-    return (
-        f"Docker cannot pull the kind node image {image} ({reason}): behind a firewall or a "
-        "mirror, load the image into Docker (docker load), or set kind.nodeImage to one your "
-        "Docker has or your mirror serves, and kind.registryMirrors for the fleet's images "
-        "(docs/stack-reference.md)"
+    return NodeImageUnavailable(
+        f"Docker cannot pull the kind node image {image} ({reason}): where nothing can be "
+        "pulled, `python -m kindnode build --for-stack STACK` builds it and the fleet's images "
+        "here from their Go modules and points the stack at them (scripts/up.sh runs it when "
+        "Go is installed); behind a mirror, set kind.nodeImage to an image it serves, and "
+        "kind.registryMirrors for the fleet's images (docs/stack-reference.md)"
     )
 
 
@@ -312,14 +318,22 @@ def preflight(spec: FleetSpec) -> list[str]:
     return problems
 
 
+# The pre-flight's exit code when the node image is all the host lacks and the caller said it
+# can build one (--can-build): scripts/up.sh then runs `python -m kindnode build --for-stack`.
+BUILD_NODE_IMAGE = 3
+
+
 def main(argv: list[str] | None = None) -> int:
-    """`python -m components.checks.kind_host STACK`: scripts/up.sh's pre-flight."""
+    """`python -m components.checks.kind_host STACK [--can-build]`: scripts/up.sh's
+    pre-flight."""
     import sys
 
     from components.checks.load import load_stack
     from components.model.problems import FleetConfigError
 
     args = sys.argv[1:] if argv is None else argv
+    can_build = "--can-build" in args
+    args = [a for a in args if a != "--can-build"]
     try:
         spec, _ = load_stack(args[0])
         for warning in preflight_warnings(spec):
@@ -328,6 +342,10 @@ def main(argv: list[str] | None = None) -> int:
     except (FleetConfigError, HostError) as exc:
         print(f"error: {str(exc).splitlines()[0]}", file=sys.stderr)
         return 1
+    if can_build and problems and all(isinstance(p, NodeImageUnavailable) for p in problems):
+        for problem in problems:
+            print(f"note: {problem.split(': where nothing', 1)[0]}", file=sys.stderr)
+        return BUILD_NODE_IMAGE
     for problem in problems:
         print(f"error: {problem}", file=sys.stderr)
     return 1 if problems else 0

@@ -9,6 +9,7 @@ from typing import Any
 
 from components.checks.limits import object_problems
 from components.checks.validate import validate
+from components.model.host_local import with_host_settings
 from components.model.problems import FleetConfigError, Problem, errors
 from components.model.spec import FleetSpec, load_spec
 from components.model.stack_file import (
@@ -30,9 +31,11 @@ def load_checked(
     text_warnings: list[Problem] | None = None,
 ) -> tuple[FleetSpec, list[Problem]]:
     """Spec and warnings; FleetConfigError listing every error when there is any.
-    `text_warnings`: what reading the file's text found (with their lines already)."""
+    `text_warnings`: what reading the file's text found (with their lines already).
+    This host's settings for the stack (components/model/host_local.py) apply first."""
+    config, host_notes = with_host_settings(config, stack)
     spec, problems = load_spec(config, stack, secret_keys)
-    problems = [*(text_warnings or ()), *problems]
+    problems = [*(text_warnings or ()), *host_notes, *problems]
     if spec is not None:
         problems += validate(spec)
         if not errors(problems):

@@ -42,10 +42,18 @@ def copy_project(target: Path) -> Path:
         target,
         ignore=shutil.ignore_patterns(
             ".git", ".venv*", ".tools", ".pulumi-state", ".render", ".fleet", ".cache",
-            "__pycache__",
+            "__pycache__", "local",  # stacks/local: this host's settings, as a clone has none
         ),
     )  # fmt: skip
     return target
+
+
+def set_stack_keys(stack_file: Path, **keys: Any) -> None:
+    """Top-level keys of the project set in a copy's stack file (a test's own fleet name)."""
+    data = yaml.safe_load(stack_file.read_text())
+    for key, value in keys.items():
+        data["config"][f"multikueue-fleet:{key}"] = value
+    stack_file.write_text(yaml.safe_dump(data, sort_keys=False))
 
 
 def use_kind_tier(stack_file: Path, manifest: dict[str, Any], **extra: Any) -> None:

@@ -4,8 +4,9 @@
 stops and restarts a worker; the last test tears the fleet down and checks what is left).
 
 The node image and the images are stand-ins built here from the same sources at the same
-versions (`python -m kindnode build`, kindnode/); the stack reaches them through the
-`kind.registryMirrors` and `kind.nodeImage` settings a user behind a firewall would write.
+versions (`python -m kindnode build`, kindnode/). Nothing can be pulled on this machine, so
+up.sh finds that out itself and builds them (`kindnode build --for-stack dev`), then points
+the stack's kind clusters at them through stacks/local/dev.yaml, the stack file untouched.
 """
 
 from __future__ import annotations
@@ -29,8 +30,8 @@ from tests.helpers.kind_tier import (
     kubectl_json,
     require_kind_tier,
     run,
+    set_stack_keys,
     tool_env,
-    use_kind_tier,
     wait,
 )
 
@@ -63,9 +64,11 @@ class DevFleet:
 
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    manifest = require_kind_tier()
+    require_kind_tier()
     project = copy_project(tmp_path_factory.mktemp("kind-tier") / "project")
-    use_kind_tier(project / "stacks" / "Pulumi.dev.yaml", manifest, fleetName=FLEET)
+    # Its own fleet name, so that a contributor's own dev fleet is left alone. The node image
+    # and mirror are up.sh's to find: nothing can be pulled here, so it builds them.
+    set_stack_keys(project / "stacks" / "Pulumi.dev.yaml", fleetName=FLEET)
     env = tool_env(project)
     text = (project / "stacks" / "Pulumi.dev.yaml").read_text()
     up = run(["bash", "scripts/up.sh"], project, env, timeout=2700)
@@ -86,6 +89,10 @@ def _condition(obj: dict[str, Any], kind: str) -> str | None:
 def test_up_brings_every_link_and_controller_up(fleet: DevFleet) -> None:
     assert fleet.up.returncode == 0, fleet.up.stdout[-6000:] + fleet.up.stderr[-6000:]
     assert "The fleet is up" in fleet.up.stdout
+    # No image could be pulled: up.sh built them and wrote this host's settings, not the stack.
+    assert "python -m kindnode build" in fleet.up.stdout, fleet.up.stdout[-3000:]
+    local = yaml.safe_load((fleet.project / "stacks" / "local" / "dev.yaml").read_text())
+    assert local["kind"]["nodeImage"].startswith("127.0.0.1:"), local
     # Pulumi's environment has no cloud SDK (their plugins would be fetched for a kind
     # stack), and `stack init` kept the committed salt: the stack file is as it was.
     assert missing_cloud_sdks(fleet.project, CLOUD_SDKS) == cloud_modules(CLOUD_SDKS)

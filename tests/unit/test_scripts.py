@@ -45,9 +45,20 @@ def project(tmp_path: Path) -> Path:
         '    cp "${FAKE_BUILT:-/nonexistent}/$t" "$MKF_TOOLS_BIN/" || exit 1\n'
         "  done\n"
         "  exit 0\nfi\n"
+        # `-m kindnode build --for-stack S`: recorded, and this host's settings written as the
+        # real build writes them (kindnode/__main__.py).
+        f'if [ "$1 $2 $3" = "-m kindnode build" ]; then\n'
+        f'  echo "kindnode build ${{*:4}} into $MKF_TOOLS_BIN" >> {log}\n'
+        f'  exec {sys.executable} -c "import sys; '
+        "from components.model.host_local import write_host_settings as w; "
+        f"w(sys.argv[1], '{LOCAL_NODE}', {{'docker.io': 'http://mkf-registry:5000'}})\" "
+        '"$5"\nfi\n'
         f'exec {sys.executable} "$@"\n',
     )
     return copy
+
+
+LOCAL_NODE = "127.0.0.1:5001/kindest/node:v1.36.4@sha256:" + "ab" * 32
 
 
 OUTPUTS = json.dumps(
@@ -91,11 +102,24 @@ FAKE_KIND = (
 )
 
 
+# A Docker that pulls nothing (no registry reachable) and has only what was built here.
+DOCKER_WITHOUT_PULLS = r"""
+if [ "$1 $2" = "image inspect" ]; then
+  case "$3" in 127.0.0.1:5001/*|debian:bookworm-slim) exit 0 ;; *) exit 1 ;; esac
+fi
+if [ "$1" = pull ]; then
+  echo 'Error response from daemon: Get "https://registry-1.docker.io/v2/": no such host' >&2
+  exit 1
+fi
+"""
+
+
 def run_up(
     project: Path,
     tmp_path: Path,
     *args: str,
     docker_ok: bool = True,
+    pulls: bool = True,
     env: dict[str, str] | None = None,
     script: str = "up.sh",
     without: tuple[str, ...] = (),
@@ -105,7 +129,9 @@ def run_up(
     bin_dir, tools, log = tmp_path / "bin", tmp_path / "tools", tmp_path / "calls.log"
     _fake(
         bin_dir / "docker",
-        f'echo "docker $*" >> {log}\n[ "$1" = info ] || exit 0\n'
+        f'echo "docker $*" >> {log}\n'
+        + ("" if pulls else DOCKER_WITHOUT_PULLS)
+        + '[ "$1" = info ] || exit 0\n'
         f"[ {0 if docker_ok else 1} = 0 ] || exit 1\n"
         # What the kind pre-flight reads (components/checks/kind_host.py).
         f"echo '{FAKE_DOCKER_INFO}'\n",
@@ -159,7 +185,7 @@ def test_dev_is_validated_rendered_and_brought_up(project: Path, tmp_path: Path)
     )
     assert "docker info" in calls
     assert (project / ".render" / "dev" / "manager" / "objects.yaml").exists()
-    assert "The fleet is up." in result.stdout
+    assert "The fleet is up, in " in result.stdout
     assert '  eval "$(.venv/bin/mkf env dev)"' in result.stdout
     # What `status --dir .fleet` reads, written from the stack's outputs.
     summary = json.loads((project / ".fleet" / "summary.json").read_text())
@@ -603,3 +629,40 @@ def test_the_test_scripts_help_names_the_fast_command(project: Path, tmp_path: P
     assert result.returncode == 0, result.stderr
     assert "bash scripts/test.sh --fast" in result.stdout
     assert "--tier real" in result.stdout
+
+
+def test_where_nothing_can_be_pulled_up_builds_the_kind_images_and_leaves_the_stack(
+    project: Path, tmp_path: Path
+) -> None:
+    """A fresh machine without image pulls: the pre-flight finds the node image cannot be had,
+    up.sh builds it and the fleet's images (kindnode build --for-stack) into the tools folder,
+    the stack's kind clusters take them from stacks/local/dev.yaml, and up goes on."""
+    _fake(tmp_path / "bin" / "go", "exit 0\n")
+    stack = (project / "stacks" / "Pulumi.dev.yaml").read_text()
+    result = run_up(project, tmp_path, pulls=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "note: Docker cannot pull the kind node image kindest/node:" in result.stderr
+    assert "== Building kind's node image and the fleet's images here" in result.stdout
+    assert re.search(r"built in \d+ s", result.stdout)
+    calls = calls_of(tmp_path)
+    assert f"kindnode build --for-stack dev into {tmp_path / 'tools'}" in calls
+    # The pre-flight again, now on the built node image; then the stack is brought up.
+    assert f"docker image inspect {LOCAL_NODE}" in calls
+    assert any(c.startswith("pulumi up --yes --stack dev") for c in calls), calls
+    assert (project / "stacks" / "Pulumi.dev.yaml").read_text() == stack
+    assert (project / "stacks" / "local" / "dev.yaml").is_file()
+    # Every step says what it took.
+    assert len(re.findall(r"^   \(\d+ s\)$", result.stdout, re.M)) >= 8
+
+
+def test_where_nothing_can_be_pulled_and_go_is_missing_the_fix_is_named(
+    project: Path, tmp_path: Path
+) -> None:
+    result = run_up(project, tmp_path, pulls=False, env={"SYSTEM_PATH": _system_path(tmp_path)})
+    assert result.returncode == 1, result.stdout + result.stderr
+    (line,) = [x for x in result.stderr.splitlines() if x.startswith("error:")]
+    assert line.startswith("error: Docker cannot pull the kind node image kindest/node:")
+    assert "python -m kindnode build --for-stack STACK" in line
+    calls = calls_of(tmp_path)
+    assert not any(c.startswith(("kindnode", "pulumi up")) for c in calls), calls
+    assert not (project / "stacks" / "local").exists()

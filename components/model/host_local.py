@@ -1,0 +1,144 @@
+"""This host's settings for a stack, kept beside it and out of git: stacks/local/STACK.yaml.
+
+Which node image a kind cluster boots and which registry mirror its nodes pull through are
+facts of the machine, not of the fleet: on a machine that cannot pull images,
+`python -m kindnode build --for-stack STACK` (scripts/up.sh runs it there) builds both and
+writes them here, so the tracked stack file stays as committed. Every reader of a stack (the
+Pulumi program, validate, render, diff, the kind pre-flight) applies the file to each kind
+cluster of the stack, with a note that says so; delete the file to use the stack's own.
+
+    # stacks/local/dev.yaml
+    kind:
+      nodeImage: 127.0.0.1:5001/kindest/node:v1.36.4@sha256:...
+      registryMirrors:
+        registry.k8s.io: http://mkf-registry:5000
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import Field, ValidationError
+
+from components.model.fieldtypes import Image, MirrorUrl, RegistryHost
+from components.model.problems import FleetConfigError, Problem
+from components.model.project import project_root
+from components.model.spec import FleetSpec, _Model
+
+# Set to "off" to read stacks as committed (the test suite does: a contributor's own host
+# settings must not change what the tests see).
+SWITCH = "MKF_HOST_SETTINGS"
+HEADER = (
+    "# This host's kind settings for stack {stack}, written by `python -m kindnode build\n"
+    "# --for-stack {stack}` (scripts/up.sh runs it where images cannot be pulled). Every kind\n"
+    "# cluster of the stack uses them; ignored by git. Delete this file to use the stack's own.\n"
+)
+
+
+class LocalKind(_Model):
+    node_image: Image
+    registry_mirrors: dict[RegistryHost, MirrorUrl] = Field(default_factory=dict)
+
+
+class HostSettings(_Model):
+    kind: LocalKind
+
+
+def local_path(stack: str, root: Path | None = None) -> Path:
+    return (root or project_root()) / "stacks" / "local" / f"{stack}.yaml"
+
+
+def _shown(path: Path) -> str:
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def read_host_settings(stack: str, root: Path | None = None) -> HostSettings | None:
+    """The host's settings for STACK; None when it has none (or they are switched off).
+    A file that is not what `kindnode build --for-stack` writes is a FleetConfigError."""
+    if os.environ.get(SWITCH, "").lower() == "off":
+        return None
+    path = local_path(stack, root)
+    if not path.is_file():
+        return None
+    where = _shown(path)
+    fix = f"delete it and run `python -m kindnode build --for-stack {stack}` to write it again"
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        reason = str(exc).splitlines()[0]
+        raise FleetConfigError([Problem("", f"cannot read it: {reason}", fix)], where) from None
+    try:
+        return HostSettings.model_validate(data)
+    except ValidationError as exc:
+        problems = [
+            Problem(
+                ".".join(str(p) for p in error["loc"]),
+                error["msg"],
+                "it holds kind.nodeImage and kind.registryMirrors only; " + fix,
+            )
+            for error in exc.errors()
+        ]
+        raise FleetConfigError(problems, where) from None
+
+
+def write_host_settings(
+    stack: str, node_image: str, mirrors: Mapping[str, str], root: Path | None = None
+) -> Path:
+    settings = HostSettings.model_validate(
+        {"kind": {"nodeImage": node_image, "registryMirrors": dict(mirrors)}}
+    )
+    path = local_path(stack, root)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    body = yaml.safe_dump(settings.model_dump(by_alias=True, mode="json"), sort_keys=False)
+    path.write_text(HEADER.format(stack=stack) + body)
+    return path
+
+
+def with_host_settings(
+    config: Mapping[str, Any], stack: str, root: Path | None = None
+) -> tuple[dict[str, Any], list[Problem]]:
+    """The stack's config with this host's kind settings on every kind cluster, and a note
+    naming the clusters and the file; the config unchanged when the host has none."""
+    settings = read_host_settings(stack, root)
+    out = dict(config)
+    if settings is None:
+        return out, []
+    out = copy.deepcopy(out)
+    if not isinstance(out.get("manager"), dict):
+        out["manager"] = {} if out.get("manager") is None else out["manager"]
+    if out.get("workers") is None:
+        out["workers"] = [dict(w) for w in FleetSpec.model_fields["workers"].default]
+    workers = out["workers"] if isinstance(out["workers"], list) else []
+    touched = []
+    for cluster in [out["manager"], *workers]:
+        # A wrong shape is left as it is, for the model to report at its path.
+        if not isinstance(cluster, dict) or (cluster.get("provider") or "kind") != "kind":
+            continue
+        kind = cluster.get("kind")
+        if kind is not None and not isinstance(kind, dict):
+            continue
+        cluster["kind"] = {
+            **(kind or {}),
+            "nodeImage": settings.kind.node_image,
+            "registryMirrors": dict(settings.kind.registry_mirrors),
+        }
+        touched.append(str(cluster.get("name", "manager")))
+    if not touched:
+        return dict(config), []
+    where = _shown(local_path(stack, root))
+    note = Problem(
+        "",
+        f"the kind node image and registry mirrors of {', '.join(touched)} are this host's, "
+        f"from {where}",
+        "delete that file to use the stack file's own",
+        severity="note",
+    )
+    return out, [note]
