@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import io
 import re
-import shlex
 import typing
 from pathlib import Path
 from typing import Any
@@ -35,21 +35,16 @@ from components.model.stack_file import read_stack_text
 from controller.field_docs import CONTROLLER_DOCS
 from controller.policy_api import PolicySpec
 from controller.settings import SettingsFile
+from tests.helpers.doc_commands import (
+    DOCUMENTS,
+    FENCE,
+    INLINE,
+    documented_commands,
+    hand_written,
+    relative,
+    segments,
+)
 from tests.helpers.stack_texts import ROOT
-
-DOCUMENTS = sorted([ROOT / "README.md", ROOT / "BENCHMARKS.md", *(ROOT / "docs").glob("*.md")])
-FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
-INLINE = re.compile(r"(?<!`)`([^`\n]+)`(?!`)")
-
-
-def hand_written(text: str) -> str:
-    """A page without its generated regions (those are checked against the generator)."""
-    return REGION.sub("", text)
-
-
-def relative(path: Path) -> str:
-    return str(path.relative_to(ROOT))
-
 
 # --- generated pages ------------------------------------------------------------------------
 
@@ -95,47 +90,6 @@ def test_every_description_names_a_field() -> None:
 # --- commands -------------------------------------------------------------------------------
 
 
-def documented_commands() -> list[tuple[str, str, bool]]:
-    """(where, command line, whole) for every command in a shell block (a whole command)
-    or an inline `mkf ...` (maybe only a command's name and a flag, as prose names them)."""
-    found: list[tuple[str, str, bool]] = []
-    for path in DOCUMENTS:
-        text = hand_written(path.read_text())
-        for match in FENCE.finditer(text):
-            if match.group(1) not in ("sh", "bash"):
-                continue
-            line_no = text[: match.start()].count("\n") + 2
-            joined = match.group(2).replace("\\\n", " ")
-            for offset, line in enumerate(joined.splitlines()):
-                if line.strip() and not line.lstrip().startswith("#"):
-                    found.append((f"{relative(path)}:{line_no + offset}", line, True))
-        for match in INLINE.finditer(text):
-            span = match.group(1)
-            if re.match(r"(\.venv/bin/)?(mkf|python -m (components|controller)) ", span):
-                line_no = text[: match.start()].count("\n") + 1
-                found.append((f"{relative(path)}:{line_no}", span, False))
-    return found
-
-
-def segments(line: str) -> list[list[str]]:
-    """The simple commands of a shell line: pipes, `&&` and `;` split it, `#` ends it,
-    leading VAR=value assignments and `$(...)` substitutions are left out."""
-    line = re.sub(r"\$\([^)]*\)", "X", line)
-    lexer = shlex.shlex(line, posix=True, punctuation_chars="|&;")
-    lexer.whitespace_split = True
-    lexer.commenters = "#"
-    words = list(lexer)
-    out, current = [], []
-    for word in words:
-        if word in ("|", "||", "&&", ";", "&"):
-            out.append(current)
-            current = []
-        else:
-            current.append(word)
-    out.append(current)
-    return [[w for w in s if not re.match(r"^[A-Z_]+=", w)] or [] for s in out if s]
-
-
 def check_named(parser: argparse.ArgumentParser, words: list[str]) -> str | None:
     """Why the subcommands and flags named do not exist (a command named in prose may leave
     out what it requires), or None."""
@@ -166,6 +120,8 @@ def check_command(words: list[str], whole: bool = True) -> str | None:
             return None
     if head.endswith("/python") and rest[:1] == ["-m"] and len(rest) > 1:
         head, rest = rest[1], rest[2:]
+        if head in ("kindnode", "loopback"):
+            return _parses(importlib.import_module(f"{head}.__main__")._parser(), rest)
         if head == "controller":
             rest = ["controller", *rest]
         elif head != "components":
@@ -184,16 +140,21 @@ def check_command(words: list[str], whole: bool = True) -> str | None:
     if head in ("mkf", ".venv/bin/mkf") and not whole:
         return check_named(build_parser(), rest)
     if head in ("mkf", ".venv/bin/mkf"):
-        parser = build_parser()
-        try:
-            with (
-                contextlib.redirect_stdout(io.StringIO()),
-                contextlib.redirect_stderr(io.StringIO()) as err,
-            ):
-                parser.parse_args(rest)
-        except SystemExit as exit_:
-            if exit_.code:
-                return f"mkf refuses it: {err.getvalue().strip().splitlines()[-1]}"
+        return _parses(build_parser(), rest)
+    return None
+
+
+def _parses(parser: argparse.ArgumentParser, words: list[str]) -> str | None:
+    """Why the parser refuses the words, or None."""
+    try:
+        with (
+            contextlib.redirect_stdout(io.StringIO()),
+            contextlib.redirect_stderr(io.StringIO()) as err,
+        ):
+            parser.parse_args(words)
+    except SystemExit as exit_:
+        if exit_.code:
+            return f"{parser.prog} refuses it: {err.getvalue().strip().splitlines()[-1]}"
     return None
 
 
@@ -219,6 +180,9 @@ def test_a_wrong_command_is_caught() -> None:
     assert check_command(["mkf", "controller"], whole=False) is None
     assert check_command(["mkf", "controler"], whole=False)
     assert check_command(["mkf", "render", "--outt"], whole=False)
+    assert check_command([".venv/bin/python", "-m", "kindnode", "build", "--for-stak", "dev"])
+    assert check_command([".venv/bin/python", "-m", "loopback", "upp"])
+    assert check_command(["v/python", "-m", "kindnode", "build", "--for-stack", "x"]) is None
 
 
 # --- stack keys and examples --------------------------------------------------------------
