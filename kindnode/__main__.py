@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"  {mark} {finding.name:<22} {finding.detail}")
             return 1 if bad else 0
         if args.command == "build":
-            from components.model.host_local import write_host_settings
+            from components.model.host_local import refuse_foreign, write_host_settings
             from components.model.stack_file import stack_path
             from kindnode import build
 
@@ -67,6 +67,9 @@ def main(argv: list[str] | None = None) -> int:
                     file=sys.stderr,
                 )
                 return 2
+            if args.for_stack:
+                # Before the build: a file of the user's in its place stops it at once.
+                refuse_foreign(args.for_stack)
             manifest = build.build_all()
             if args.for_stack:
                 written = write_host_settings(
@@ -76,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
                     f"stack {args.for_stack}'s kind clusters now use this node image and "
                     f"mirror: {written} (delete it to use the stack file's own)"
                 )
-    except (host.HostError, ToolchainError) as exc:
+    except (host.HostError, ToolchainError, FileExistsError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     return 0

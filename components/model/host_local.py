@@ -89,17 +89,38 @@ def read_host_settings(stack: str, root: Path | None = None) -> HostSettings | N
         raise FleetConfigError(problems, where) from None
 
 
+def refuse_foreign(stack: str, root: Path | None = None) -> Path:
+    """The path to write STACK's host settings to; FileExistsError when a file this module
+    did not write is there (it is the user's: never overwritten)."""
+    path = local_path(stack, root)
+    if path.exists() and not _ours(path):
+        raise FileExistsError(
+            f"{_shown(path)} is there and was not written by `kindnode build --for-stack`: "
+            "move it away (or delete it) and run again"
+        )
+    return path
+
+
 def write_host_settings(
     stack: str, node_image: str, mirrors: Mapping[str, str], root: Path | None = None
 ) -> Path:
     settings = HostSettings.model_validate(
         {"kind": {"nodeImage": node_image, "registryMirrors": dict(mirrors)}}
     )
-    path = local_path(stack, root)
+    path = refuse_foreign(stack, root)
     path.parent.mkdir(parents=True, exist_ok=True)
     body = yaml.safe_dump(settings.model_dump(by_alias=True, mode="json"), sort_keys=False)
     path.write_text(HEADER.format(stack=stack) + body)
     return path
+
+
+def _ours(path: Path) -> bool:
+    """A file this module wrote (its header's first line), which it may write again."""
+    try:
+        first = path.read_text().splitlines()[:1]
+    except (OSError, UnicodeDecodeError):
+        return False
+    return first == HEADER.format(stack=path.stem).splitlines()[:1]
 
 
 def with_host_settings(

@@ -145,3 +145,32 @@ def test_the_preflight_asks_for_a_build_only_where_the_node_image_is_all_it_lack
     # Any other lack stops it whatever the caller can build.
     monkeypatch.setattr(kind_host, "preflight", lambda spec: [unavailable, "disk: 1 GiB free"])
     assert kind_host.main(["stacks/Pulumi.dev.yaml", "--can-build"]) == 1
+
+
+def test_a_file_of_the_users_in_its_place_is_never_overwritten(project: Path) -> None:
+    path = project / "stacks" / "local" / "dev.yaml"
+    path.parent.mkdir()
+    path.write_text("# my notes\nkind: {nodeImage: mine}\n")
+    with pytest.raises(FileExistsError, match="move it away"):
+        host_local.write_host_settings("dev", NODE, MIRRORS)
+    assert path.read_text() == "# my notes\nkind: {nodeImage: mine}\n"
+    # What it wrote itself it writes again.
+    path.unlink()
+    host_local.write_host_settings("dev", NODE, MIRRORS)
+    host_local.write_host_settings("dev", NODE.replace("e4", "e5"), MIRRORS)
+    assert "e5e5" in path.read_text()
+
+
+def test_kindnode_refuses_before_building_over_a_users_file(
+    project: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from kindnode import __main__ as kindnode_main
+    from kindnode import build
+
+    path = project / "stacks" / "local" / "dev.yaml"
+    path.parent.mkdir()
+    path.write_text("kind: {nodeImage: mine}\n")
+    monkeypatch.setattr(build, "build_all", lambda: pytest.fail("built anyway"))
+    assert kindnode_main.main(["build", "--for-stack", "dev"]) == 1
+    assert "stacks/local/dev.yaml is there and was not written by" in capsys.readouterr().err
+    assert kindnode_main.main(["build", "--for-stack", "nope"]) == 2
