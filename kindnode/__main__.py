@@ -3,6 +3,7 @@
 host [--prepare]    what this host lacks for kind (and, with --prepare, fix each lack)
 build               build kind's node image and the fleet's images, serve them to kind nodes
 build --for-stack S ... and use them for stack S's kind clusters (stacks/local/S.yaml)
+clean               remove what build left on Docker: the mirror's container, volume, images
 """
 
 from __future__ import annotations
@@ -39,6 +40,11 @@ def _parser() -> argparse.ArgumentParser:
         "kind clusters at the built node image and the mirror (ignored by git; the stack "
         "file is left as it is)",
     )
+    sub.add_parser(
+        "clean",
+        help="remove the registry mirror's container and volume and every image build made "
+        "(refused while a kind cluster runs)",
+    )
     return parser
 
 
@@ -55,6 +61,12 @@ def main(argv: list[str] | None = None) -> int:
                 mark = "FAIL" if not finding.ok else ("warn" if finding.warning else "ok  ")
                 print(f"  {mark} {finding.name:<22} {finding.detail}")
             return 1 if bad else 0
+        if args.command == "clean":
+            from kindnode import clean
+
+            print("removing what `python -m kindnode build` left on this host's Docker:")
+            clean.clean()
+            return 0
         if args.command == "build":
             from components.model.host_local import refuse_foreign, write_host_settings
             from components.model.stack_file import stack_path

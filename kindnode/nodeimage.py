@@ -80,7 +80,17 @@ def debian_base(log=print) -> None:
     tar = subprocess.Popen(["tar", "-C", str(DEBIAN_ROOTFS), "-c", "."], stdout=subprocess.PIPE)
     assert tar.stdout is not None
     result = subprocess.run(
-        ["docker", "import", "--change", 'CMD ["bash"]', "-", images.DEBIAN],
+        # Labelled as every image built here, for `kindnode clean` to know it.
+        [
+            "docker",
+            "import",
+            "--change",
+            'CMD ["bash"]',
+            "--change",
+            f"LABEL {docker.STAND_IN_LABEL}=debootstrap",
+            "-",
+            images.DEBIAN,
+        ],
         stdin=tar.stdout,
         capture_output=True,
         check=False,

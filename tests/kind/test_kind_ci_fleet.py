@@ -25,6 +25,7 @@ from kindnode import images
 from tests.helpers.kind_tier import (
     fleet_containers,
     kind_clusters,
+    kubectl_json,
     run,
     user_project,
 )
@@ -150,6 +151,36 @@ def _dispatches_through(
     assert {c["type"]: c["status"] for c in cluster["status"]["conditions"]}["Active"] == "True"
 
 
+def _quiet_across_reconciles(out: Path, mount: str) -> None:
+    """Unchanged profile reconciles write nothing (controller/profiles.py writes status only
+    when it changes; the dispatcher reconciles every 10 s): across three of them each
+    ClusterProfile keeps its resourceVersion and each MultiKueueCluster its Active condition's
+    lastTransitionTime, so Kueue never drops the connection it made through the profile."""
+    manager = out / "kubeconfigs" / "manager.yaml"
+
+    def snapshot() -> tuple[dict[str, str], dict[str, tuple[str, str]]]:
+        profiles = kubectl_json(manager, "get", "clusterprofiles", "-A")["items"]
+        for profile in profiles:
+            # The dispatcher has written the profile's status: its reconciles are running.
+            assert (profile.get("status") or {}).get("conditions"), (mount, profile)
+        clusters = kubectl_json(manager, "get", "multikueueclusters")["items"]
+        active = {
+            c["metadata"]["name"]: next(
+                (x["status"], x["lastTransitionTime"])
+                for x in c["status"]["conditions"]
+                if x["type"] == "Active"
+            )
+            for c in clusters
+        }
+        return {p["metadata"]["name"]: p["metadata"]["resourceVersion"] for p in profiles}, active
+
+    before = snapshot()
+    assert before[0] and before[1], f"{mount}: no ClusterProfile or MultiKueueCluster"
+    assert all(status == "True" for status, _ in before[1].values()), (mount, before)
+    time.sleep(35)
+    assert snapshot() == before, f"{mount}: written by an unchanged reconcile"
+
+
 def test_cluster_profile_mode_dispatches_through_each_plugin_mount_changed_in_place(
     ci_project: tuple[Path, dict[str, str]],
 ) -> None:
@@ -173,6 +204,7 @@ def test_cluster_profile_mode_dispatches_through_each_plugin_mount_changed_in_pl
                 f"mkf up ({mount}): " + result.stdout[-6000:] + result.stderr[-6000:]
             )
             _dispatches_through(project, env, out, mount, plugin_image)
+            _quiet_across_reconciles(out, mount)
     finally:
         down = run([".venv/bin/mkf", "down", "--name", name], project, env, timeout=1800)
     assert down.returncode == 0, down.stdout[-4000:] + down.stderr[-4000:]

@@ -297,6 +297,22 @@ def _updated(planned: list[dict[str, Any]]) -> Counter[tuple[str, str, str]]:
     return Counter((s["op"], *k) for s in planned if (k := _kind_and_name(s)))
 
 
+def _render_diff(before: Path, after: Path) -> dict[str, Any]:
+    """`render --diff -o json --exit-code` of two versions of the stack file, which differ."""
+    rendered = subprocess.run(
+        [
+            *(sys.executable, "-m", "components", "render", "--diff"),
+            *("--old", str(before), "--new", str(after), "-o", "json", "--exit-code"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert rendered.returncode == 1, rendered.stderr  # 1: differs
+    return json.loads(rendered.stdout)
+
+
 def test_a_quota_change_is_previewed_as_render_diff_shows_it_then_applied(
     project: Project,
 ) -> None:
@@ -314,18 +330,7 @@ def test_a_quota_change_is_previewed_as_render_diff_shows_it_then_applied(
         # The provider's own diff, property by property: the quota, nothing else.
         detailed = set(s.get("detailedDiff") or {})
         assert detailed and all(path.endswith("nominalQuota") for path in detailed), s
-    rendered = subprocess.run(
-        [
-            *(sys.executable, "-m", "components", "render", "--diff"),
-            *("--old", str(before), "--new", str(project.stack_file), "-o", "json", "--exit-code"),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert rendered.returncode == 1, rendered.stderr  # 1: differs
-    diff = json.loads(rendered.stdout)
+    diff = _render_diff(before, project.stack_file)
     shown = Counter((o["change"], o["key"]) for c in diff["clusters"] for o in c["objects"])
     assert shown == Counter({("changed", "ClusterQueue cluster-queue"): clusters}), diff
     # The cpu quota, and nothing else: 4 to 6 on each worker, their sum on the manager.
@@ -561,6 +566,49 @@ def test_a_worker_removed_as_the_day2_how_to_says(project: Project) -> None:
         total = manager.get(f"{K}/v1beta2", "ClusterQueue", name)
         assert total is not None and worker1 is not None
         assert total["spec"]["resourceGroups"] == worker1["spec"]["resourceGroups"], name
+    project.ok("up", "--yes", "--expect-no-changes")
+
+
+def test_a_worker_added_as_the_day2_how_to_says(project: Project) -> None:
+    """docs/operations.md, "Add a worker": worker2 (the test before removed it) added back
+    under `workers`: `render --diff` shows its capacity rows `new` and the manager's total
+    growing, its objects added, on the manager its MultiKueueCluster added and the
+    MultiKueueConfig changed; `up` makes the new MultiKueueCluster Active, and a second `up`
+    changes nothing."""
+    project.step("up")
+    shipped = yaml.safe_load((ROOT / "stacks" / f"Pulumi.{STACK}.yaml").read_text())
+    (entry,) = [w for w in shipped["config"]["multikueue-fleet:workers"] if w["name"] == "worker2"]
+    entry["existing"]["kubeconfigPath"] = str(project.fleet.kubeconfig("worker2"))
+
+    def without(config: dict[str, Any]) -> None:
+        workers = config["multikueue-fleet:workers"]
+        config["multikueue-fleet:workers"] = [w for w in workers if w["name"] != "worker2"]
+
+    if any(c.name == "worker2" for c in project.spec().workers):  # run alone: remove it first
+        project.edit(without)
+        project.ok("up", "--yes", "--skip-preview")
+    before = project.edit(lambda config: config["multikueue-fleet:workers"].append(entry))
+    diff = _render_diff(before, project.stack_file)
+    rows = diff["capacity"]
+    assert {r["change"] for r in rows if r["cluster"] == "worker2"} == {"new"}, rows
+    assert all(r["after"] != r["before"] for r in rows if r["cluster"] == "manager"), rows
+    changes = {
+        c["cluster"]: Counter((o["change"], o["key"].split()[0]) for o in c["objects"])
+        for c in diff["clusters"]
+    }
+    (worker2,) = [name for name in changes if name.endswith("worker2")]
+    assert {change for change, _ in changes[worker2]} == {"added"}, changes
+    assert changes["manager"][("added", "MultiKueueCluster")] == 1, changes
+    assert changes["manager"][("changed", "MultiKueueConfig")] == 1, changes
+    project.ok("up", "--yes", "--skip-preview")
+    manager = project.client("manager")
+    (mk_config,) = manager.list(f"{K}/v1beta2", "MultiKueueConfig")
+    assert sorted(mk_config["spec"]["clusters"]) == ["worker1", "worker2"]
+    # Kueue on the manager picks the new cluster up as it runs (nothing is restarted).
+    deadline = time.monotonic() + 180
+    while (active_condition(manager, "worker2") or {}).get("status") != "True":
+        assert time.monotonic() < deadline, active_condition(manager, "worker2")
+        time.sleep(1)
     project.ok("up", "--yes", "--expect-no-changes")
 
 
