@@ -139,7 +139,20 @@ step "Offline render of what each cluster gets (.render/$STACK)"
 step "Provisioning"
 checkpoints_for "$PROVIDERS"
 # A provider's Python traceback shown as its one line of cause (components/cli/pulumi_output.py).
-pulumi up --yes --stack "$STACK" --non-interactive 2>&1 | .venv/bin/python -m components.cli.pulumi_output
+UP_LOG="$(mktemp)"
+trap 'rm -f "$UP_LOG"' EXIT
+up_once() {
+  pulumi up --yes --stack "$STACK" --non-interactive 2>&1 | tee "$UP_LOG" \
+    | .venv/bin/python -m components.cli.pulumi_output
+}
+if ! up_once; then
+  # An API server that did not answer in time (pulumi-kubernetes: "configured Kubernetes
+  # cluster is unreachable", here a kind cluster's, busy starting on a loaded host) is worth
+  # one more `up`: it goes on from what the first one made. Any other failure stops here.
+  grep -q "configured Kubernetes cluster is unreachable" "$UP_LOG" || exit 1
+  echo "a cluster's API server did not answer in time: running pulumi up once more (it goes on from where it stopped)"
+  up_once
+fi
 # What `python -m components status --dir .fleet` reads: each cluster's kubeconfig (0600)
 # and a summary, from the stack's outputs.
 pulumi stack output --json --show-secrets --stack "$STACK" \

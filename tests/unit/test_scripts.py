@@ -84,7 +84,13 @@ FAKE_DOCKER_INFO = json.dumps(
 FAKE_PULUMI = r"""echo "pulumi $* | $PULUMI_BACKEND_URL | ${PULUMI_CONFIG_PASSPHRASE:-}" >> LOG
 case "$1 $2" in
   "version "*) echo v3.274.1 ;;
-  "up --yes") if [ -n "${FAKE_UP_FAILS:-}" ]; then printf '%s\n' "$FAKE_UP_FAILS"; exit 255; fi ;;
+  "up --yes")
+    if [ -n "${FAKE_UP_FAILS_ONCE:-}" ] && [ ! -e "$FAKE_UP_FAILS_ONCE" ]; then
+      touch "$FAKE_UP_FAILS_ONCE"; printf '%s\n' "$FAKE_UP_FAILS"; exit 255
+    fi
+    if [ -z "${FAKE_UP_FAILS_ONCE:-}" ] && [ -n "${FAKE_UP_FAILS:-}" ]; then
+      printf '%s\n' "$FAKE_UP_FAILS"; exit 255
+    fi ;;
   "stack output")
     if [ "$3" = checks ]; then echo '["kubectl --context kind-dev-manager get clusterqueues"]'
     else echo "$FAKE_OUTPUTS"
@@ -666,3 +672,32 @@ def test_where_nothing_can_be_pulled_and_go_is_missing_the_fix_is_named(
     calls = calls_of(tmp_path)
     assert not any(c.startswith(("kindnode", "pulumi up")) for c in calls), calls
     assert not (project / "stacks" / "local").exists()
+
+
+UNREACHABLE = (
+    "error: kubernetes:yaml/v2:ConfigFile resource 'worker2-frameworks-jobset' has a problem: "
+    "configured Kubernetes cluster is unreachable: unable to load schema information from the "
+    "API server: net/http: request canceled (Client.Timeout)"
+)
+
+
+def test_a_cluster_that_did_not_answer_in_time_gets_one_more_up(
+    project: Path, tmp_path: Path
+) -> None:
+    once = {"FAKE_UP_FAILS": UNREACHABLE, "FAKE_UP_FAILS_ONCE": str(tmp_path / "failed")}
+    result = run_up(project, tmp_path, env=once)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "running pulumi up once more" in result.stdout
+    ups = [c for c in calls_of(tmp_path) if c.startswith("pulumi up --yes")]
+    assert len(ups) == 2, ups
+    assert "The fleet is up, in " in result.stdout
+
+
+def test_a_cluster_that_never_answers_fails_after_the_second_up(
+    project: Path, tmp_path: Path
+) -> None:
+    result = run_up(project, tmp_path, env={"FAKE_UP_FAILS": UNREACHABLE})
+    assert result.returncode != 0
+    ups = [c for c in calls_of(tmp_path) if c.startswith("pulumi up --yes")]
+    assert len(ups) == 2, ups
+    assert "The fleet is up" not in result.stdout
