@@ -256,7 +256,15 @@ def checks(nodes: int, node_minor: tuple[int, int] | None = None) -> list[Findin
 
 class NodeImageUnavailable(str):
     """A node image Docker neither has nor can pull: the one lack `python -m kindnode build
-    --for-stack` fixes on a machine that has Go and Docker (scripts/up.sh runs it then)."""
+    --for-stack` fixes on a machine that has Go and Docker (scripts/up.sh runs it then).
+    The text is the error line with its fixes; `cause` is what happened, without them."""
+
+    cause: str
+
+    def __new__(cls, cause: str, fixes: str) -> NodeImageUnavailable:
+        line = super().__new__(cls, f"{cause}: {fixes}")
+        line.cause = cause
+        return line
 
 
 def _node_image(image: str) -> str | None:
@@ -269,11 +277,12 @@ def _node_image(image: str) -> str | None:
         return None
     reason = (pulled.stderr.strip().splitlines() or ["no output"])[-1]
     return NodeImageUnavailable(
-        f"Docker cannot pull the kind node image {image} ({reason}): where nothing can be "
-        "pulled, `python -m kindnode build --for-stack STACK` builds it and the fleet's images "
-        "here from their Go modules and points the stack at them (scripts/up.sh runs it when "
-        "Go is installed); behind a mirror, set kind.nodeImage to an image it serves, and "
-        "kind.registryMirrors for the fleet's images (docs/stack-reference.md)"
+        f"Docker cannot pull the kind node image {image} ({reason})",
+        "where nothing can be pulled, `python -m kindnode build --for-stack STACK` builds it "
+        "and the fleet's images here from their Go modules and points the stack at them "
+        "(scripts/up.sh runs it when Go is installed); behind a mirror, set kind.nodeImage to "
+        "an image it serves, and kind.registryMirrors for the fleet's images "
+        "(docs/stack-reference.md)"
     )
 
 
@@ -344,7 +353,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     if can_build and problems and all(isinstance(p, NodeImageUnavailable) for p in problems):
         for problem in problems:
-            print(f"note: {problem.split(': where nothing', 1)[0]}", file=sys.stderr)
+            print(f"note: {problem.cause}", file=sys.stderr)
         return BUILD_NODE_IMAGE
     for problem in problems:
         print(f"error: {problem}", file=sys.stderr)

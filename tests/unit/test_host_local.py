@@ -133,7 +133,7 @@ def test_the_preflight_asks_for_a_build_only_where_the_node_image_is_all_it_lack
     project: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     unavailable = kind_host.NodeImageUnavailable(
-        "Docker cannot pull the kind node image X (no such host): where nothing can be pulled"
+        "Docker cannot pull the kind node image X (no such host)", "where nothing can be pulled"
     )
     monkeypatch.setattr(kind_host, "preflight_warnings", lambda spec: [])
     monkeypatch.setattr(kind_host, "preflight", lambda spec: [unavailable])
