@@ -282,7 +282,7 @@ def _node_image(image: str) -> str | None:
         "and the fleet's images here from their Go modules and points the stack at them "
         "(scripts/up.sh runs it when Go is installed); behind a mirror, set kind.nodeImage to "
         "an image it serves, and kind.registryMirrors for the fleet's images "
-        "(docs/stack-reference.md)"
+        "(docs/stack-reference.md)",
     )
 
 
