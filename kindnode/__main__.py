@@ -85,11 +85,15 @@ def main(argv: list[str] | None = None) -> int:
             manifest = build.build_all()
             if args.for_stack:
                 written = write_host_settings(
-                    args.for_stack, str(manifest["nodeImage"]), manifest["registryMirrors"]
+                    args.for_stack,
+                    str(manifest["nodeImage"]),
+                    manifest["registryMirrors"],
+                    dispatcher_base=str(manifest["dispatcherBase"]),
                 )
                 print(
                     f"stack {args.for_stack}'s kind clusters now use this node image and "
-                    f"mirror: {written} (delete it to use the stack file's own)"
+                    "mirror, and its dispatcher image builds FROM this base: "
+                    f"{written} (delete it to use the stack file's own)"
                 )
     except (host.HostError, ToolchainError, FileExistsError) as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from components.upstream import toolchain
-from kindnode import docker, host, images, nodeimage, registry
+from kindnode import clean, host, images, nodeimage, registry
 
 MANIFEST = host.STATE / "images.json"
 KIND_TIER_BINARIES = (
@@ -34,11 +34,8 @@ def _timed(rows: list[tuple[str, float]], name: str, step: Callable[[], object])
 
 def node_image_reference() -> str:
     """The node image as the mirror serves it, pinned by its digest."""
-    local = f"127.0.0.1:{registry.HOST_PORT}/{registry.repository(nodeimage.NODE_IMAGE)}"
-    docker.docker("tag", nodeimage.NODE_IMAGE, local)
-    docker.docker("push", local)
-    digest = docker.docker("image", "inspect", "--format", "{{index .RepoDigests 0}}", local)
-    return f"{local}@{digest.strip().split('@', 1)[1]}"
+    digest = registry.push_as(nodeimage.NODE_IMAGE_LOCAL, nodeimage.NODE_IMAGE)
+    return f"{registry.mirror_name(nodeimage.NODE_IMAGE)}@{digest}"
 
 
 def build_all(log: Callable[[str], object] = print) -> dict[str, Any]:
@@ -62,10 +59,14 @@ def build_all(log: Callable[[str], object] = print) -> dict[str, Any]:
     _timed(rows, "push to the mirror", lambda: [registry.push(i) for i in mirrored])
     reference: list[str] = []
     _timed(rows, "node image by digest", lambda: reference.append(node_image_reference()))
+    # Last, once nothing here runs from them: the published names earlier builds used.
+    _timed(rows, "published names given back", lambda: clean.release_published_names(log))
     manifest = {
         "nodeImage": reference[0],
         "registryMirrors": {r: registry.ENDPOINT for r in registry.MIRRORED_REGISTRIES},
         "images": [i.name for i in mirrored],
+        # What controller/Dockerfile builds FROM here (its BASE build argument).
+        "dispatcherBase": images.stand_in(images.PYTHON),
     }
     MANIFEST.parent.mkdir(parents=True, exist_ok=True)
     MANIFEST.write_text(json.dumps(manifest, indent=2) + "\n")

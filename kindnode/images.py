@@ -1,9 +1,15 @@
 """The images a kind fleet runs, built here from the binaries toolchain.py builds from the
-pinned Go modules and from Debian's packages, under the names the published images have.
+pinned Go modules and from Debian's packages, for the names the published images have.
 
 Each is a stand-in for the published image: the same program from the same source at the
 same version, on a Debian bookworm base instead of the publisher's (distroless or scratch),
-labelled STAND_IN_LABEL. Names, versions and entrypoints follow the publishers':
+labelled STAND_IN_LABEL. It is kept in this host's Docker under a name the project owns,
+`localhost/multikueue-fleet/stand-in/<registry>/<path>:<tag>` (`stand_in()`), never under the
+published name, so that a user's own `docker pull` or `FROM` of that name gets the published
+image, not this one. The fleet asks for the published name: the registry mirror serves the
+stand-in under that repository (registry.py), and the node image holds Kubernetes' own under
+their published names inside its containerd (nodeimage.py), as a mirror and kind's node image
+do. Names, versions and entrypoints follow the publishers':
 - Kubernetes' images at the names `kubeadm config images list --kubernetes-version v1.36.4`
   prints (cmd/kubeadm/app/constants/constants.go at v1.36.4: etcd 3.6.8-0, CoreDNS v1.14.2,
   pause 3.10.2), and pause:3.10, the sandbox image kind v0.33.0's containerd config names
@@ -18,7 +24,8 @@ labelled STAND_IN_LABEL. Names, versions and entrypoints follow the publishers':
   only sh, echo and sleep);
 - python:3.11-slim-bookworm, the base of controller/Dockerfile: Debian's python3.11 with a
   venv first on PATH and this machine's CA bundle (pip in `docker build` reaches PyPI through
-  it), so the dispatcher image builds from its Dockerfile unchanged.
+  it). The dispatcher image builds FROM it through the Dockerfile's BASE build argument
+  (the stack's dispatcher.baseImage, which `kindnode build --for-stack` sets for this host).
 """
 
 from __future__ import annotations
@@ -34,13 +41,30 @@ from components.upstream import toolchain
 from kindnode import docker
 from kindnode.host import HostError
 
-DEBIAN = "debian:bookworm-slim"
+# The project's own names: every image the kind tier builds is kept under one of them.
+OWNED = "localhost/multikueue-fleet/"
+STAND_INS = f"{OWNED}stand-in/"
+
+
+def stand_in(published: str) -> str:
+    """The name this host keeps the stand-in for PUBLISHED under: the published name in full
+    (its registry, docker.io's official images under library/) below STAND_INS."""
+    path, _, tag = published.rpartition(":")
+    first = path.split("/", 1)[0]
+    if "." not in first and ":" not in first and first != "localhost":
+        path = f"docker.io/{path}" if "/" in path else f"docker.io/library/{path}"
+    # A registry's port is no path component Docker's reference grammar allows.
+    return f"{STAND_INS}{path.replace(':', '-')}:{tag}"
+
+
+# debootstrap's bookworm, the base every image here is built FROM.
+DEBIAN = stand_in("debian:bookworm-slim")
 PYTHON = "python:3.11-slim-bookworm"
 # This project's own image (not a stand-in): the pod network of the node image in kindnetd's
 # place (kindnode/nodeimage.py), preloaded on every node as kindnetd's image is.
 # Under localhost/: `docker save` drops a docker.io/ prefix, and `ctr images import` then
 # names a short name import-<date>@<digest>, which no pod spec finds.
-NODE_NETWORK_IMAGE = "localhost/multikueue-fleet/kind-node-network:v1"
+NODE_NETWORK_IMAGE = f"{OWNED}kind-node-network:v1"
 KUBERNETES_VERSION = toolchain.module_versions()["k8s.io/kubernetes"]
 K8S_REGISTRY = "registry.k8s.io"
 # The plugin in an image with sh and cp, for pluginMount initContainer: Kueue's e2e builds it
@@ -55,13 +79,18 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @dataclass(frozen=True)
 class Image:
-    name: str
+    name: str  # the published name the fleet asks for (or the project's own)
     dockerfile: str
     binaries: tuple[tuple[str, str], ...] = ()  # (tool in .tools/bin, path in the context)
     # Served to the nodes by the registry mirror (the fleet's images), or preloaded in the
     # node image (Kubernetes' own, as kind's node image holds them).
     mirrored: bool = True
     extra: dict[str, str] = field(default_factory=dict)  # context file -> its text
+
+    @property
+    def local(self) -> str:
+        """The name the image is built and kept under in this host's Docker."""
+        return self.name if self.name.startswith(OWNED) else stand_in(self.name)
 
     def recipe(self) -> str:
         digest = hashlib.sha256(self.dockerfile.encode())
@@ -213,13 +242,14 @@ def build_pause() -> Path:
 def build_image(image: Image, log=print) -> bool:
     """Builds the image unless one with the same recipe is there; True when it built."""
     recipe = image.recipe()
-    if docker.image_label(image.name, docker.STAND_IN_LABEL) == recipe:
+    if docker.image_label(image.local, docker.STAND_IN_LABEL) == recipe:
         return False
     with docker.build_context() as context:
         for tool, inside in image.binaries:
             shutil.copyfile(toolchain.BIN_DIR / tool, context / inside)
         for name, text in image.extra.items():
             (context / name).write_text(_extra_text(text))
-        docker.build(image.name, image.dockerfile, context, recipe)
-    log(f"  built {image.name}")
+        docker.build(image.local, image.dockerfile, context, recipe)
+    stands_for = "" if image.local == image.name else f" (the stand-in for {image.name})"
+    log(f"  built {image.local}{stands_for}")
     return True

@@ -1,8 +1,9 @@
 """kind's node image, made the way kind v0.33.0 makes it, from parts built here.
 
-- The Debian base: `debootstrap --variant=minbase bookworm` imported as debian:bookworm-slim
-  (a stand-in for the published one; kind v0.33.0's base is trixie-slim, bookworm is what
-  this machine's Debian mirror and debootstrap were measured with).
+- The Debian base: `debootstrap --variant=minbase bookworm` imported as the stand-in for
+  debian:bookworm-slim (images.DEBIAN, under the project's name; kind v0.33.0's base is
+  trixie-slim, bookworm is what this machine's Debian mirror and debootstrap were measured
+  with).
 - kind's base image: images/base/Dockerfile of the sigs.k8s.io/kind v0.33.0 module, with its
   files/ from that module, its package list, and containerd, runc, crictl and the CNI
   plugins at the versions its ARGs pin, built by toolchain.py (KIND_TIER_TOOLS).
@@ -10,7 +11,10 @@
   prePullImagesAndWriteManifests) at v0.33.0: kubeadm, kubelet and kubectl in /usr/bin,
   /kind/version, the default CNI manifest, Kubernetes' images imported into the node's
   containerd with kind's own `ctr images import` flags, then `docker commit` with kind's
-  entrypoint. Named kindest/node:<version> with the tag kind's release lists for 1.36.
+  entrypoint. Kept under the project's name for kindest/node:<version> (the tag kind's
+  release lists for 1.36); the mirror serves it under kindest/node, and a stack names it by
+  the digest the mirror gives it. The images inside its containerd carry their published
+  names, as kind's do: kubeadm and the kubelet ask for those.
 
 Where kind's node image runs kindnetd (its module is not on the Go module proxy), this one's
 /kind/manifests/default-cni.yaml, which kind applies at create, runs the mkf-node-network
@@ -33,9 +37,12 @@ from kindnode import docker, host, images
 from kindnode.host import HostError
 
 KIND_MODULE = "sigs.k8s.io/kind"
-NODE_IMAGE = f"kindest/node:{images.KUBERNETES_VERSION}"
-BASE_IMAGE = "kindest/base:mkf-v0.33.0"
+NODE_IMAGE = f"kindest/node:{images.KUBERNETES_VERSION}"  # the published name
+NODE_IMAGE_LOCAL = images.stand_in(NODE_IMAGE)
+# Built from kind's recipe with this host's changes (below), so the project's own image.
+BASE_IMAGE = f"{images.OWNED}kind-base:v0.33.0"
 DEBIAN_ROOTFS = host.STATE / "rootfs-bookworm"
+EARLIER_DEBIAN = "debian:bookworm-slim"  # where builds before images.DEBIAN imported it
 # kind v0.33.0 images/base/Dockerfile, the packages of its one clean-install, less
 # fuse-overlayfs (rootless nodes only; its snapshotter is not built here).
 BASE_PACKAGES = (
@@ -60,8 +67,13 @@ def kind_files() -> Path:
 
 
 def debian_base(log=print) -> None:
-    """debian:bookworm-slim from debootstrap, unless Docker has one."""
+    """The stand-in for debian:bookworm-slim from debootstrap, unless Docker has it."""
     if docker.image_exists(images.DEBIAN):
+        return
+    # An earlier build imported it under the published name: the same image, adopted (its
+    # name there is given back at the end of the build, clean.release_published_names).
+    if docker.image_label(EARLIER_DEBIAN, docker.STAND_IN_LABEL) == "debootstrap":
+        docker.docker("tag", EARLIER_DEBIAN, images.DEBIAN)
         return
     if not (DEBIAN_ROOTFS / "bin" / "sh").exists():
         log("  debootstrap --variant=minbase bookworm (Debian's packages)")
@@ -185,7 +197,7 @@ def node_image(preloaded: list[images.Image], log=print) -> None:
         digest.update(image.name.encode() + image.recipe().encode())
     digest.update(default_cni_manifest().encode())
     recipe = digest.hexdigest()[:16]
-    if docker.image_label(NODE_IMAGE, docker.STAND_IN_LABEL) == recipe:
+    if docker.image_label(NODE_IMAGE_LOCAL, docker.STAND_IN_LABEL) == recipe:
         return
     container = f"mkf-node-build-{recipe}"
     subprocess.run(["docker", "rm", "-f", container], capture_output=True, check=False)
@@ -210,25 +222,32 @@ def node_image(preloaded: list[images.Image], log=print) -> None:
         )  # fmt: skip
         for image in preloaded:
             archive = subprocess.run(
-                ["docker", "save", image.name], capture_output=True, check=False
+                ["docker", "save", image.local], capture_output=True, check=False
             )
             if archive.returncode != 0:
                 raise HostError(
-                    f"docker save {image.name} failed: {archive.stderr.decode()[-200:]}"
+                    f"docker save {image.local} failed: {archive.stderr.decode()[-200:]}"
                 )
+            ctr = ("exec", container, "ctr", "--namespace=k8s.io", "images")
             docker.docker(
-                "exec", "-i", container, "ctr", "--namespace=k8s.io", "images", "import",
-                "--label=io.cri-containerd.pinned=pinned", "--all-platforms", "--no-unpack",
-                "--digests", "-",
+                "exec", "-i", *ctr[1:], "import", "--label=io.cri-containerd.pinned=pinned",
+                "--all-platforms", "--no-unpack", "--digests", "-",
                 stdin=archive.stdout,
             )  # fmt: skip
+            if image.local != image.name:
+                # Inside the node under the published name kubeadm and the kubelet ask for,
+                # pinned as kind's import pins (the label set again: whether a tag copies it
+                # depends on ctr's transfer path, containerd cmd/ctr/commands/images/tag.go).
+                docker.docker(*ctr, "tag", "--force", image.local, image.name)
+                docker.docker(*ctr, "label", image.name, "io.cri-containerd.pinned=pinned")
+                docker.docker(*ctr, "rm", image.local)
         docker.docker("exec", container, "pkill", "containerd")
         docker.docker(
             "commit",
             "--change", 'ENTRYPOINT [ "/usr/local/bin/entrypoint", "/sbin/init" ]',
             "--change", f"LABEL {docker.STAND_IN_LABEL}={recipe}",
-            container, NODE_IMAGE,
+            container, NODE_IMAGE_LOCAL,
         )  # fmt: skip
     finally:
         subprocess.run(["docker", "rm", "-f", "-v", container], capture_output=True, check=False)
-    log(f"  built {NODE_IMAGE} (kind v0.33.0 pkg/build/nodeimage)")
+    log(f"  built {NODE_IMAGE_LOCAL} (stand-in for {NODE_IMAGE}, kind's pkg/build/nodeimage)")

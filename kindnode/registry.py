@@ -12,6 +12,7 @@ the Docker volume VOLUME, kept between runs; it answers the host on 127.0.0.1:HO
 
 from __future__ import annotations
 
+import json
 import subprocess
 import time
 import urllib.error
@@ -22,7 +23,7 @@ from kindnode import docker, images
 CONTAINER = "mkf-registry"
 VOLUME = "mkf-registry-data"
 HOST_PORT = 5001
-IMAGE = "registry:3.1.2"
+IMAGE = "registry:3.1.2"  # published name; kept here as its stand-in (images.stand_in)
 ENDPOINT = f"http://{CONTAINER}:5000"
 # The upstream registries whose images the fleet's objects name; the mirror holds them all.
 MIRRORED_REGISTRIES = ("registry.k8s.io", "docker.io", images.KUEUE_E2E_REGISTRY)
@@ -57,24 +58,47 @@ def _answers() -> bool:
         return False
 
 
-def start(log=print) -> None:
-    """The registry container, started (or restarted after a reboot) unless it answers."""
-    if _answers():
-        return
+def _container_image() -> str | None:
+    """The image id the registry container runs; None when there is no such container."""
     state = subprocess.run(
-        ["docker", "inspect", "--format", "{{.State.Running}}", CONTAINER],
+        ["docker", "inspect", "--format", "{{.Image}}", CONTAINER],
         capture_output=True,
         text=True,
         check=False,
     )
-    if state.returncode == 0:
+    return state.stdout.strip() if state.returncode == 0 else None
+
+
+def start(log=print) -> None:
+    """The registry container, started (or restarted after a reboot) unless it answers; made
+    again, its volume kept, when it runs another image than the one built (an earlier
+    build's, or one kept under the published name)."""
+    image = registry_image().local
+    existing = _container_image()
+    networks: list[str] = []
+    if (
+        existing is not None
+        and existing != docker.docker("image", "inspect", "--format", "{{.Id}}", image).strip()
+    ):
+        # The networks it was joined to (a running fleet's `kind`), joined again below.
+        joined = docker.docker(
+            "inspect", "--format", "{{json .NetworkSettings.Networks}}", CONTAINER
+        )
+        networks = [n for n in json.loads(joined or "{}") if n != "bridge"]
+        docker.docker("rm", "-f", CONTAINER)
+        existing = None
+    if existing is not None and _answers():
+        return
+    if existing is not None:
         docker.docker("start", CONTAINER)
     else:
         docker.docker(
             "run", "-d", "--restart=always", "--name", CONTAINER,
             "-v", f"{VOLUME}:/var/lib/registry",
-            "-p", f"127.0.0.1:{HOST_PORT}:5000", IMAGE,
+            "-p", f"127.0.0.1:{HOST_PORT}:5000", image,
         )  # fmt: skip
+        for network in networks:
+            docker.docker("network", "connect", network, CONTAINER)
     deadline = time.monotonic() + 30
     while not _answers():
         if time.monotonic() > deadline:
@@ -98,7 +122,24 @@ def repository(name: str) -> str:
     return f"{path}:{tag}"
 
 
+def mirror_name(published: str) -> str:
+    """The name this host's Docker pushes PUBLISHED's stand-in to the mirror under."""
+    return f"127.0.0.1:{HOST_PORT}/{repository(published)}"
+
+
 def push(image: images.Image) -> None:
-    local = f"127.0.0.1:{HOST_PORT}/{repository(image.name)}"
-    docker.docker("tag", image.name, local)
-    docker.docker("push", local)
+    """The stand-in, served by the mirror under the repository of its published name."""
+    push_as(image.local, image.name)
+
+
+def push_as(local: str, published: str) -> str:
+    """LOCAL pushed to the mirror under PUBLISHED's repository; its digest there. The name
+    the push needs is taken off this host's Docker again: the image stays as LOCAL."""
+    remote = mirror_name(published)
+    docker.docker("tag", local, remote)
+    try:
+        docker.docker("push", remote)
+        digest = docker.docker("image", "inspect", "--format", "{{index .RepoDigests 0}}", remote)
+    finally:
+        subprocess.run(["docker", "rmi", remote], capture_output=True, check=False)
+    return digest.strip().split("@", 1)[1]

@@ -99,6 +99,7 @@ if [[ ",$PROVIDERS," == *,kind,* || "$BUILDS_IMAGE" == yes ]]; then
   command -v docker >/dev/null || die "$why, which needs Docker; install Docker and run again"
   docker info >/dev/null 2>&1 || die "Docker is installed but not running (docker info failed); start Docker and run again"
 fi
+DEBIAN_STAND_IN=localhost/multikueue-fleet/stand-in/docker.io/library/debian:bookworm-slim
 if [[ ",$PROVIDERS," == *,kind,* ]]; then
   step "Pre-flight for kind (this host, the node image)"
   # One line per lack, with its fix, before any cluster exists (components/checks/kind_host.py).
@@ -113,7 +114,10 @@ if [[ ",$PROVIDERS," == *,kind,* ]]; then
     # for them, built from their Go modules and Debian's packages (about 30 minutes the
     # first time, seconds after). The stack file is left as it is: the image and mirror go in
     # stacks/local/$STACK.yaml, ignored by git (components/model/host_local.py).
-    [ "$(id -u)" = 0 ] || docker image inspect debian:bookworm-slim >/dev/null 2>&1 \
+    # The Debian base, kept under the project's name (kindnode/images.py DEBIAN), or where an
+    # earlier build imported it: under the published name, with the build's label.
+    [ "$(id -u)" = 0 ] || docker image inspect "$DEBIAN_STAND_IN" >/dev/null 2>&1 \
+      || [ "$(docker image inspect --format '{{index .Config.Labels "io.multikueue-fleet.stand-in"}}' debian:bookworm-slim 2>/dev/null)" = debootstrap ] \
       || die "building the node image starts from Debian's debootstrap, which needs root: run \`sudo .venv/bin/python -m kindnode build --for-stack $STACK\` once, then scripts/up.sh again"
     started=$SECONDS
     MKF_TOOLS_BIN="$TOOLS" .venv/bin/python -m kindnode build --for-stack "$STACK" \

@@ -50,13 +50,20 @@ def dispatcher(spec: FleetSpec) -> Iterator[Problem]:
         )
     if d.run == "local":
         # Nothing is built or pulled: a value here would be silently ignored.
-        for key in ("image", "registry", "platform"):
+        for key, field in (("image",) * 2, ("registry",) * 2, ("platform",) * 2,
+                           ("base_image", "baseImage")):  # fmt: skip
             if getattr(d, key) is not None:
                 yield error(
-                    f"dispatcher.{key}",
+                    f"dispatcher.{field}",
                     "is set, but with dispatcher.run: local no image is built or run",
-                    f"remove dispatcher.{key}, or set dispatcher.run: cluster",
+                    f"remove dispatcher.{field}, or set dispatcher.run: cluster",
                 )
+    elif d.image and d.base_image:
+        yield error(
+            "dispatcher.baseImage",
+            "is set, but dispatcher.image names the image to run, so nothing is built from it",
+            "remove dispatcher.baseImage, or remove dispatcher.image to build from controller/",
+        )
     elif spec.manager.provider != "kind" and not d.image and not d.registry:
         yield error(
             "dispatcher.registry",

@@ -252,6 +252,10 @@ FIELD_DOCS: dict[str, str] = {
     "DispatcherSpec.image": "A dispatcher image to run. Unset: built from controller/ at "
     "deploy time (needs Docker) and pinned by digest.",
     "DispatcherSpec.registry": "Where that build is pushed when the manager is not on kind.",
+    "DispatcherSpec.baseImage": "The image that build starts FROM (controller/Dockerfile's "
+    "`BASE` build argument). Unset: `python:3.11-slim-bookworm`. For a host that cannot pull "
+    "it: a copy in a registry it can reach, or the stand-in `python -m kindnode build "
+    "--for-stack STACK` builds (it sets this in stacks/local/STACK.yaml).",
     "DispatcherSpec.platform": "The platform of the manager's nodes the image is built for: "
     "`linux/amd64` or `linux/arm64`.",
     "DispatcherSpec.inventory": "Grant the rights for inventory automation: ClusterProfiles "

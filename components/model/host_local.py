@@ -1,17 +1,20 @@
 """This host's settings for a stack, kept beside it and out of git: stacks/local/STACK.yaml.
 
-Which node image a kind cluster boots and which registry mirror its nodes pull through are
-facts of the machine, not of the fleet: on a machine that cannot pull images,
-`python -m kindnode build --for-stack STACK` (scripts/up.sh runs it there) builds both and
-writes them here, so the tracked stack file stays as committed. Every reader of a stack (the
-Pulumi program, validate, render, diff, the kind pre-flight) applies the file to each kind
-cluster of the stack, with a note that says so; delete the file to use the stack's own.
+Which node image a kind cluster boots, which registry mirror its nodes pull through and what
+the dispatcher image is built FROM are facts of the machine, not of the fleet: on a machine
+that cannot pull images, `python -m kindnode build --for-stack STACK` (scripts/up.sh runs it
+there) builds them and writes them here, so the tracked stack file stays as committed. Every
+reader of a stack (the Pulumi program, validate, render, diff, the kind pre-flight) applies
+the file to each kind cluster of the stack, and the base image to the dispatcher's build when
+the stack builds it, with a note that says so; delete the file to use the stack's own.
 
     # stacks/local/dev.yaml
     kind:
       nodeImage: 127.0.0.1:5001/kindest/node:v1.36.4@sha256:...
       registryMirrors:
         registry.k8s.io: http://mkf-registry:5000
+    dispatcher:
+      baseImage: localhost/multikueue-fleet/stand-in/docker.io/library/python:3.11-slim-bookworm
 """
 
 from __future__ import annotations
@@ -45,8 +48,13 @@ class LocalKind(_Model):
     registry_mirrors: dict[RegistryHost, MirrorUrl] = Field(default_factory=dict)
 
 
+class LocalDispatcher(_Model):
+    base_image: Image
+
+
 class HostSettings(_Model):
     kind: LocalKind
+    dispatcher: LocalDispatcher | None = None
 
 
 def local_path(stack: str, root: Path | None = None) -> Path:
@@ -82,7 +90,8 @@ def read_host_settings(stack: str, root: Path | None = None) -> HostSettings | N
             Problem(
                 ".".join(str(p) for p in error["loc"]),
                 error["msg"],
-                "it holds kind.nodeImage and kind.registryMirrors only; " + fix,
+                "it holds kind.nodeImage, kind.registryMirrors and dispatcher.baseImage only; "
+                + fix,
             )
             for error in exc.errors()
         ]
@@ -102,14 +111,22 @@ def refuse_foreign(stack: str, root: Path | None = None) -> Path:
 
 
 def write_host_settings(
-    stack: str, node_image: str, mirrors: Mapping[str, str], root: Path | None = None
+    stack: str,
+    node_image: str,
+    mirrors: Mapping[str, str],
+    root: Path | None = None,
+    *,
+    dispatcher_base: str | None = None,
 ) -> Path:
-    settings = HostSettings.model_validate(
-        {"kind": {"nodeImage": node_image, "registryMirrors": dict(mirrors)}}
-    )
+    data: dict[str, Any] = {"kind": {"nodeImage": node_image, "registryMirrors": dict(mirrors)}}
+    if dispatcher_base:
+        data["dispatcher"] = {"baseImage": dispatcher_base}
+    settings = HostSettings.model_validate(data)
     path = refuse_foreign(stack, root)
     path.parent.mkdir(parents=True, exist_ok=True)
-    body = yaml.safe_dump(settings.model_dump(by_alias=True, mode="json"), sort_keys=False)
+    body = yaml.safe_dump(
+        settings.model_dump(by_alias=True, mode="json", exclude_none=True), sort_keys=False
+    )
     path.write_text(HEADER.format(stack=stack) + body)
     return path
 
@@ -152,14 +169,37 @@ def with_host_settings(
             "registryMirrors": dict(settings.kind.registry_mirrors),
         }
         touched.append(str(cluster.get("name", "manager")))
-    if not touched:
+    based = settings.dispatcher is not None and _builds_dispatcher(out)
+    if based and settings.dispatcher is not None:
+        base = settings.dispatcher.base_image
+        out["dispatcher"] = {**(out.get("dispatcher") or {}), "baseImage": base}
+    if not touched and not based:
         return dict(config), []
-    where = _shown(local_path(stack, root))
+    parts = []
+    if touched:
+        parts.append(f"the kind node image and registry mirrors of {', '.join(touched)}")
+    if based:
+        parts.append("the dispatcher image's base")
     note = Problem(
         "",
-        f"the kind node image and registry mirrors of {', '.join(touched)} are this host's, "
-        f"from {where}",
+        f"{' and '.join(parts)} {'are' if touched or len(parts) > 1 else 'is'} this host's, "
+        f"from {_shown(local_path(stack, root))}",
         "delete that file to use the stack file's own",
         severity="note",
     )
     return out, [note]
+
+
+def _builds_dispatcher(config: Mapping[str, Any]) -> bool:
+    """The stack builds the dispatcher image from controller/ (DispatcherSpec.builds_image,
+    read off the raw config; a wrong shape is left for the model to report)."""
+    dispatcher = config.get("dispatcher")
+    if dispatcher is None:
+        return True
+    if not isinstance(dispatcher, dict):
+        return False
+    return (
+        dispatcher.get("enabled", True) is not False
+        and dispatcher.get("run", "cluster") == "cluster"
+        and not dispatcher.get("image")
+    )

@@ -931,6 +931,11 @@ class DispatcherSpec(_Model):
     image: Image | None = None
     # Where that build is pushed when the manager is not a kind cluster.
     registry: Repository | None = None
+    # What that build starts FROM (controller/Dockerfile's BASE build argument): None, its
+    # default python:3.11-slim-bookworm. A host that cannot pull that one names its own (a
+    # mirror's copy; `kindnode build --for-stack` sets the stand-in it builds, in
+    # stacks/local/STACK.yaml), so no image of the host's is retagged to stand in for it.
+    base_image: Image | None = None
     # What the build is for: the manager's nodes, not the laptop that builds it (an arm64
     # image on amd64 nodes cannot start). None: a kind manager's nodes run on the Docker
     # engine that builds the image, so its architecture; another manager's, linux/amd64.

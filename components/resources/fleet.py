@@ -705,6 +705,7 @@ class Fleet(pulumi.ComponentResource):
                     "platform": spec.dispatcher.platform
                     or (None if kind_managers else IMAGE_PLATFORM),
                     "registry": spec.dispatcher.registry,
+                    "base": spec.dispatcher.base_image,
                     "kind_clusters": [h.spec.physical_name(spec.fleet_name) for h in kind_managers],
                     # A replaced kind manager is a new cluster under the same name: its
                     # identity changing loads the image again.

@@ -180,6 +180,8 @@ class ControllerImageProvider(ResourceProvider):
             docker_platform() if props.get("kind_clusters") else IMAGE_PLATFORM
         )
         args = ["docker", "build", "--platform", platform, "-f", props["dockerfile"]]
+        if props.get("base"):
+            args += ["--build-arg", f"BASE={props['base']}"]
         run([*args, "-t", local, props["context"]])
         if props.get("registry"):
             remote = f"{props['registry'].rstrip('/')}/{props['repository']}:{props['tag']}"
@@ -199,7 +201,15 @@ class ControllerImageProvider(ResourceProvider):
 
     # The identity of each kind cluster is among them: a replaced cluster (same name, new
     # cluster) starts without the image, so it is loaded again.
-    KEYS = ("tag", "registry", "kind_clusters", "kind_cluster_ids", "repository", "platform")
+    KEYS = (
+        "tag",
+        "registry",
+        "kind_clusters",
+        "kind_cluster_ids",
+        "repository",
+        "platform",
+        "base",
+    )
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         # An input unknown in a preview (a cluster being replaced) differs from any old value.

@@ -144,6 +144,22 @@ def test_image_is_built_and_loaded_into_kind(cli: Any) -> None:
     ]
 
 
+def test_image_builds_from_the_stacks_base_image(cli: Any) -> None:
+    """dispatcher.baseImage goes in as controller/Dockerfile's BASE build argument, and a
+    change of it builds again."""
+    fake = cli({})
+    base = "localhost/multikueue-fleet/stand-in/docker.io/library/python:3.11-slim-bookworm"
+    props = {**IMAGE, "registry": None, "kind_clusters": ["dev-manager"], "base": base}
+    ControllerImageProvider().create(props)
+    build = fake.calls[1]
+    assert build[:2] == ["docker", "build"]
+    assert build[build.index("--build-arg") + 1] == f"BASE={base}"
+    assert ControllerImageProvider().diff("x", {**props, "base": None}, props).changes
+    assert not ControllerImageProvider().diff("x", props, dict(props)).changes
+    dockerfile = (ROOT / "controller" / "Dockerfile").read_text()
+    assert "ARG BASE=python:3.11-slim-bookworm\nFROM ${BASE}\n" in dockerfile
+
+
 def test_kind_load_falls_back_to_an_archive_with_the_containerd_image_store(cli: Any) -> None:
     """Docker's containerd image store makes `kind load docker-image` fail with "content
     digest ... not found" (kubernetes-sigs/kind issue 3795); kind's documented workaround is

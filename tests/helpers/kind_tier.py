@@ -57,7 +57,8 @@ def set_stack_keys(stack_file: Path, **keys: Any) -> None:
 
 
 def use_kind_tier(stack_file: Path, manifest: dict[str, Any], **extra: Any) -> None:
-    """Every kind cluster of the stack on the built node image, pulling through the mirror."""
+    """Every kind cluster of the stack on the built node image, pulling through the mirror,
+    and the dispatcher built FROM the built base."""
     data = yaml.safe_load(stack_file.read_text())
     config = data["config"]
     settings = {
@@ -70,6 +71,10 @@ def use_kind_tier(stack_file: Path, manifest: dict[str, Any], **extra: Any) -> N
     for worker in workers:
         worker.setdefault("kind", {}).update(settings)
     config["multikueue-fleet:workers"] = workers
+    # The dispatcher image built FROM the stand-in base the build made (nothing is pulled).
+    dispatcher = config.setdefault("multikueue-fleet:dispatcher", {})
+    if not dispatcher.get("image") and dispatcher.get("run", "cluster") == "cluster":
+        dispatcher["baseImage"] = manifest["dispatcherBase"]
     for key, value in extra.items():
         config[f"multikueue-fleet:{key}"] = value
     stack_file.write_text(yaml.safe_dump(data, sort_keys=False))

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from kindnode.build import read_manifest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -25,8 +27,12 @@ def _docker_reason() -> str:
 @pytest.mark.skipif(bool(_docker_reason()), reason=_docker_reason() or "ok")
 def test_controller_image_builds_and_runs() -> None:
     tag = "multikueue-fleet-dispatcher:test"
+    # Where `python -m kindnode build` made the base (no image can be pulled here), FROM its
+    # stand-in, as the stack's dispatcher.baseImage has it built; else the published one.
+    base = (read_manifest() or {}).get("dispatcherBase")
+    build_arg = ["--build-arg", f"BASE={base}"] if base else []
     build = subprocess.run(
-        ["docker", "build", "-f", "controller/Dockerfile", "-t", tag, "."],
+        ["docker", "build", *build_arg, "-f", "controller/Dockerfile", "-t", tag, "."],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -22,6 +22,7 @@ import yaml
 
 from components.resources.program_env import CLOUD_SDKS, cloud_modules, missing_cloud_sdks
 from components.upstream import toolchain
+from kindnode import clean, docker, images, nodeimage
 from tests.helpers.kind_tier import (
     copy_project,
     fleet_containers,
@@ -93,6 +94,13 @@ def test_up_brings_every_link_and_controller_up(fleet: DevFleet) -> None:
     assert "python -m kindnode build" in fleet.up.stdout, fleet.up.stdout[-3000:]
     local = yaml.safe_load((fleet.project / "stacks" / "local" / "dev.yaml").read_text())
     assert local["kind"]["nodeImage"].startswith("127.0.0.1:"), local
+    # The dispatcher image was built FROM the stand-in base, by the BASE build argument.
+    assert local["dispatcher"]["baseImage"] == images.stand_in(images.PYTHON), local
+    # The host's Docker holds the stand-ins under the project's names only: no published
+    # name (python:3.11-slim-bookworm, busybox:1.36, registry.k8s.io/...) is a build's.
+    taken = [n for n in clean.published_names() if docker.image_label(n, docker.STAND_IN_LABEL)]
+    assert taken == [], taken
+    assert all(docker.image_exists(n) for n in (images.DEBIAN, nodeimage.NODE_IMAGE_LOCAL))
     # Pulumi's environment has no cloud SDK (their plugins would be fetched for a kind
     # stack), and `stack init` kept the committed salt: the stack file is as it was.
     assert missing_cloud_sdks(fleet.project, CLOUD_SDKS) == cloud_modules(CLOUD_SDKS)

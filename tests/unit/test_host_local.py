@@ -89,6 +89,30 @@ def test_a_stack_without_workers_gets_them_on_its_default_workers(project: Path)
     assert len(notes) == 1
 
 
+BASE = "localhost/multikueue-fleet/stand-in/docker.io/library/python:3.11-slim-bookworm"
+
+
+def test_the_dispatcher_image_builds_from_the_hosts_base(project: Path) -> None:
+    """The stand-in python base goes to the dispatcher's build (controller/Dockerfile's BASE)
+    where the stack builds that image, said in the same note; a stack that runs a given
+    image, or runs the dispatcher locally, is left as it is (a base there would be refused)."""
+    host_local.write_host_settings("dev", NODE, MIRRORS, dispatcher_base=BASE)
+    text = (project / "stacks" / "local" / "dev.yaml").read_text()
+    assert f"dispatcher:\n  baseImage: {BASE}\n" in text
+    spec, problems = load_stack("stacks/Pulumi.dev.yaml")
+    assert spec.dispatcher.base_image == BASE
+    (note,) = [p for p in problems if "this host's" in p.message]
+    assert "and the dispatcher image's base are this host's" in note.message
+    for dispatcher in ({"image": "team/dispatcher:1"}, {"run": "local"}, {"enabled": False}):
+        config, notes = host_local.with_host_settings({"dispatcher": dispatcher}, "dev")
+        assert config["dispatcher"] == dispatcher
+        assert "dispatcher" not in notes[0].message
+    # Written without one (an older build), nothing is added to the dispatcher.
+    host_local.write_host_settings("dev", NODE, MIRRORS)
+    spec, _ = load_stack("stacks/Pulumi.dev.yaml")
+    assert spec.dispatcher.base_image is None
+
+
 def test_the_switch_reads_the_stack_as_committed(
     project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

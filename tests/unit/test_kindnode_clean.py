@@ -55,22 +55,61 @@ def test_every_built_name_goes_and_nothing_else(
 ) -> None:
     names = clean.built_names()
     mirror = f"127.0.0.1:{registry.HOST_PORT}/kindest/node:{images.KUBERNETES_VERSION}"
-    assert {images.DEBIAN, nodeimage.NODE_IMAGE, registry.IMAGE, "busybox:1.36", mirror} <= set(
-        names
-    )
+    busybox = images.stand_in("busybox:1.36")
+    assert {images.DEBIAN, nodeimage.NODE_IMAGE_LOCAL, busybox, mirror} <= set(names)
+    # Every name the build writes is the project's own: none a user could pull or build FROM.
+    own = (images.OWNED, f"127.0.0.1:{registry.HOST_PORT}/")
+    assert all(n.startswith(own) for n in names), [n for n in names if not n.startswith(own)]
     # A user's own image, built FROM the python stand-in: it has the label, not a built name.
     mine = "my-team/trainer:1"
-    # The published busybox, not ours: the name, without the label.
+    # An image under a built name without the label: not provably ours.
     monkeypatch.setenv("FAKE_IMAGES", " ".join([*names, mine]))
-    labelled = [n for n in names if n != "busybox:1.36"]
+    labelled = [n for n in names if n != busybox]
     monkeypatch.setenv("FAKE_LABELLED", " ".join([*labelled, mine]))
     kept = clean.clean(log=lambda _line: None)
     assert sorted(_removed(fake)) == sorted(labelled)
-    assert kept == ["busybox:1.36"]
+    assert kept == [busybox]
     calls = fake.read_text()
     assert f"docker rm -f -v {registry.CONTAINER}" in calls
     assert f"docker volume rm {registry.VOLUME}" in calls
     assert mine not in " ".join(_removed(fake))
+
+
+def test_published_names_an_earlier_build_took_are_given_back(
+    fake: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Builds before the project's own names kept stand-ins under the published ones: each
+    such name goes where the label proves a build put it there; the user's published
+    busybox (no label) stays."""
+    published = clean.published_names()
+    assert {"debian:bookworm-slim", "busybox:1.36", "python:3.11-slim-bookworm",
+            nodeimage.NODE_IMAGE, registry.IMAGE,
+            f"registry.k8s.io/kueue/kueue:{images.KUEUE_VERSION}"} <= set(published)  # fmt: skip
+    assert not any(n.startswith(images.OWNED) for n in published)
+    monkeypatch.setenv("FAKE_IMAGES", " ".join(published))
+    ours = [n for n in published if n != "busybox:1.36"]
+    monkeypatch.setenv("FAKE_LABELLED", " ".join(ours))
+    lines: list[str] = []
+    clean.release_published_names(log=lines.append)
+    assert sorted(_removed(fake)) == sorted(ours)
+    assert "gave back python:3.11-slim-bookworm: an earlier build kept its stand-in" in (
+        "\n".join(lines)
+    )
+
+
+@pytest.mark.parametrize(
+    ("published", "owned"),
+    [
+        ("busybox:1.36", "docker.io/library/busybox:1.36"),
+        ("kindest/node:v1.36.4", "docker.io/kindest/node:v1.36.4"),
+        ("registry.k8s.io/kueue/kueue:v0.19.2", "registry.k8s.io/kueue/kueue:v0.19.2"),
+        ("localhost:5001/team/app:1", "localhost-5001/team/app:1"),
+    ],
+)
+def test_a_stand_in_is_kept_under_its_published_name_below_the_projects(
+    published: str, owned: str
+) -> None:
+    assert images.stand_in(published) == f"localhost/multikueue-fleet/stand-in/{owned}"
 
 
 def test_a_running_kind_cluster_stops_it_before_anything_goes(

@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from kindnode import images
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -111,7 +113,11 @@ FAKE_KIND = (
 # A Docker that pulls nothing (no registry reachable) and has only what was built here.
 DOCKER_WITHOUT_PULLS = r"""
 if [ "$1 $2" = "image inspect" ]; then
-  case "$3" in 127.0.0.1:5001/*|debian:bookworm-slim) exit 0 ;; *) exit 1 ;; esac
+  case "$3" in
+    127.0.0.1:5001/*) exit 0 ;;
+    localhost/multikueue-fleet/*) [ -z "${FAKE_NO_DEBIAN_BASE:-}" ] && exit 0 || exit 1 ;;
+    *) exit 1 ;;
+  esac
 fi
 if [ "$1" = pull ]; then
   echo 'Error response from daemon: Get "https://registry-1.docker.io/v2/": no such host' >&2
@@ -672,6 +678,28 @@ def test_where_nothing_can_be_pulled_and_go_is_missing_the_fix_is_named(
     calls = calls_of(tmp_path)
     assert not any(c.startswith(("kindnode", "pulumi up")) for c in calls), calls
     assert not (project / "stacks" / "local").exists()
+
+
+@pytest.mark.parametrize("has_base", [True, False])
+def test_not_root_up_builds_only_from_a_debian_base_built_before(
+    project: Path, tmp_path: Path, has_base: bool
+) -> None:
+    """debootstrap needs root: without it up.sh goes on only where an earlier build left the
+    Debian base under the project's own name, and else names the sudo command."""
+    _fake(tmp_path / "bin" / "go", "exit 0\n")
+    _fake(tmp_path / "bin" / "id", "echo 1000\n")
+    env = {} if has_base else {"FAKE_NO_DEBIAN_BASE": "1"}
+    result = run_up(project, tmp_path, pulls=False, env=env)
+    inspected = f"docker image inspect {images.DEBIAN}"
+    assert inspected in calls_of(tmp_path)
+    if has_base:
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert f"kindnode build --for-stack dev into {tmp_path / 'tools'}" in calls_of(tmp_path)
+    else:
+        assert result.returncode == 1, result.stdout + result.stderr
+        (line,) = [x for x in result.stderr.splitlines() if x.startswith("error:")]
+        assert "sudo .venv/bin/python -m kindnode build --for-stack dev" in line
+        assert not any(c.startswith("kindnode") for c in calls_of(tmp_path))
 
 
 UNREACHABLE = (

@@ -517,6 +517,23 @@ CASES: list[tuple[str, Mutate, str, str, str]] = [
         "dispatcher.run: cluster",
     ),
     (
+        "a local dispatcher given a base image",
+        _set("dispatcher", {"run": "local", "baseImage": "mirror.example/python:3.11"}),
+        "dispatcher.baseImage",
+        "no image is built or run",
+        "remove dispatcher.baseImage",
+    ),
+    (
+        "a base image for a dispatcher image that is not built",
+        _set(
+            "dispatcher",
+            {"image": "registry.example/dispatcher:1", "baseImage": "mirror.example/python:3"},
+        ),
+        "dispatcher.baseImage",
+        "nothing is built from it",
+        "remove dispatcher.image to build from controller/",
+    ),
+    (
         "a dispatcher run nowhere known",
         _set("dispatcher", {"run": "laptop"}),
         "dispatcher.run",
