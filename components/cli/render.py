@@ -296,7 +296,23 @@ def _kind_cluster_replaced(
         for spec, objects in ((old, before), (new, after))
     ]
     if texts[0] == texts[1]:
-        return None
+        mirrors = [
+            yaml.safe_dump(
+                {"registryMirrors": dict(c.cluster.kind.registry_mirrors)},  # type: ignore[union-attr]
+                sort_keys=True,
+            ).splitlines()
+            for c in (before, after)
+        ]
+        if mirrors[0] == mirrors[1]:
+            return None
+        # containerd reads hosts.toml at each pull (kind_config.CERTS_DIR): rewritten on the
+        # running nodes by the cluster's update (KindClusterProvider.update), not made again.
+        body = difflib.unified_diff(*mirrors, old_label, new_label, lineterm="", n=2)
+        return ObjectDiff(
+            f"kind cluster {after.cluster.physical_name(new.fleet_name)}",
+            "changed",
+            tuple(body)[2:],
+        )
     body = difflib.unified_diff(*texts, old_label, new_label, lineterm="", n=2)
     return ObjectDiff(
         f"kind cluster {after.cluster.physical_name(new.fleet_name)}",

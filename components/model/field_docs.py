@@ -76,7 +76,8 @@ FIELD_DOCS: dict[str, str] = {
     "KindSettings.registryMirrors": "Pull through mirrors: `<registry>: <url>`, for example "
     "`registry.k8s.io: http://mirror:5000`; the nodes' containerd asks the mirror first and "
     "the registry after it. A mirror that is a container on the same Docker is joined to the "
-    "`kind` network. The fleet's objects keep their upstream image names.",
+    "`kind` network. The fleet's objects keep their upstream image names. Changed later, the "
+    "nodes' `hosts.toml` files are rewritten in place: the cluster is not made again.",
     "ExistingSettings.context": "The kubeconfig context of the cluster; the stack keeps only "
     "that context, its cluster and its user.",
     "ExistingSettings.kubeconfigPath": "The kubeconfig file. Unset: `KUBECONFIG`, else "

@@ -15,6 +15,9 @@ OWNER_LABEL = "multikueue-fleet.x-k8s.io/stack"
 
 # containerd reads a hosts.toml per registry from here (kind's local-registry page,
 # site/content/docs/user/local-registry.md at v0.33.0); clusters.py writes them on each node.
+# Every kind cluster gets the patch, mirrors or not: containerd reads config_path once, at
+# start, but the hosts.toml files at each pull, so mirrors added, changed or removed later
+# are files rewritten on the running nodes, not a cluster made again.
 CERTS_DIR = "/etc/containerd/certs.d"
 CONTAINERD_MIRRORS_PATCH = f"""[plugins."io.containerd.grpc.v1.cri".registry]
   config_path = "{CERTS_DIR}"
@@ -41,9 +44,9 @@ def kind_config(
     node that runs workloads (the workers, or the control plane when it runs alone), so
     flavors and topologies select them as they would on a real cluster. `owner` (the
     stack) is labelled on the control plane (kind v0.32.0 pkg/apis/config/v1alpha4/types.go
-    Node.Labels). With registry mirrors, containerd reads hosts.toml files (written on each
-    node once it runs); on a cgroup v1 Docker host, kubelets of 1.35 and later are told to
-    accept it."""
+    Node.Labels). containerd reads registry mirrors from hosts.toml files (written on each
+    node once it runs, rewritten when they change); on a cgroup v1 Docker host, kubelets of
+    1.35 and later are told to accept it."""
     assert cluster.kind is not None
     labels = dict(cluster.node_labels)
     control_plane: dict[str, Any] = {"role": "control-plane", "image": cluster.kind.node_image}
@@ -63,12 +66,26 @@ def kind_config(
         "name": cluster.physical_name(spec.fleet_name),
         "nodes": nodes,
     }
-    if cluster.kind.registry_mirrors:
-        config["containerdConfigPatches"] = [CONTAINERD_MIRRORS_PATCH]
+    config["containerdConfigPatches"] = [CONTAINERD_MIRRORS_PATCH]
     version = cluster.kubernetes_version
     if cgroup_v1 and version and tuple(map(int, version.split("."))) >= FAIL_CGROUP_V1_FROM:
         config["kubeadmConfigPatches"] = [CGROUP_V1_KUBELET_PATCH]
     return config
+
+
+def reads_mirrors(config: dict[str, Any]) -> bool:
+    """Whether a kind configuration gives containerd the hosts.toml folder (a cluster made
+    before every one did has it only when it had mirrors)."""
+    return CONTAINERD_MIRRORS_PATCH in (config.get("containerdConfigPatches") or [])
+
+
+def apart_from_mirrors(config: dict[str, Any]) -> dict[str, Any]:
+    """The configuration without the mirrors' patch: what fixes the cluster at creation."""
+    patches = [
+        p for p in config.get("containerdConfigPatches") or [] if p != CONTAINERD_MIRRORS_PATCH
+    ]
+    out = {k: v for k, v in config.items() if k != "containerdConfigPatches"}
+    return {**out, "containerdConfigPatches": patches} if patches else out
 
 
 def internal_server(spec: FleetSpec, cluster: ClusterSpec) -> str:

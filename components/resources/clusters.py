@@ -18,7 +18,14 @@ import yaml
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, ResourceProvider, UpdateResult
 
 from components.model.spec import GPU_TAINT, ClusterSpec, FleetSpec
-from components.objects.kind_config import CERTS_DIR, OWNER_LABEL, hosts_toml, kind_config
+from components.objects.kind_config import (
+    CERTS_DIR,
+    OWNER_LABEL,
+    apart_from_mirrors,
+    hosts_toml,
+    kind_config,
+    reads_mirrors,
+)
 from components.objects.kubeconfig import (
     context_cluster,
     existing_kubeconfig_path,
@@ -130,11 +137,19 @@ def docker_cgroup_v1(timeouts: tuple[float, ...] = (30, 120)) -> bool:
 KIND_NETWORK = "kind"
 
 
-def configure_mirrors(kind: str, name: str, mirrors: dict[str, str]) -> None:
+def configure_mirrors(
+    kind: str, name: str, mirrors: dict[str, str], removed: tuple[str, ...] = ()
+) -> None:
     """A hosts.toml per mirrored registry on every node of the cluster (containerd reads them
     at each pull, so a running node needs no restart), and each mirror that is a container of
-    this Docker joined to the kind network, where the nodes resolve it by name."""
+    this Docker joined to the kind network, where the nodes resolve it by name. The folders of
+    REMOVED registries (mirrored before, not now) go, so their pulls go to the registry."""
     nodes = run([kind, "get", "nodes", "--name", name]).split()
+    for registry in removed:
+        for node in nodes:
+            # Only the folder the stack wrote for that registry: the key was a RegistryHost
+            # (components/model/fieldtypes.py), no path separator or quote in it.
+            run(["docker", "exec", node, "rm", "-rf", f"{CERTS_DIR}/{registry}"])
     for registry, mirror in sorted(mirrors.items()):
         folder = f"{CERTS_DIR}/{registry}"
         for node in nodes:
@@ -152,6 +167,12 @@ def configure_mirrors(kind: str, name: str, mirrors: dict[str, str]) -> None:
             continue  # not a container here: a mirror the nodes reach some other way
         if KIND_NETWORK not in json.loads(networks or "{}"):
             run(["docker", "network", "connect", KIND_NETWORK, host])
+
+
+def _kind_config(text: Any) -> dict[str, Any]:
+    """A kind configuration as the provider was given it (YAML), as a mapping to compare."""
+    loaded = yaml.safe_load(text) if isinstance(text, str) else text
+    return loaded if isinstance(loaded, dict) else {"config": loaded}
 
 
 class KindClusterProvider(ResourceProvider):
@@ -209,16 +230,30 @@ class KindClusterProvider(ResourceProvider):
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         # The kubeconfig path and the kind binary's location are where, not what: a moved
         # checkout must not replace the cluster.
-        replaces = [k for k in ("name", "config", "owner") if olds.get(k) != news.get(k)]
-        # Other mirror URLs are other hosts.toml files on the running nodes: an update.
+        replaces = [k for k in ("name", "owner") if olds.get(k) != news.get(k)]
+        old_config, new_config = (_kind_config(c) for c in (olds.get("config"), news.get("config")))
+        if apart_from_mirrors(old_config) != apart_from_mirrors(new_config):
+            replaces.append("config")
+        elif news.get("registry_mirrors") and not reads_mirrors(old_config):
+            # Made before every kind cluster got containerd's config_path, which containerd
+            # reads only at start: its first mirror needs the cluster made again.
+            replaces.append("config")
+        # Other mirrors are other hosts.toml files on the running nodes: an update.
         mirrors = (olds.get("registry_mirrors") or {}) != (news.get("registry_mirrors") or {})
         return DiffResult(
             changes=bool(replaces) or mirrors, replaces=replaces, delete_before_replace=True
         )
 
-    def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
-        configure_mirrors(news["kind_binary"], news["name"], news.get("registry_mirrors") or {})
-        return UpdateResult(outs=self._outputs(news))
+    def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+        before = olds.get("registry_mirrors") or {}
+        after = news.get("registry_mirrors") or {}
+        removed = tuple(sorted(set(before) - set(after)))
+        configure_mirrors(news["kind_binary"], news["name"], after, removed)
+        # The configuration the cluster was made with (an update never makes it again): a
+        # cluster without config_path stays known as one.
+        return UpdateResult(
+            outs=self._outputs({**news, "config": olds.get("config", news["config"])})
+        )
 
     def delete(self, _id: str, props: dict[str, Any]) -> None:
         # Deleting a cluster that is already gone succeeds: destroy stays safe to repeat.

@@ -11,9 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from pulumi.dynamic.dynamic import serialize_provider
 
-from components.objects.kind_config import OWNER_LABEL
+from components.objects.kind_config import CONTAINERD_MIRRORS_PATCH, OWNER_LABEL
 from components.resources import clusters
 from components.resources.clusters import KindClusterProvider
 from components.resources.providers import CommandFailed
@@ -38,6 +39,8 @@ class FakeKind:
             out = "\n".join(sorted(self.existing))
         elif args[1:3] == ["get", "kubeconfig"]:
             out = KUBECONFIG
+        elif args[1:3] == ["get", "nodes"]:
+            out = f"{args[args.index('--name') + 1]}-control-plane\n"
         elif args[1:3] == ["create", "cluster"]:
             self.existing.add(args[args.index("--name") + 1])
         elif args[1:3] == ["delete", "cluster"]:
@@ -128,6 +131,63 @@ def test_moving_the_checkout_does_not_replace_the_cluster(tmp_path: Path) -> Non
     assert not KindClusterProvider().diff("dev-w1", old, new).changes
     other = {**old, "owner": "multikueue-fleet.prod"}
     assert KindClusterProvider().diff("dev-w1", old, other).replaces == ["owner"]
+
+
+WITH_CONFIG_PATH = yaml.safe_dump(
+    {"kind": "Cluster", "containerdConfigPatches": [CONTAINERD_MIRRORS_PATCH]}
+)
+MIRROR = "http://mkf-registry:5000"
+
+
+def test_mirrors_added_changed_or_removed_are_rewritten_on_the_running_nodes(
+    kind: Any, tmp_path: Path
+) -> None:
+    """Every kind cluster gets containerd's config_path at creation, so a mirror added,
+    changed or removed later is an update (hosts.toml rewritten), never a cluster made
+    again; a removed mirror's folder goes from every node."""
+    fake = kind("dev-w1", owner="multikueue-fleet.dev")
+    old = {**props(tmp_path), "config": WITH_CONFIG_PATH, "registry_mirrors": {}}
+    for mirrors in ({"docker.io": MIRROR}, {"registry.k8s.io": MIRROR}):
+        new = {**old, "registry_mirrors": mirrors}
+        diff = KindClusterProvider().diff("dev-w1", old, new)
+        assert diff.changes and not diff.replaces, diff.replaces
+        fake.calls.clear()
+        outs = KindClusterProvider().update("dev-w1", old, new).outs
+        execs = [" ".join(c) for c in fake.calls if c[:2] == ["docker", "exec"]]
+        (registry,) = mirrors
+        assert any(f"/etc/containerd/certs.d/{registry}/hosts.toml" in e for e in execs), execs
+        gone = set(old["registry_mirrors"]) - set(mirrors)
+        assert [e for e in execs if " rm -rf " in e] == [
+            f"docker exec dev-w1-control-plane rm -rf /etc/containerd/certs.d/{r}" for r in gone
+        ]
+        assert outs["config"] == WITH_CONFIG_PATH
+        old = {**new, **outs}
+    # The last one removed: its folder goes, nothing is written.
+    fake.calls.clear()
+    KindClusterProvider().update("dev-w1", old, {**old, "registry_mirrors": {}})
+    execs = [" ".join(c) for c in fake.calls if c[:2] == ["docker", "exec"]]
+    assert execs == [
+        "docker exec dev-w1-control-plane rm -rf /etc/containerd/certs.d/registry.k8s.io"
+    ]
+
+
+def test_a_cluster_made_before_config_path_is_replaced_only_for_its_first_mirror(
+    kind: Any, tmp_path: Path
+) -> None:
+    """A cluster made when only clusters with mirrors got config_path: the patch arriving
+    alone changes nothing (the cluster is kept, and known as made without it); a first
+    mirror needs it, which containerd reads only at start, so the cluster is made again."""
+    kind("dev-w1", owner="multikueue-fleet.dev")
+    old = {**props(tmp_path), "config": "kind: Cluster\n", "registry_mirrors": {}}
+    new = {**old, "config": WITH_CONFIG_PATH}
+    assert not KindClusterProvider().diff("dev-w1", old, new).changes
+    mirrored = {**new, "registry_mirrors": {"docker.io": MIRROR}}
+    assert KindClusterProvider().diff("dev-w1", old, mirrored).replaces == ["config"]
+    # Another node image is still a replacement, patch or not.
+    other = {**new, "config": WITH_CONFIG_PATH.replace("kind: Cluster", "kind: Cluster\nnodes: []")}
+    assert KindClusterProvider().diff(
+        "dev-w1", {**old, "config": WITH_CONFIG_PATH}, other
+    ).replaces == ["config"]
 
 
 def test_the_owner_label_is_on_the_control_plane(tmp_path: Path) -> None:

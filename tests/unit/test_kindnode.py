@@ -87,8 +87,11 @@ def test_registry_mirrors_set_containerds_config_path() -> None:
     config = kind_config(spec, spec.manager)
     assert config["containerdConfigPatches"] == [CONTAINERD_MIRRORS_PATCH]
     assert 'config_path = "/etc/containerd/certs.d"' in CONTAINERD_MIRRORS_PATCH
+    # Without mirrors too: mirrors added later are hosts.toml files, not a new cluster.
     plain = _spec()
-    assert "containerdConfigPatches" not in kind_config(plain, plain.manager)
+    assert kind_config(plain, plain.manager)["containerdConfigPatches"] == [
+        CONTAINERD_MIRRORS_PATCH
+    ]
 
 
 def test_hosts_toml_tries_the_mirror_then_the_registry() -> None:

@@ -278,3 +278,21 @@ def test_diff_shows_a_kind_cluster_replaced_when_its_kind_configuration_changes(
     assert "worker-worker2" not in text and "== manager" not in text
     result = cli("render", "--diff", "--old", str(DEV), "--new", str(new), "--exit-code")
     assert result.returncode == 1, result.stdout + result.stderr
+
+
+def test_diff_shows_mirrors_changed_in_place_not_a_cluster_replaced(tmp_path: Path) -> None:
+    """A first registry mirror on a worker: every kind cluster reads containerd's hosts.toml
+    folder from the start, so `up` rewrites the files on the running nodes; the diff shows a
+    change of the cluster, not a replacement."""
+    document = yaml.safe_load(DEV.read_text())
+    worker = document["config"]["multikueue-fleet:workers"][0]
+    worker.setdefault("kind", {})["registryMirrors"] = {"docker.io": "http://mirror.example:5000"}
+    new = tmp_path / "Pulumi.dev.yaml"
+    new.write_text(yaml.safe_dump(document, sort_keys=False))
+    old_spec, new_spec = load_stack(str(DEV))[0], load_stack(str(new))[0]
+    text = "\n".join(diff_fleets(old_spec, new_spec, "old", "new"))
+    name = new_spec.workers[0].physical_name(new_spec.fleet_name)
+    assert f"~ kind cluster {name} (changed)" in text, text
+    assert "! kind cluster" not in text and " 0 replaced," in text, text
+    assert re.search(r"^\s+\+\s+docker.io: http://mirror.example:5000", text, re.M), text
+    assert "worker-worker2" not in text and "== manager" not in text
