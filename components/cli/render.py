@@ -16,7 +16,7 @@ from components.checks.immutable import Immutable, immutable_changes
 from components.model.problems import Problem
 from components.model.spec import FleetSpec
 from components.objects.fleet import ClusterObjects, build_fleet, object_key
-from components.objects.kind_config import kind_config
+from components.objects.kind_config import kind_config, mirror_props
 from components.objects.manifests import PlainDumper
 from controller.api.terminal import Painter
 
@@ -298,7 +298,7 @@ def _kind_cluster_replaced(
     if texts[0] == texts[1]:
         mirrors = [
             yaml.safe_dump(
-                {"registryMirrors": dict(c.cluster.kind.registry_mirrors)},  # type: ignore[union-attr]
+                {"registryMirrors": mirror_props(c.cluster.kind.registry_mirrors)},  # type: ignore[union-attr]
                 sort_keys=True,
             ).splitlines()
             for c in (before, after)

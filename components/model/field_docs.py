@@ -74,10 +74,21 @@ FIELD_DOCS: dict[str, str] = {
     "KindSettings.allowUnpinnedNodeImage": "Accept a `nodeImage` without a digest (a tag can "
     "move to an image this kind release does not support).",
     "KindSettings.registryMirrors": "Pull through mirrors: `<registry>: <url>`, for example "
-    "`registry.k8s.io: http://mirror:5000`; the nodes' containerd asks the mirror first and "
+    "`registry.k8s.io: http://mirror:5000`, or `<registry>: {url, ca, skipVerify, "
+    "overridePath}` for containerd's host options; the nodes' containerd asks the mirror first and "
     "the registry after it. A mirror that is a container on the same Docker is joined to the "
     "`kind` network. The fleet's objects keep their upstream image names. Changed later, the "
     "nodes' `hosts.toml` files are rewritten in place: the cluster is not made again.",
+    "MirrorSettings.url": "The mirror, as the kind nodes reach it: `http://HOST[:PORT]` or "
+    "`https://HOST[:PORT][/PATH]`.",
+    "MirrorSettings.ca": "CA certificates (PEM) the mirror's TLS certificate is checked "
+    "against, where no public CA signs it: written beside hosts.toml on every node "
+    "(`ca` in containerd's hosts.toml). https only.",
+    "MirrorSettings.skipVerify": "Take the mirror's TLS certificate unchecked (containerd's "
+    "`skip_verify`): insecure, for a test mirror. https only; not with `ca`.",
+    "MirrorSettings.overridePath": "The URL's path is the registry API's root (containerd's "
+    "`override_path`): containerd asks `<url>/<name>/manifests/...` rather than "
+    "`<url>/v2/<name>/...`. Needs a path in the URL.",
     "ExistingSettings.context": "The kubeconfig context of the cluster; the stack keeps only "
     "that context, its cluster and its user.",
     "ExistingSettings.kubeconfigPath": "The kubeconfig file. Unset: `KUBECONFIG`, else "

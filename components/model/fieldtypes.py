@@ -554,8 +554,41 @@ def _mirror_url(value: Any) -> str:
     return text
 
 
+def _certificates_pem(value: Any) -> str:
+    """One or more X.509 certificates in PEM, as containerd reads a host's `ca` file (Go's
+    crypto/x509 CertPool.AppendCertsFromPEM: CERTIFICATE blocks; containerd v2.3.4
+    core/remotes/docker/config/hosts.go, loadCertFiles). Each block is parsed here: a pasted
+    base64 string, a key or a cut-off block is refused now, not at the first pull."""
+    from cryptography import x509
+
+    if not isinstance(value, str):
+        raise fail(
+            "is not text", "paste the certificate's PEM text (-----BEGIN CERTIFICATE-----...)"
+        )
+    blocks = re.findall(
+        r"-----BEGIN CERTIFICATE-----\s.*?-----END CERTIFICATE-----", value, re.DOTALL
+    )
+    if not blocks:
+        raise fail(
+            "holds no PEM certificate (no -----BEGIN CERTIFICATE----- block)",
+            "paste the CA certificate's PEM text, header and footer lines included",
+        )
+    for number, block in enumerate(blocks, 1):
+        try:
+            x509.load_pem_x509_certificate(block.encode())
+        except ValueError as exc:
+            raise fail(
+                f"certificate {number} of {len(blocks)} cannot be read: {show(exc)}",
+                "paste the whole certificate, as `openssl x509 -in FILE` prints it",
+            ) from None
+    return value.strip() + "\n"
+
+
 RegistryHost = _typed(_registry_host, {"type": "string"})
 MirrorUrl = _typed(_mirror_url, {"type": "string", "pattern": "^https?://"})
+CertificatesPem = _typed(
+    _certificates_pem, {"type": "string", "pattern": "-----BEGIN CERTIFICATE-----"}
+)
 
 
 def _absolute_path(value: Any) -> str:

@@ -18,13 +18,16 @@ import typing
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Annotated, Any, ClassVar, Literal
+from urllib.parse import urlsplit
 
 from pydantic import (
     BaseModel,
     ConfigDict,
+    Discriminator,
     Field,
     PlainValidator,
     PrivateAttr,
+    Tag,
     ValidationError,
     ValidationInfo,
     WithJsonSchema,
@@ -38,6 +41,7 @@ from components.model.fieldtypes import (
     QUANTITY_SCHEMA,
     AbsolutePath,
     AwsRegion,
+    CertificatesPem,
     DispatchDuration,
     Duration,
     GcpLocation,
@@ -234,6 +238,73 @@ def _pinned_image_of_tag(tag: str) -> str:
     return next(p for p in KIND_NODE_IMAGES.values() if p.split("@")[0].endswith(f":{tag}"))
 
 
+class MirrorSettings(_Model):
+    """A mirror with the options containerd's hosts.toml gives a host (containerd v2.3.4
+    docs/hosts.md, `[host."<url>"]`: ca, skip_verify, override_path)."""
+
+    url: MirrorUrl
+    # CA certificates (PEM) the mirror's TLS certificate is checked against, where no public
+    # CA signs it: written beside hosts.toml on every node, and named by the host's `ca`.
+    ca: CertificatesPem | None = None
+    # Take the mirror's certificate unchecked (`skip_verify`): insecure, for a test mirror.
+    skip_verify: StrictBool = False
+    # The URL's path is the registry API's root (`override_path`): containerd asks
+    # <url>/<name>/manifests/... rather than <url>/v2/<name>/manifests/...
+    override_path: StrictBool = False
+
+    @model_validator(mode="after")
+    def _options(self) -> MirrorSettings:
+        """What containerd would take without a word and then not do as meant."""
+        errors: list[tuple[tuple[str | int, ...], str, str]] = []
+        if (self.ca or self.skip_verify) and not self.url.startswith("https://"):
+            errors.append(
+                (
+                    ("ca" if self.ca else "skipVerify",),
+                    f"is for an https mirror; {self.url} is http, where containerd checks no "
+                    "certificate",
+                    "remove it, or give the mirror's https:// URL",
+                )
+            )
+        elif self.ca and self.skip_verify:
+            errors.append(
+                (
+                    ("skipVerify",),
+                    "takes any certificate, so the ca given would never be used",
+                    "remove skipVerify to check the mirror against ca (or ca to take any)",
+                )
+            )
+        if self.override_path and urlsplit(self.url).path.strip("/") == "":
+            errors.append(
+                (
+                    ("overridePath",),
+                    f"uses the URL's path as the registry API's root, and {self.url} has none",
+                    "give the path the mirror serves the API at (https://HOST/v2/PREFIX), or "
+                    "remove overridePath",
+                )
+            )
+        _raise(type(self).__name__, errors)
+        return self
+
+    def hosts_toml_options(self) -> dict[str, Any]:
+        return {
+            k: v
+            for k, v in self.model_dump(by_alias=True, exclude={"url"}).items()
+            if v not in (None, False)
+        }
+
+
+def mirror_url(mirror: str | MirrorSettings) -> str:
+    return mirror if isinstance(mirror, str) else mirror.url
+
+
+# A mirror is its URL, or a mapping with the URL and options: told apart by what was written,
+# so an error names what is wrong with that form only (the tags are left out of its path).
+Mirror = Annotated[
+    Annotated[MirrorUrl, Tag("[url]")] | Annotated[MirrorSettings, Tag("[options]")],
+    Discriminator(lambda v: "[options]" if isinstance(v, dict | MirrorSettings) else "[url]"),
+]
+
+
 class KindSettings(_Model):
     # None in the file: the image pinned for the cluster's Kubernetes version.
     node_image: Image | None = None
@@ -244,8 +315,8 @@ class KindSettings(_Model):
     # Pull through a mirror: each registry an image name starts with, and where the nodes'
     # containerd gets its images instead (kind's local-registry pattern: containerd's
     # config_path and a hosts.toml per registry). The fleet's objects keep their upstream
-    # image names.
-    registry_mirrors: dict[RegistryHost, MirrorUrl] = {}
+    # image names. A URL, or the URL with options containerd gives a host.
+    registry_mirrors: dict[RegistryHost, Mirror] = {}
 
 
 class ExistingSettings(_Model):
@@ -1138,6 +1209,8 @@ def _keys_at(loc: tuple[str | int, ...]) -> list[str]:
     """The keys a model at `loc` (under FleetSpec) knows, for a "did you mean" hint."""
     types: list[Any] = [FleetSpec]
     for part in loc:
+        if _bracketed(part):
+            continue
         following: list[Any] = []
         for t in types:
             if isinstance(t, type) and issubclass(t, BaseModel):
@@ -1155,10 +1228,15 @@ def _keys_at(loc: tuple[str | int, ...]) -> list[str]:
     return []
 
 
+def _bracketed(part: str | int) -> bool:
+    """A part of a loc pydantic adds that is no key of the file: `[key]`, a union's tag."""
+    return isinstance(part, str) and part.startswith("[") and part.endswith("]")
+
+
 def _path_of(loc: tuple[str | int, ...]) -> str:
     path = ""
     for part in loc:
-        if part == "[key]":
+        if _bracketed(part):
             continue
         path = key_path(path, part)
     return path

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
-from components.model.spec import ClusterSpec, FleetSpec
+from components.model.spec import ClusterSpec, FleetSpec, MirrorSettings
 
 KIND_API = "kind.x-k8s.io/v1alpha4"
 # On the control-plane node of every kind cluster a stack creates, naming the stack: the
@@ -30,11 +31,36 @@ CGROUP_V1_KUBELET_PATCH = "kind: KubeletConfiguration\nfailCgroupV1: false\n"
 FAIL_CGROUP_V1_FROM = (1, 35)
 
 
-def hosts_toml(registry: str, mirror: str) -> str:
-    """containerd's hosts.toml for one registry: the mirror first, the registry itself after
-    it (containerd v2.3.4 docs/hosts.md)."""
+def mirror_props(mirrors: Mapping[str, str | MirrorSettings]) -> dict[str, Any]:
+    """The mirrors as the kind cluster's provider gets them (plain data in Pulumi's state): a
+    URL as the URL, as before options existed, so a stack that has none sees no change."""
+    return {
+        registry: mirror
+        if isinstance(mirror, str)
+        else {"url": mirror.url, **mirror.hosts_toml_options()}
+        for registry, mirror in mirrors.items()
+    }
+
+
+def mirror_ca_path(registry: str) -> str:
+    """Where a mirror's CA certificates go on each node, beside the registry's hosts.toml."""
+    return f"{CERTS_DIR}/{registry}/mirror-ca.crt"
+
+
+def hosts_toml(registry: str, mirror: str | Mapping[str, Any]) -> str:
+    """containerd's hosts.toml for one registry: the mirror first, with the options given,
+    the registry itself after it (containerd v2.3.4 docs/hosts.md: `ca` a path on the node,
+    `skip_verify`, `override_path`)."""
     upstream = "https://registry-1.docker.io" if registry == "docker.io" else f"https://{registry}"
-    return f'server = "{upstream}"\n\n[host."{mirror}"]\n  capabilities = ["pull", "resolve"]\n'
+    options = {"url": mirror} if isinstance(mirror, str) else dict(mirror)
+    lines = [f'[host."{options["url"]}"]', '  capabilities = ["pull", "resolve"]']
+    if options.get("ca"):
+        lines.append(f'  ca = "{mirror_ca_path(registry)}"')
+    if options.get("skipVerify"):
+        lines.append("  skip_verify = true")
+    if options.get("overridePath"):
+        lines.append("  override_path = true")
+    return f'server = "{upstream}"\n\n' + "\n".join(lines) + "\n"
 
 
 def kind_config(

@@ -24,6 +24,8 @@ from components.objects.kind_config import (
     apart_from_mirrors,
     hosts_toml,
     kind_config,
+    mirror_ca_path,
+    mirror_props,
     reads_mirrors,
 )
 from components.objects.kubeconfig import (
@@ -138,7 +140,7 @@ KIND_NETWORK = "kind"
 
 
 def configure_mirrors(
-    kind: str, name: str, mirrors: dict[str, str], removed: tuple[str, ...] = ()
+    kind: str, name: str, mirrors: dict[str, Any], removed: tuple[str, ...] = ()
 ) -> None:
     """A hosts.toml per mirrored registry on every node of the cluster (containerd reads them
     at each pull, so a running node needs no restart), and each mirror that is a container of
@@ -152,13 +154,22 @@ def configure_mirrors(
             run(["docker", "exec", node, "rm", "-rf", f"{CERTS_DIR}/{registry}"])
     for registry, mirror in sorted(mirrors.items()):
         folder = f"{CERTS_DIR}/{registry}"
+        ca = None if isinstance(mirror, str) else mirror.get("ca")
         for node in nodes:
+            # The CA file first (hosts.toml names it; containerd reads both at each pull), or
+            # gone with the option that named it.
+            ca_file = mirror_ca_path(registry)
+            if ca:
+                run(["docker", "exec", "-i", node, "sh", "-c",
+                     f"mkdir -p '{folder}' && cat > '{ca_file}'"], stdin=ca)  # fmt: skip
+            no_ca = "" if ca else f"rm -f '{ca_file}' && "
             run(
                 ["docker", "exec", "-i", node, "sh", "-c",
-                 f"mkdir -p '{folder}' && cat > '{folder}/hosts.toml'"],
+                 f"mkdir -p '{folder}' && {no_ca}cat > '{folder}/hosts.toml'"],
                 stdin=hosts_toml(registry, mirror),
             )  # fmt: skip
-        host = re.sub(r"^https?://", "", mirror).split("/")[0].rsplit(":", 1)[0]
+        url = mirror if isinstance(mirror, str) else mirror["url"]
+        host = re.sub(r"^https?://", "", url).split("/")[0].rsplit(":", 1)[0]
         try:
             networks = run(
                 ["docker", "inspect", "--format", "{{json .NetworkSettings.Networks}}", host]
@@ -284,7 +295,7 @@ class KindCluster(pulumi.dynamic.Resource, module="kind", name="Cluster"):
         kind_binary: str,
         owner: str,
         kubeconfig_path: str,
-        registry_mirrors: dict[str, str],
+        registry_mirrors: dict[str, Any],
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__(
@@ -337,7 +348,7 @@ class KindClusterComponent(pulumi.ComponentResource):
             kind_binary,
             owner,
             kind_kubeconfig_path(pulumi.get_stack(), physical),
-            dict(cluster.kind.registry_mirrors),
+            mirror_props(cluster.kind.registry_mirrors),
             pulumi.ResourceOptions(parent=self),
         )
         kubeconfig = pulumi.Output.secret(self.cluster.kubeconfig)

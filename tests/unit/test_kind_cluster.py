@@ -330,3 +330,22 @@ def test_a_slow_docker_is_asked_again_for_its_cgroup_version(
     answers[:] = [CommandFailed("`docker info` failed (exit 1):\nCannot connect"), "1\n"]
     assert clusters.docker_cgroup_v1() is False  # no Docker: asked once
     assert answers == ["1\n"]
+
+
+def test_a_mirrors_ca_is_written_beside_its_hosts_toml_and_goes_with_the_option(
+    kind: Any, tmp_path: Path
+) -> None:
+    fake = kind("dev-w1", owner="multikueue-fleet.dev")
+    pem = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
+    old = {**props(tmp_path), "config": WITH_CONFIG_PATH, "registry_mirrors": {}}
+    with_ca = {**old, "registry_mirrors": {"docker.io": {"url": "https://m.example", "ca": pem}}}
+    KindClusterProvider().update("dev-w1", old, with_ca)
+    ca_file = "/etc/containerd/certs.d/docker.io/mirror-ca.crt"
+    writes = [c[-1] for c in fake.calls if c[:3] == ["docker", "exec", "-i"]]
+    assert writes[0].endswith(f"cat > '{ca_file}'") and writes[1].endswith("hosts.toml'")
+    fake.calls.clear()
+    KindClusterProvider().update(
+        "dev-w1", with_ca, {**old, "registry_mirrors": {"docker.io": "https://m.example"}}
+    )
+    (write,) = [c[-1] for c in fake.calls if c[:3] == ["docker", "exec", "-i"]]
+    assert f"rm -f '{ca_file}' && cat > " in write

@@ -3,6 +3,7 @@ repository paths, the kind config's mirror and cgroup v1 settings, the from-host
 
 from __future__ import annotations
 
+import datetime
 import os
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from components.objects.kind_config import (
     CONTAINERD_MIRRORS_PATCH,
     hosts_toml,
     kind_config,
+    mirror_props,
 )
 from components.objects.kubeconfig import FROM_HOST_CONTEXT, with_host_context, worker_kubeconfig
 from controller.kube import host_context
@@ -94,6 +96,54 @@ def test_registry_mirrors_set_containerds_config_path() -> None:
     ]
 
 
+def _pem() -> str:
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(x509.NameOID.COMMON_NAME, "mirror-ca")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+        .serial_number(1).not_valid_before(now).not_valid_after(now + datetime.timedelta(days=1))
+        .sign(key, hashes.SHA256())
+    )  # fmt: skip
+    return cert.public_bytes(serialization.Encoding.PEM).decode()
+
+
+PEM = _pem()
+
+
+def test_mirror_options_go_into_hosts_toml_as_containerd_reads_them() -> None:
+    """A mirror with options: its CA file on the node named by `ca`, `skip_verify`,
+    `override_path` (containerd v2.3.4 docs/hosts.md); a plain URL stays a plain URL in the
+    provider's data, so a stack without options sees no change."""
+    spec = _spec(
+        registryMirrors={
+            "registry.k8s.io": "http://mkf-registry:5000",
+            "docker.io": {"url": "https://mirror.example/v2/hub", "ca": PEM, "overridePath": True},
+            "quay.io": {"url": "https://quay-mirror.example", "skipVerify": True},
+        }
+    )
+    props = mirror_props(spec.manager.kind.registry_mirrors)  # type: ignore[union-attr]
+    assert props["registry.k8s.io"] == "http://mkf-registry:5000"
+    assert props["docker.io"] == {
+        "url": "https://mirror.example/v2/hub", "ca": PEM.strip() + "\n", "overridePath": True
+    }  # fmt: skip
+    assert hosts_toml("docker.io", props["docker.io"]) == (
+        'server = "https://registry-1.docker.io"\n\n'
+        '[host."https://mirror.example/v2/hub"]\n'
+        '  capabilities = ["pull", "resolve"]\n'
+        '  ca = "/etc/containerd/certs.d/docker.io/mirror-ca.crt"\n'
+        "  override_path = true\n"
+    )
+    assert "  skip_verify = true\n" in hosts_toml("quay.io", props["quay.io"])
+    assert hosts_toml("registry.k8s.io", props["registry.k8s.io"]) == hosts_toml(
+        "registry.k8s.io", "http://mkf-registry:5000"
+    )
+
+
 def test_hosts_toml_tries_the_mirror_then_the_registry() -> None:
     text = hosts_toml("registry.k8s.io", "http://mkf-registry:5000")
     assert text.startswith('server = "https://registry.k8s.io"')
@@ -124,6 +174,29 @@ def test_a_cgroup_v1_host_gets_failcgroupv1_false_from_kubernetes_1_35() -> None
         ({"registry.k8s.io/kueue": "http://m:5000"}, "is not a registry host"),
         ({"registry.k8s.io": "mkf-registry:5000"}, "is not a registry mirror URL"),
         ({"registry.k8s.io": "ftp://m"}, "is not a registry mirror URL"),
+        # The options containerd gives a host, where it would take them and not do as meant.
+        ({"docker.io": {"url": "ftp://m"}}, "docker.io.url: 'ftp://m' is not a registry mirror"),
+        (
+            {"docker.io": {"url": "http://m:5000", "skipVerify": True}},
+            "docker.io.skipVerify: is for an https mirror",
+        ),
+        (
+            {"docker.io": {"url": "https://m", "ca": PEM, "skipVerify": True}},
+            "docker.io.skipVerify: takes any certificate",
+        ),
+        (
+            {"docker.io": {"url": "https://m", "ca": "MIIB...base64"}},
+            "docker.io.ca: holds no PEM certificate",
+        ),
+        (
+            {"docker.io": {"url": "https://m", "ca": PEM.replace("M", "#", 3)}},
+            "docker.io.ca: certificate 1 of 1 cannot be read",
+        ),
+        (
+            {"docker.io": {"url": "https://m", "overridePath": True}},
+            "docker.io.overridePath: uses the URL's path",
+        ),
+        ({"docker.io": {"url": "https://m", "skipverify": True}}, "did you mean 'skipVerify'"),
     ],
 )
 def test_bad_registry_mirrors_are_refused_with_the_fix(
