@@ -52,9 +52,9 @@ build_from_modules() {  # what, tools...
   local what="$1"; shift
   command -v go >/dev/null \
     || die "$what: the release download failed ($(tail -1 "$TMP_ERR" 2>/dev/null)) and Go is not installed to build it from its module; install Go 1.26.8 or later (or put $what of the pinned version on PATH) and run again"
-  # Measured cold on 2 cores: kind about 5 s after the Kubernetes build, the Pulumi CLI, its
-  # Python host and its Kubernetes provider most of an hour (README); seconds when built before.
-  echo "$what: the release download failed; building it from its Go module (once: up to an hour cold for the Pulumi CLI and its provider, seconds after)"
+  # Measured on a fresh 2-core machine: the Pulumi CLI, its Python host and its Kubernetes
+  # provider 12 minutes, kind seconds after Kubernetes' packages (README).
+  echo "$what: the release download failed; building it from its Go module (once: about 15 minutes for the Pulumi CLI and its provider on a fresh machine, seconds after)"
   MKF_TOOLS_BIN="$TOOLS" .venv/bin/python -m loopback build "$@" \
     || die "building $what from its Go module failed (see above); put $what of the pinned version on PATH and run again"
 }

@@ -111,8 +111,8 @@ if [[ ",$PROVIDERS," == *,kind,* ]]; then
   if [ "$preflight" = 3 ]; then
     step "Building kind's node image and the fleet's images here (python -m kindnode build)"
     # Nothing can be pulled here: the node image, the fleet's images and a registry mirror
-    # for them, built from their Go modules and Debian's packages (about 30 minutes the
-    # first time, seconds after). The stack file is left as it is: the image and mirror go in
+    # for them, built from their Go modules and Debian's packages (14 minutes on a fresh
+    # machine, seconds after). The stack file is left as it is: the image and mirror go in
     # stacks/local/$STACK.yaml, ignored by git (components/model/host_local.py).
     # The Debian base, kept under the project's name (kindnode/images.py DEBIAN), or where an
     # earlier build imported it: under the published name, with the build's label.
