@@ -169,20 +169,21 @@ def with_host_settings(
             "registryMirrors": dict(settings.kind.registry_mirrors),
         }
         touched.append(str(cluster.get("name", "manager")))
-    based = settings.dispatcher is not None and _builds_dispatcher(out)
-    if based and settings.dispatcher is not None:
-        base = settings.dispatcher.base_image
+    base = settings.dispatcher.base_image if settings.dispatcher else None
+    if base and _builds_dispatcher(out):
         out["dispatcher"] = {**(out.get("dispatcher") or {}), "baseImage": base}
-    if not touched and not based:
+    else:
+        base = None
+    if not touched and not base:
         return dict(config), []
     parts = []
     if touched:
         parts.append(f"the kind node image and registry mirrors of {', '.join(touched)}")
-    if based:
+    if base:
         parts.append("the dispatcher image's base")
     note = Problem(
         "",
-        f"{' and '.join(parts)} {'are' if touched or len(parts) > 1 else 'is'} this host's, "
+        f"{' and '.join(parts)} {'are' if touched else 'is'} this host's, "
         f"from {_shown(local_path(stack, root))}",
         "delete that file to use the stack file's own",
         severity="note",

@@ -293,10 +293,6 @@ class MirrorSettings(_Model):
         }
 
 
-def mirror_url(mirror: str | MirrorSettings) -> str:
-    return mirror if isinstance(mirror, str) else mirror.url
-
-
 # A mirror is its URL, or a mapping with the URL and options: told apart by what was written,
 # so an error names what is wrong with that form only (the tags are left out of its path).
 Mirror = Annotated[

@@ -11,6 +11,7 @@ import pytest
 
 from kindnode import __main__ as kindnode_main
 from kindnode import clean, images, nodeimage, registry
+from tests.helpers.fake_docker import install_fake_docker
 
 FAKE = r"""#!/usr/bin/env bash
 echo "docker $*" >> "$FAKE_LOG"
@@ -31,14 +32,7 @@ exit 0
 
 @pytest.fixture
 def fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "docker").write_text(FAKE)
-    (bin_dir / "docker").chmod(0o755)
-    log = tmp_path / "calls.log"
-    log.touch()
-    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
-    monkeypatch.setenv("FAKE_LOG", str(log))
+    log = install_fake_docker(tmp_path, monkeypatch, FAKE)
     monkeypatch.setenv("FAKE_REGISTRY", "yes")
     monkeypatch.setenv("FAKE_KIND_CLUSTERS", "")
     return log

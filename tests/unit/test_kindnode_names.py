@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from kindnode import images, registry
+from tests.helpers.fake_docker import install_fake_docker
 
 FAKE = r"""#!/usr/bin/env bash
 echo "docker $*" >> "$FAKE_LOG"
@@ -25,14 +26,7 @@ exit 0
 
 @pytest.fixture
 def log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "docker").write_text(FAKE)
-    (bin_dir / "docker").chmod(0o755)
-    calls = tmp_path / "calls.log"
-    calls.touch()
-    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
-    monkeypatch.setenv("FAKE_LOG", str(calls))
+    calls = install_fake_docker(tmp_path, monkeypatch, FAKE)
     monkeypatch.setenv("FAKE_DOCKERFILE", str(tmp_path / "Dockerfile"))
     return calls
 
