@@ -236,8 +236,8 @@ def node_image(preloaded: list[images.Image], log=print) -> None:
             )  # fmt: skip
             if image.local != image.name:
                 # Inside the node under the published name kubeadm and the kubelet ask for,
-                # pinned as kind's import pins (the label set again: whether a tag copies it
-                # depends on ctr's transfer path, containerd cmd/ctr/commands/images/tag.go).
+                # pinned as kind's import pins (the label set again: without --local the tag
+                # goes through the transfer API, containerd v2.3.4 cmd/ctr/commands/images/tag.go).
                 docker.docker(*ctr, "tag", "--force", image.local, image.name)
                 docker.docker(*ctr, "label", image.name, "io.cri-containerd.pinned=pinned")
                 docker.docker(*ctr, "rm", image.local)

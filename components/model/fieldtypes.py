@@ -557,8 +557,8 @@ def _mirror_url(value: Any) -> str:
 def _certificates_pem(value: Any) -> str:
     """One or more X.509 certificates in PEM, as containerd reads a host's `ca` file (Go's
     crypto/x509 CertPool.AppendCertsFromPEM: CERTIFICATE blocks; containerd v2.3.4
-    core/remotes/docker/config/hosts.go, loadCertFiles). Each block is parsed here: a pasted
-    base64 string, a key or a cut-off block is refused now, not at the first pull."""
+    core/remotes/docker/config/hosts.go, updateTLSConfigFromHost). Each block is parsed here:
+    a pasted base64 string, a key or a cut-off block is refused now, not at the first pull."""
     from cryptography import x509
 
     if not isinstance(value, str):
