@@ -186,6 +186,14 @@ def _kind_config(text: Any) -> dict[str, Any]:
     return loaded if isinstance(loaded, dict) else {"config": loaded}
 
 
+def _file_ca(path: str) -> str | None:
+    """The CA in a kubeconfig file kind wrote, or None when there is no such file."""
+    try:
+        return kubeconfig_ca(Path(path).read_text())
+    except (OSError, yaml.YAMLError, AttributeError):
+        return None
+
+
 class KindClusterProvider(ResourceProvider):
     """A kind cluster. Every kind command gets `--kubeconfig` with a file of the stack's own
     (kind v0.32.0 pkg/cmd/kind/create/cluster/createcluster.go and delete/cluster: the flag
@@ -193,7 +201,8 @@ class KindClusterProvider(ResourceProvider):
     lock on the user's file (kind pkg/cluster/internal/kubeconfig/internal/kubeconfig/lock.go
     takes `<file>.lock` with O_EXCL and fails when it exists) and the user's current context
     is never changed. The control-plane node carries the stack as OWNER_LABEL: a create that
-    ran in kind but was never recorded by Pulumi is adopted by the same stack next time."""
+    ran in kind but was never recorded by Pulumi is adopted by the same stack next time, when
+    the file kind wrote for it holds that cluster's CA."""
 
     def _outputs(self, props: dict[str, Any]) -> dict[str, Any]:
         kind, name = props["kind_binary"], props["name"]
@@ -222,8 +231,19 @@ class KindClusterProvider(ResourceProvider):
                     f"stack ({props['owner']}); delete it (`kind delete cluster --name "
                     f"{name}`) or choose another fleetName"
                 )
-            # Created by this stack in a run that was interrupted before Pulumi saw it.
-            return CreateResult(id_=name, outs=self._outputs(props))
+            # Created by this stack in a run that was interrupted before Pulumi saw it, or
+            # by a stack of the same name in another checkout (or another backend), whose
+            # `down` would then delete what this one adopted. kind wrote this checkout's own
+            # file at that create: the cluster's CA in it tells the two apart.
+            outs = self._outputs(props)
+            if not outs["ca_data"] or _file_ca(path) != outs["ca_data"]:
+                raise CommandFailed(
+                    f"a kind cluster named {name} already exists for a stack "
+                    f"{props['owner']} made elsewhere (another checkout or state: its "
+                    f"certificate authority is not the one in {path}); delete it (`kind "
+                    f"delete cluster --name {name}`) or choose another fleetName"
+                )
+            return CreateResult(id_=name, outs=outs)
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         create = [kind, "create", "cluster", "--name", name, "--config", "-", "--wait", "5m"]
         run([*create, "--kubeconfig", path], stdin=props["config"], timeout=KIND_CREATE_TIMEOUT)

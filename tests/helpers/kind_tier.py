@@ -167,3 +167,22 @@ def kind_clusters() -> list[str]:
         check=False,
     )
     return result.stdout.split()
+
+
+def remove_leftover_fleet(fleet: str, stack: str) -> list[str]:
+    """Kind clusters `<fleet>-*` a test run of this project's stack `stack` left when it was
+    killed before its own teardown (a clone's stack refuses to adopt them, rightly: they are
+    another checkout's). Only clusters the project labelled for that stack, or whose node
+    cannot be read (half made), are deleted; what was deleted is returned."""
+    from components.resources.clusters import node_owner
+
+    kind = str(toolchain.BIN_DIR / "kind")
+    removed = []
+    for name in kind_clusters():
+        if name.startswith(f"{fleet}-") and node_owner(kind, name) in (
+            None,
+            f"multikueue-fleet.{stack}",
+        ):
+            subprocess.run([kind, "delete", "cluster", "--name", name], check=True, timeout=300)
+            removed.append(name)
+    return removed

@@ -29,6 +29,7 @@ from tests.helpers.kind_tier import (
     kind_clusters,
     kubectl,
     kubectl_json,
+    remove_leftover_fleet,
     require_kind_tier,
     run,
     set_stack_keys,
@@ -66,6 +67,8 @@ class DevFleet:
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory: pytest.TempPathFactory) -> Any:
     require_kind_tier()
+    if removed := remove_leftover_fleet(FLEET, "dev"):
+        print(f"removed kind clusters an interrupted run of this module left: {removed}")
     project = copy_project(tmp_path_factory.mktemp("kind-tier") / "project")
     # Its own fleet name, so that a contributor's own dev fleet is left alone. The node image
     # and mirror are up.sh's to find: nothing can be pulled here, so it builds them.

@@ -1,6 +1,7 @@
 """The kind dynamic provider (components/resources/clusters.py) with kind faked: the stack's own
 kubeconfig file on every kind command, `read` seeing a cluster deleted out of band, adopting
-an interrupted create of the same stack and refusing anyone else's cluster; and the provider
+an interrupted create of the same stack (the file kind wrote for it holds its CA) and
+refusing anyone else's cluster, a same-named stack's of another checkout included; and the provider
 unpickled in a fresh interpreter from the project directory, as Pulumi's provider host does."""
 
 from __future__ import annotations
@@ -20,7 +21,10 @@ from components.resources.clusters import KindClusterProvider
 from components.resources.providers import CommandFailed
 
 ROOT = Path(__file__).resolve().parents[2]
-KUBECONFIG = "apiVersion: v1\nkind: Config\nclusters: []\n"
+KUBECONFIG = (
+    "apiVersion: v1\nkind: Config\n"
+    "clusters: [{name: kind-dev-w1, cluster: {certificate-authority-data: Q0EtMQ==}}]\n"
+)
 
 
 class FakeKind:
@@ -103,9 +107,35 @@ def test_read_reports_a_cluster_deleted_out_of_band(kind: Any, tmp_path: Path) -
 
 def test_an_interrupted_create_of_this_stack_is_adopted(kind: Any, tmp_path: Path) -> None:
     fake = kind("dev-w1", owner="multikueue-fleet.dev")
+    written = Path(props(tmp_path)["kubeconfig_path"])  # what kind wrote at that create
+    written.parent.mkdir(parents=True)
+    written.write_text(KUBECONFIG)
     result = KindClusterProvider().create(props(tmp_path))
     assert result.id == "dev-w1" and result.outs["context"] == "kind-dev-w1"
     assert not any(c[1:3] == ["create", "cluster"] for c in fake.calls)
+
+
+@pytest.mark.parametrize(
+    "written",
+    [None, KUBECONFIG.replace("Q0EtMQ==", "Q0EtMg=="), "clusters: [\n"],
+    ids=["no-file-of-ours", "another-clusters-ca", "unreadable"],
+)
+def test_the_same_stack_name_from_another_checkout_is_refused(
+    kind: Any, tmp_path: Path, written: str | None
+) -> None:
+    """Same project and stack label, but made from another clone or state (a contributor's
+    second checkout, an interrupted test run's copy): adopting it would let this stack's
+    `down` delete a cluster it did not create."""
+    fake = kind("dev-w1", owner="multikueue-fleet.dev")
+    path = Path(props(tmp_path)["kubeconfig_path"])
+    if written is not None:
+        path.parent.mkdir(parents=True)
+        path.write_text(written)
+    with pytest.raises(CommandFailed, match="made elsewhere") as info:
+        KindClusterProvider().create(props(tmp_path))
+    assert str(path) in str(info.value)
+    assert "kind delete cluster --name dev-w1" in str(info.value)
+    assert not any(c[1:3] in (["create", "cluster"], ["delete", "cluster"]) for c in fake.calls)
 
 
 @pytest.mark.parametrize(
