@@ -5,7 +5,7 @@ the simulation's prediction of the same stream, with the dispatcher's CPU and me
 
     .venv/bin/mkf up --base bench --name fleet-bench --out .fleet/fleet-bench
     .venv-dev/bin/python bench/fleet_compare.py --fleet .fleet/fleet-bench \\
-        [--dispatchers AllAtOnce,Incremental,policy] [--minutes 3] [--seeds 1,2] \\
+        [--dispatchers AllAtOnce,Incremental,policy] [--minutes 3] [--seeds 1,2,3] \\
         [--cpu-unit 0.1] [--csv runs.csv] [--check]
     .venv/bin/mkf down --name fleet-bench
 
@@ -22,6 +22,16 @@ dispatcher's Deployment scaled to zero while a built-in runs. Between runs every
 JobSet and LeaderWorkerSet of the namespace is deleted on every cluster and the run waits
 until no Workload is left. The WorkloadPriorityClasses the stream names (bench-low 0,
 bench-normal 100, bench-high 200) are created on every cluster where missing and left.
+
+Like with like (issue 39): each seed runs the dispatchers in a rotated order (seed k starts
+with the k-th), so a drift across runs (a warming host, a growing etcd) does not land on one
+dispatcher; the table gives each measure's median over the seeds and its lowest and highest.
+By default Incremental runs only where it differs from AllAtOnce: on more workers than its
+step (3, Kueue v0.19.2 DefaultStepSize in
+pkg/controller/workloaddispatcher/incrementaldispatcher.go, which the fleet's configuration
+does not change) its first round nominates fewer than all. Preemptions count victims of a
+MultiKueue copy, as the simulation does; local work preempting local work is its own
+column (bench/fleet_metrics.py).
 
 `--check`: exit 1 unless every run finished every job with no admission lost and nothing
 left pending. CI's small run (tests/kind/test_kind_tier.py) is on the dev stack's fleet,
@@ -50,6 +60,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import yaml
+from dq_dispatchers import STEP
 from fleet_replay import (
     COLUMNS,
     JOBS,
@@ -405,8 +416,26 @@ def _cell(value: float) -> str:
     return f"{value:.0f}" if abs(value - round(value)) < 0.05 else f"{value:.1f}"
 
 
+def rotated(dispatchers: list[str], index: int) -> list[str]:
+    """The order of the `index`-th seed's runs: the list turned by `index`."""
+    turn = index % len(dispatchers)
+    return dispatchers[turn:] + dispatchers[:turn]
+
+
+def default_dispatchers(workers: int) -> list[str]:
+    """AllAtOnce and ours, and Incremental where its first round is not every worker."""
+    return ["AllAtOnce", *(["Incremental"] if workers > STEP else []), "policy"]
+
+
+def _spread(values: list[float]) -> str:
+    middle = _cell(statistics.median(values))
+    low, high = _cell(min(values)), _cell(max(values))
+    return middle if len(values) < 2 or low == high else f"{middle} ({low}-{high})"
+
+
 def table(rows: list[dict[str, Any]]) -> str:
-    """Per dispatcher, the median over seeds of the real runs and of the simulation."""
+    """Per dispatcher, the median over seeds of the real runs and of the simulation, with
+    the lowest and highest in brackets."""
     heads = [h for _, h in MEASURES] + [h for _, h in USAGE]
     out = ["| dispatcher | run | " + " | ".join(heads) + " |", "|---|---|" + "---:|" * len(heads)]
     for dispatcher in dict.fromkeys(r["dispatcher"] for r in rows):
@@ -415,7 +444,7 @@ def table(rows: list[dict[str, Any]]) -> str:
             cells = []
             for key, _ in (*MEASURES, *USAGE):
                 values = [run[key] for run in runs if key in run and not math.isnan(run[key])]
-                cells.append(_cell(statistics.median(values)) if values else "n/a")
+                cells.append(_spread(values) if values else "n/a")
             label = f"{source} ({len(runs)} seed{'s' if len(runs) > 1 else ''})"
             out.append(f"| {dispatcher} | {label} | " + " | ".join(cells) + " |")
     return "\n".join(out)
@@ -457,12 +486,22 @@ async def compare(args: argparse.Namespace) -> list[dict[str, Any]]:
         quotas, queues = await worker_queues(fleet, args.namespace, args.local_queue)
         quotas = sized(quotas, args.worker_cores)
         await ensure_priority_classes(fleet)
-        for seed in args.seeds:
+        dispatchers = args.dispatchers or default_dispatchers(len(fleet.workers))
+        if "Incremental" not in dispatchers and not args.dispatchers:
+            print(
+                f"Incremental left out: on {len(fleet.workers)} workers (its step is {STEP}) "
+                "it nominates every worker at once, as AllAtOnce does"
+            )
+        for index, seed in enumerate(args.seeds):
             stream = draw(
                 quotas, args.minutes, args.time_scale, seed, queues=queues, unit=args.cpu_unit
             )
-            print(f"seed {seed}: {stream.scenario.about}; {len(stream.scenario.jobs)} jobs")
-            for dispatcher in args.dispatchers:
+            order = rotated(dispatchers, index)
+            print(
+                f"seed {seed}: {stream.scenario.about}; {len(stream.scenario.jobs)} jobs; "
+                f"in this order: {', '.join(order)}"
+            )
+            for dispatcher in order:
                 started = time.monotonic()
                 real = await one_run(fleet, switch, stream, dispatcher, args)
                 predicted = _predicted(stream, dispatcher)
@@ -526,9 +565,12 @@ def main(argv: list[str] | None = None) -> int:
         "--table", type=Path, metavar="CSV", help="print the table of a --csv file and exit"
     )
     parser.add_argument(
-        "--dispatchers", type=_names, default=["AllAtOnce", "Incremental", "policy"]
+        "--dispatchers",
+        type=_names,
+        help="comma-separated (default: AllAtOnce, Incremental where it differs from "
+        "AllAtOnce, policy)",
     )
-    parser.add_argument("--seeds", type=_seeds, default=[1])
+    parser.add_argument("--seeds", type=_seeds, default=[1, 2, 3])
     parser.add_argument("--minutes", type=float, default=3.0, help="of arrivals, real time")
     parser.add_argument("--time-scale", type=float, default=60.0)
     parser.add_argument(

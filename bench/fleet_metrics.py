@@ -9,7 +9,11 @@ Kueue v0.19.2's objects, as read here:
   (quota reserved in its ClusterQueue), Admitted (reserved and every admission check Ready:
   on the manager, once the MultiKueue check is Ready, that is once a worker admitted its
   copy), Finished, Evicted (reason "Preempted" for a workload preempted in its queue,
-  WorkloadEvictedByPreemption, line 1083);
+  WorkloadEvictedByPreemption, line 1083), whose message names the preemptor's UID:
+  "Preempted to accommodate a workload (UID: <uid>, JobUID: ...) due to ..."
+  (preemptionMessage in pkg/scheduler/preemption/preemption.go, the message
+  IssuePreemptions hands to evict.Evict, which sets it on Evicted:
+  pkg/workload/evict/evict.go SetEvictedCondition);
 - a worker's copy of a manager Workload has the same namespace and name and the label
   kueue.x-k8s.io/multikueue-origin (apis/kueue/v1beta2/multikueue_types.go 29; set in
   pkg/controller/admissionchecks/multikueue/workload.go 1355);
@@ -19,12 +23,14 @@ Kueue v0.19.2's objects, as read here:
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 ORIGIN_LABEL = "kueue.x-k8s.io/multikueue-origin"
+PREEMPTOR = re.compile(r"Preempted to accommodate a workload \(UID: ([^,)]+)")
 
 Obj = dict[str, Any]
 
@@ -49,13 +55,20 @@ def _name(obj: Obj) -> str:
     return f"{meta.get('namespace', '')}/{meta['name']}"
 
 
-def _true_since(obj: Obj, kind: str) -> tuple[float, str] | None:
-    """(lastTransitionTime, reason) of condition `kind` when it is True."""
+def _true_condition(obj: Obj, kind: str) -> tuple[float, str, str] | None:
+    """(lastTransitionTime, reason, message) of condition `kind` when it is True."""
     for cond in (obj.get("status") or {}).get("conditions") or []:
         if cond.get("type") == kind and cond.get("status") == "True":
             where = f"Workload {_name(obj)} condition {kind}"
-            return _time(cond.get("lastTransitionTime"), where), cond.get("reason", "")
+            since = _time(cond.get("lastTransitionTime"), where)
+            return since, cond.get("reason", ""), cond.get("message") or ""
     return None
+
+
+def _true_since(obj: Obj, kind: str) -> tuple[float, str] | None:
+    """(lastTransitionTime, reason) of condition `kind` when it is True."""
+    found = _true_condition(obj, kind)
+    return found[:2] if found else None
 
 
 @dataclass
@@ -66,6 +79,9 @@ class _History:
     reserved: list[float] = field(default_factory=list)  # QuotaReserved transitions
     admitted: list[float] = field(default_factory=list)  # Admitted transitions
     evicted: list[tuple[float, str]] = field(default_factory=list)  # (time, reason)
+    # Per preemption (an eviction with reason Preempted): the preemptor's UID, "" unnamed.
+    preemptors: list[str] = field(default_factory=list)
+    uid: str = ""
     finished: float | None = None
     clusters: set[str] = field(default_factory=set)  # clusterName values seen (manager)
     nominated: set[str] = field(default_factory=set)  # nominatedClusterNames seen (manager)
@@ -82,9 +98,13 @@ class _History:
             found = _true_since(obj, kind)
             if found and found[0] not in times:
                 times.append(found[0])
-        evicted = _true_since(obj, "Evicted")
-        if evicted and evicted not in self.evicted:
-            self.evicted.append(evicted)
+        self.uid = self.uid or meta.get("uid", "")
+        evicted = _true_condition(obj, "Evicted")
+        if evicted and evicted[:2] not in self.evicted:
+            self.evicted.append(evicted[:2])
+            if evicted[1] == "Preempted":
+                named = PREEMPTOR.search(evicted[2])
+                self.preemptors.append(named.group(1) if named else "")
         finished = _true_since(obj, "Finished")
         if finished and self.finished is None:
             self.finished = finished[0]
@@ -133,7 +153,10 @@ def measure(
     - jct (seconds): creation of the manager Workload to its Finished;
     - copies per workload: distinct MultiKueue copies created on workers, per manager
       Workload (re-creations after an eviction included);
-    - preemptions: workloads on workers evicted with reason Preempted;
+    - preemptions: workloads on workers preempted for a MultiKueue copy (the Evicted
+      message's preemptor UID is a copy's on that worker), as the simulation counts them;
+    - local preemptions: the other preemptions on workers (local work preempting local
+      work, or a preemptor no watch recorded), reported apart;
     - evictions: evictions of manager Workloads (back to the manager's queue);
     - lost: copies admitted on a worker the manager never nominated for them (in no
       nominatedClusterNames seen) and never took (no such clusterName): the simulation's
@@ -155,10 +178,14 @@ def measure(
     waits = [h.admitted[0] - h.reserved[0] for h in ours.values() if h.reserved and h.admitted]
     jct = [h.finished - h.created for h in ours.values() if h.finished is not None]
     by_name = {key.rsplit("/", 1)[0]: h for key, h in ours.items()}
-    copies = preemptions = lost = 0
+    copies = preemptions = local_preemptions = lost = 0
     for worker, objects in workers.items():
-        for key, h in _histories(objects).items():
-            preemptions += sum(1 for _, reason in h.evicted if reason == "Preempted")
+        histories = _histories(objects)
+        copy_uids = {h.uid for h in histories.values() if h.origin and h.uid}
+        for key, h in histories.items():
+            by_copy = sum(1 for uid in h.preemptors if uid in copy_uids)
+            preemptions += by_copy
+            local_preemptions += len(h.preemptors) - by_copy
             if not h.origin:
                 continue
             copies += 1
@@ -174,6 +201,7 @@ def measure(
         "jct_p95": percentile(jct, 95),
         "copies": copies / len(ours),
         "preemptions": float(preemptions),
+        "local_preemptions": float(local_preemptions),
         "evictions": float(sum(len(h.evicted) for h in ours.values())),
         "lost": float(lost),
         "unfinished": float(sum(1 for h in ours.values() if h.finished is None)),

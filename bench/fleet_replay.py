@@ -60,7 +60,8 @@ COLUMNS = (
     ("p99", "admit P99 s"),
     ("jct_p95", "JCT P95 s"),
     ("copies", "copies/wl"),
-    ("preemptions", "preemptions"),
+    ("preemptions", "preemptions"),  # victims of a MultiKueue copy, as the simulation's
+    ("local_preemptions", "local preemptions"),  # local work preempting local work
     ("evictions", "evictions"),
     ("lost", "lost"),
 )

@@ -158,9 +158,27 @@ def test_the_table_holds_medians_over_seeds_beside_the_simulation() -> None:
 
     text = fleet_compare.table([run("policy", 1, 4.0), run("policy", 2, 6.0), run("policy", 3, 30)])
     real, simulated = text.splitlines()[2:]
-    assert real.startswith("| policy | real (3 seeds) | n/a | 6 | n/a |")
-    assert "| 2 |" in real  # the dispatcher's CPU seconds
+    assert real.startswith("| policy | real (3 seeds) | n/a | 6 (4-30) | n/a |")
+    assert "| 2 |" in real  # the dispatcher's CPU seconds, the same in every run
     assert simulated.startswith("| policy | simulated (3 seeds) | n/a | 9 |")
+    assert "local preemptions" in text.splitlines()[0]
+
+
+def test_each_seed_runs_the_dispatchers_in_a_turned_order() -> None:
+    """Interleaved: over three seeds each dispatcher runs once first, once second, once
+    last, so a drift across the runs lands on none of them alone."""
+    names = ["AllAtOnce", "Incremental", "policy"]
+    orders = [fleet_compare.rotated(names, i) for i in range(3)]
+    assert orders[0] == names
+    for position in range(3):
+        assert sorted(order[position] for order in orders) == sorted(names)
+
+
+def test_incremental_runs_by_default_only_where_it_differs_from_all_at_once() -> None:
+    """Its step is Kueue's DefaultStepSize, 3: on three workers or fewer its first round
+    nominates every worker, as AllAtOnce does."""
+    assert fleet_compare.default_dispatchers(3) == ["AllAtOnce", "policy"]
+    assert fleet_compare.default_dispatchers(4) == ["AllAtOnce", "Incremental", "policy"]
 
 
 def test_a_run_starts_once_a_canary_job_is_admitted_and_gone() -> None:

@@ -362,7 +362,8 @@ def test_the_stream_finishes_through_ours_and_all_at_once(fleet: DevFleet) -> No
     runs = fleet.project / "runs.csv"
     compared = run(
         [".venv/bin/python", "bench/fleet_compare.py", "--fleet", ".fleet",
-         "--dispatchers", "policy,AllAtOnce", "--minutes", "1", "--worker-cores", "1",
+         "--dispatchers", "policy,AllAtOnce", "--seeds", "1", "--minutes", "1",
+         "--worker-cores", "1",
          "--check", "--csv", str(runs)],
         fleet.project, fleet.env, timeout=2400,
     )  # fmt: skip

@@ -26,15 +26,19 @@ def workload(
     origin: bool = False,
     cluster: str = "",
     nominated: tuple[str, ...] = (),
-    **conditions: int | tuple[int, str],
+    **conditions: int | tuple[int, str] | tuple[int, str, str],
 ) -> dict[str, Any]:
-    """A Workload version: each condition True since the given second (with a reason)."""
+    """A Workload version: each condition True since the given second (with a reason, and a
+    message)."""
     conds = []
     for kind, since in conditions.items():
-        second, reason = since if isinstance(since, tuple) else (since, "")
-        conds.append(
-            {"type": kind, "status": "True", "lastTransitionTime": at(second), "reason": reason}
+        second, reason, message = (
+            (*since, "", "")[:3] if isinstance(since, tuple) else (since, "", "")
         )
+        conds.append(
+            {"type": kind, "status": "True", "lastTransitionTime": at(second), "reason": reason,
+             "message": message}
+        )  # fmt: skip
     status: dict[str, Any] = {"conditions": conds}
     if cluster:
         status["clusterName"] = cluster
@@ -50,6 +54,15 @@ def workload(
         },
         "status": status,
     }
+
+
+def preempted_by(uid: str) -> str:
+    """The Evicted message Kueue v0.19.2 writes on a preempted workload (preemptionMessage,
+    pkg/scheduler/preemption/preemption.go)."""
+    return (
+        f"Preempted to accommodate a workload (UID: {uid}, JobUID: job-{uid}) due to "
+        "prioritization in the ClusterQueue; preemptor path: /cq; preemptee path: /cq"
+    )
 
 
 def test_a_run_is_measured_from_what_the_watches_saw() -> None:
@@ -71,7 +84,7 @@ def test_a_run_is_measured_from_what_the_watches_saw() -> None:
             workload("job-a", 1, uid="a-w1", origin=True),
             workload("job-a", 1, uid="a-w1", origin=True, QuotaReserved=4),
             workload("local", 0, QuotaReserved=0),
-            workload("local", 0, Evicted=(3, "Preempted")),
+            workload("local", 0, Evicted=(3, "Preempted", preempted_by("a-w1"))),
         ],
         "w2": [
             workload("job-a", 1, uid="a-w2", origin=True),
@@ -85,6 +98,7 @@ def test_a_run_is_measured_from_what_the_watches_saw() -> None:
     assert found["jct_p95"] == 100.0
     assert found["copies"] == 2.0  # four copies, two workloads
     assert found["preemptions"] == 1 and found["evictions"] == 1
+    assert found["local_preemptions"] == 0
     assert found["lost"] == 1  # job-b's copy on w3
     assert found["unfinished"] == 1 and found["pending"] == 1
 
@@ -145,3 +159,24 @@ def test_a_served_leader_worker_set_ends_when_the_replay_deleted_it() -> None:
     assert measure([group, gone], {})["unfinished"] == 1
     found = measure([group, gone], {}, served=["team-a/lws-a"])
     assert (found["unfinished"], found["jct_p95"]) == (0, 40.0)
+
+
+def test_preemptions_for_a_copy_are_told_from_local_work_preempting_local_work() -> None:
+    """As the simulation counts them: a victim of a MultiKueue copy is a preemption; local
+    work preempting local work (or a preemptor no watch saw, or no message) is apart."""
+    manager = [workload("job", 0, QuotaReserved=1, nominated=("w1",))]
+    workers = {
+        "w1": [
+            workload("job", 1, uid="copy", origin=True, QuotaReserved=2, Admitted=2),
+            workload("big", 1, uid="big-local", QuotaReserved=2, Admitted=2),
+            workload("a", 0, uid="a", Evicted=(2, "Preempted", preempted_by("copy"))),
+            workload("b", 0, uid="b", Evicted=(2, "Preempted", preempted_by("big-local"))),
+            workload("c", 0, uid="c", Evicted=(2, "Preempted", preempted_by("unseen"))),
+            workload("d", 0, uid="d", Evicted=(2, "Preempted")),
+            workload("e", 0, uid="e", Evicted=(2, "InactiveWorkload")),
+        ],
+        # The same preemptor UID on another worker is not that worker's copy.
+        "w2": [workload("f", 0, uid="f", Evicted=(2, "Preempted", preempted_by("copy")))],
+    }
+    found = measure(manager, workers)
+    assert (found["preemptions"], found["local_preemptions"]) == (1, 4)
