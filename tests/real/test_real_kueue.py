@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import copy
 import json
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -38,6 +40,9 @@ from tests.helpers.real_fleet import (
     not_active_message,
     spec_of,
 )
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+from fleet_metrics import ORIGIN_LABEL, measure
 
 
 def _distinct_clusters(stack: str) -> list[Any]:
@@ -207,3 +212,99 @@ def test_every_rule_kueue_enforces_is_refused_by_the_real_server_with_kueue_runn
                          f"got {said[:300]}")  # fmt: skip
     assert checked >= 20
     assert wrong == [], "\n".join(wrong)
+
+
+def _bench_workload(name: str, priority: int, copy: bool) -> dict[str, Any]:
+    labels = {ORIGIN_LABEL: "bench-manager"} if copy else {}
+    container = {"name": "c", "image": "busybox:1.36", "resources": {"requests": {"cpu": "1"}}}
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "Workload",
+        "metadata": {"name": name, "namespace": "bench-preempt", "labels": labels},
+        "spec": {
+            "queueName": "bench-lq",
+            "priority": priority,
+            "podSets": [{"name": "main", "count": 1, "template": {"spec": {
+                "containers": [container], "restartPolicy": "Never"}}}],
+        },
+    }  # fmt: skip
+
+
+def _true(obj: dict[str, Any] | None, kind: str, reason: str = "") -> bool:
+    return any(
+        c["type"] == kind and c["status"] == "True" and (not reason or c.get("reason") == reason)
+        for c in ((obj or {}).get("status") or {}).get("conditions") or []
+    )
+
+
+def test_preemptions_for_a_copy_are_told_from_local_ones_as_kueue_words_them(
+    kueue_plane: KueuePlane,
+) -> None:
+    """bench/fleet_metrics.py reads who preempted whom from the Evicted message a real
+    Kueue v0.19.2 writes: a local workload preempted by a MultiKueue copy counts as a
+    preemption (as the simulation counts them), the copy preempted in turn by local work of
+    a higher priority counts apart."""
+    spec = spec_of("dev")
+    kueue_plane.start_kueue_for(spec, spec.manager)
+    client = kueue_plane.client
+    setup = [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "bench-preempt"}},
+        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
+         "metadata": {"name": "bench-flavor"}},
+        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
+         "metadata": {"name": "bench-cq"},
+         "spec": {"namespaceSelector": {}, "preemption": {"withinClusterQueue": "LowerPriority"},
+                  "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [
+                      {"name": "bench-flavor",
+                       "resources": [{"name": "cpu", "nominalQuota": "1"}]}]}]}},
+        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+         "metadata": {"name": "bench-lq", "namespace": "bench-preempt"},
+         "spec": {"clusterQueue": "bench-cq"}},
+    ]  # fmt: skip
+    assert not apply_all(client, tuple(setup))
+    steps = [("local-low", 0, False), ("copy", 100, True), ("local-high", 200, False)]
+    try:
+        for at, (name, priority, is_copy) in enumerate(steps):
+            client.create(_bench_workload(name, priority, is_copy))
+            if at:  # it preempts the one before, whose quota comes back as a job's would
+                victim = steps[at - 1][0]
+                _wait(client, victim, "Evicted", "Preempted")
+                _release_as_its_job_would(client, victim)
+            _wait(client, name, "QuotaReserved")
+        seen = {name: _get_workload(client, name) for name, _, _ in steps}
+        found = measure([seen["copy"]], {"worker": list(seen.values())})
+        assert (found["preemptions"], found["local_preemptions"]) == (1, 1)
+    finally:
+        for name, _, _ in steps:
+            client.delete(_bench_workload(name, 0, False))
+        for obj in reversed(setup):
+            client.delete(obj)
+
+
+def _get_workload(client: Client, name: str) -> dict[str, Any] | None:
+    return client.get("kueue.x-k8s.io/v1beta2", "Workload", name, "bench-preempt")
+
+
+def _wait(client: Client, name: str, kind: str, reason: str = "") -> None:
+    deadline = time.monotonic() + 90
+    while not _true(_get_workload(client, name), kind, reason):
+        assert time.monotonic() < deadline, f"Workload {name}: never {kind} {reason}"
+        time.sleep(0.5)
+
+
+def _release_as_its_job_would(client: Client, name: str) -> None:
+    """What Kueue's job reconciler does for an evicted workload once its job stopped
+    (pkg/controller/jobframework/reconciler.go at v0.19.2, UnsetQuotaReservationWithCondition
+    in pkg/workload/workload.go): admission gone, QuotaReserved and Admitted False. These
+    Workloads have no job to do it."""
+    found = _get_workload(client, name)
+    assert found is not None
+    conditions = []
+    for cond in found["status"]["conditions"]:
+        if cond["type"] in ("QuotaReserved", "Admitted"):
+            cond = {**cond, "status": "False", "reason": "Pending", "message": "evicted"}
+        conditions.append(cond)
+    client.patch_status(
+        "kueue.x-k8s.io/v1beta2", "Workload", name, "bench-preempt",
+        {"admission": None, "conditions": conditions},
+    )  # fmt: skip
