@@ -306,7 +306,7 @@ def _kind_cluster_replaced(
         if mirrors[0] == mirrors[1]:
             return None
         # containerd reads hosts.toml at each pull (kind_config.CERTS_DIR): rewritten on the
-        # running nodes by the cluster's update (KindClusterProvider.update), not made again.
+        # running nodes by the cluster's KindMirrors (KindMirrorsProvider.update), not made again.
         body = difflib.unified_diff(*mirrors, old_label, new_label, lineterm="", n=2)
         return ObjectDiff(
             f"kind cluster {after.cluster.physical_name(new.fleet_name)}",

@@ -67,6 +67,7 @@ def _provider(
     parent: pulumi.Resource,
     ephemeral: bool,
     identity: str | None = None,
+    after: list[pulumi.Resource] | None = None,
 ) -> k8s.Provider:
     return k8s.Provider(
         f"{name}-k8s",
@@ -87,7 +88,8 @@ def _provider(
         delete_unreachable=ephemeral,
         enable_server_side_apply=True,
         upsert_existing_objects=False,
-        opts=pulumi.ResourceOptions(parent=parent),
+        # An order, not an input: a change to what it waits for changes nothing here.
+        opts=pulumi.ResourceOptions(parent=parent, depends_on=after or []),
     )
 
 
@@ -247,7 +249,6 @@ class KindClusterProvider(ResourceProvider):
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         create = [kind, "create", "cluster", "--name", name, "--config", "-", "--wait", "5m"]
         run([*create, "--kubeconfig", path], stdin=props["config"], timeout=KIND_CREATE_TIMEOUT)
-        configure_mirrors(kind, name, props.get("registry_mirrors") or {})
         return CreateResult(id_=name, outs=self._outputs(props))
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
@@ -265,26 +266,14 @@ class KindClusterProvider(ResourceProvider):
         old_config, new_config = (_kind_config(c) for c in (olds.get("config"), news.get("config")))
         if apart_from_mirrors(old_config) != apart_from_mirrors(new_config):
             replaces.append("config")
-        elif news.get("registry_mirrors") and not reads_mirrors(old_config):
+        elif news.get("mirrored") and not reads_mirrors(old_config):
             # Made before every kind cluster got containerd's config_path, which containerd
             # reads only at start: its first mirror needs the cluster made again.
             replaces.append("config")
-        # Other mirrors are other hosts.toml files on the running nodes: an update.
-        mirrors = (olds.get("registry_mirrors") or {}) != (news.get("registry_mirrors") or {})
-        return DiffResult(
-            changes=bool(replaces) or mirrors, replaces=replaces, delete_before_replace=True
-        )
-
-    def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
-        before = olds.get("registry_mirrors") or {}
-        after = news.get("registry_mirrors") or {}
-        removed = tuple(sorted(set(before) - set(after)))
-        configure_mirrors(news["kind_binary"], news["name"], after, removed)
-        # The configuration the cluster was made with (an update never makes it again): a
-        # cluster without config_path stays known as one.
-        return UpdateResult(
-            outs=self._outputs({**news, "config": olds.get("config", news["config"])})
-        )
+        # Anything else is no change to the cluster: its mirrors are KindMirrors' (a state
+        # of before that split holds them here as registry_mirrors, compared with nothing),
+        # and a kind configuration that differs only in mirrors is the one it runs with.
+        return DiffResult(changes=bool(replaces), replaces=replaces, delete_before_replace=True)
 
     def delete(self, _id: str, props: dict[str, Any]) -> None:
         # Deleting a cluster that is already gone succeeds: destroy stays safe to repeat.
@@ -324,7 +313,7 @@ class KindCluster(pulumi.dynamic.Resource, module="kind", name="Cluster"):
             {
                 "name": cluster_name,
                 "config": config,
-                "registry_mirrors": registry_mirrors,
+                "mirrored": bool(registry_mirrors),
                 "kind_binary": kind_binary,
                 "owner": owner,
                 "kubeconfig_path": kubeconfig_path,
@@ -337,6 +326,74 @@ class KindCluster(pulumi.dynamic.Resource, module="kind", name="Cluster"):
                 opts,
                 pulumi.ResourceOptions(additional_secret_outputs=["kubeconfig"]),
             ),
+        )
+
+
+class KindMirrorsProvider(ResourceProvider):
+    """containerd's hosts.toml for each registry mirror, on every node of a running kind
+    cluster: a resource apart from the cluster, so that a mirror added, changed or removed
+    changes nothing the cluster's Kubernetes provider reads. A dynamic provider cannot tell
+    the engine which outputs an update keeps (pulumi 3.272.0
+    sdk/python/lib/pulumi/dynamic/__main__.py: its DiffResponse has no `stables`), so an
+    update of the cluster itself made its kubeconfig unknown in preview, and the preview
+    showed every object on the cluster replaced where `up` replaced none.
+
+    `cluster_ca` is the cluster's CA, new with each cluster kind makes: a cluster made again
+    (its configuration changed) has none of the files, and they are written again."""
+
+    def create(self, props: dict[str, Any]) -> CreateResult:
+        configure_mirrors(props["kind_binary"], props["name"], props["registry_mirrors"] or {})
+        return CreateResult(id_=props["name"], outs=props)
+
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        keys = ("name", "registry_mirrors", "cluster_ca")
+        changes = any((olds.get(k) or None) != (news.get(k) or None) for k in keys)
+        return DiffResult(changes=changes, replaces=[], delete_before_replace=True)
+
+    def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+        same_nodes = (olds.get("name"), olds.get("cluster_ca")) == (
+            news["name"],
+            news.get("cluster_ca"),
+        )
+        before = (olds.get("registry_mirrors") or {}) if same_nodes else {}
+        after = news["registry_mirrors"] or {}
+        removed = tuple(sorted(set(before) - set(after)))
+        configure_mirrors(news["kind_binary"], news["name"], after, removed)
+        return UpdateResult(outs=news)
+
+    def delete(self, _id: str, props: dict[str, Any]) -> None:
+        """The files it wrote, from the nodes still running (never called when the cluster
+        goes in the same run: deleted_with), none when the cluster is gone already."""
+        kind, name = props["kind_binary"], props["name"]
+        if name not in run([kind, "get", "clusters"]).split():
+            return
+        registries = tuple(sorted(props.get("registry_mirrors") or {}))
+        try:
+            configure_mirrors(kind, name, {}, registries)
+        except CommandFailed as exc:
+            # A stopped node keeps the files; they go with it when the cluster is deleted.
+            pulumi.log.warn(f"kind cluster {name}: mirror files left on a node: {exc}")
+
+
+class KindMirrors(pulumi.dynamic.Resource, module="kind", name="Mirrors"):
+    def __init__(
+        self,
+        name: str,
+        cluster: KindCluster,
+        kind_binary: str,
+        registry_mirrors: dict[str, Any],
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        super().__init__(
+            KindMirrorsProvider(),
+            name,
+            {
+                "name": cluster.id,
+                "cluster_ca": cluster.ca_data,
+                "kind_binary": kind_binary,
+                "registry_mirrors": registry_mirrors,
+            },
+            opts,
         )
 
 
@@ -371,11 +428,21 @@ class KindClusterComponent(pulumi.ComponentResource):
             mirror_props(cluster.kind.registry_mirrors),
             pulumi.ResourceOptions(parent=self),
         )
+        self.mirrors = KindMirrors(
+            f"{name}-mirrors",
+            self.cluster,
+            kind_binary,
+            mirror_props(cluster.kind.registry_mirrors),
+            # Nothing to take off nodes that go with the cluster in the same run (the engine
+            # calls no Delete then: pulumi v3.259.0 pkg/resource/deploy/step.go isDeletedWith).
+            pulumi.ResourceOptions(parent=self, deleted_with=self.cluster),
+        )
         kubeconfig = pulumi.Output.secret(self.cluster.kubeconfig)
         self.handle = ClusterHandle(
             cluster,
             self,
-            _provider(name, kubeconfig, None, self, True),
+            # Nothing is pulled on the cluster before its mirrors are in place.
+            _provider(name, kubeconfig, None, self, True, after=[self.mirrors]),
             kubeconfig,
             self.cluster.context,
             self.cluster.internal_server,

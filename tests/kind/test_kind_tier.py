@@ -439,6 +439,55 @@ def test_a_stopped_worker_is_skipped_then_used_again(fleet: DevFleet) -> None:
     _assert_every_worker_weighed(_explain_pending_too_big(fleet, "too-big-again"))
 
 
+def _on_every_node(path: str) -> list[bool]:
+    """Whether `path` exists on each node container of the fleet."""
+    return [
+        subprocess.run(["docker", "exec", node, "test", "-e", path], check=False).returncode == 0
+        for node in fleet_containers(f"{FLEET}-")
+    ]
+
+
+def _pulumi(fleet: DevFleet, command: str) -> subprocess.CompletedProcess[str]:
+    """A pulumi command on the dev stack from a shell set up as the docs say."""
+    script = f'eval "$(.venv/bin/mkf env dev)" && pulumi {command} --non-interactive'
+    return run(["bash", "-c", script], fleet.project, fleet.env, timeout=1200)
+
+
+def test_a_mirror_added_then_removed_changes_only_the_mirrors_in_preview_and_up(
+    fleet: DevFleet,
+) -> None:
+    """A registry mirror added to the host's settings, then removed: `pulumi preview` shows
+    each kind cluster's mirrors updated and nothing replaced (the cluster's Kubernetes
+    provider reads nothing that changed), `up` updates those alone, and the registry's
+    hosts.toml appears on every node, then goes from every node."""
+    local = fleet.project / "stacks" / "local" / "dev.yaml"
+    before = local.read_text()
+    settings = yaml.safe_load(before)
+    mirrors = settings["kind"]["registryMirrors"]
+    mirrors["quay.io"] = mirrors["docker.io"]
+    hosts = "/etc/containerd/certs.d/quay.io/hosts.toml"
+    clusters = 3  # the dev stack's manager and two workers
+    try:
+        local.write_text(yaml.safe_dump(settings, sort_keys=False))
+        preview = _pulumi(fleet, "preview --json")
+        assert preview.returncode == 0, preview.stdout[-4000:] + preview.stderr[-4000:]
+        plan = json.loads(preview.stdout)
+        changed = [s["urn"] for s in plan["steps"] if s["op"] != "same"]
+        assert len(changed) == clusters and all("kind:Mirrors" in u for u in changed), changed
+        assert {k for k, n in plan["changeSummary"].items() if n} == {"update", "same"}
+        up = _pulumi(fleet, "up --yes --skip-preview")
+        assert up.returncode == 0, up.stdout[-4000:] + up.stderr[-4000:]
+        assert f"~ {clusters} updated" in up.stdout and "replaced" not in up.stdout, up.stdout
+        assert all(_on_every_node(hosts))
+    finally:
+        local.write_text(before)
+    up = _pulumi(fleet, "up --yes --skip-preview")
+    assert up.returncode == 0, up.stdout[-4000:] + up.stderr[-4000:]
+    assert f"~ {clusters} updated" in up.stdout, up.stdout
+    assert not any(_on_every_node(hosts))
+    assert all(_on_every_node("/etc/containerd/certs.d/docker.io/hosts.toml"))
+
+
 def test_down_leaves_nothing_of_the_fleet(fleet: DevFleet) -> None:
     volumes_before = set(
         subprocess.run(

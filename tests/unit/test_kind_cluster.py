@@ -17,7 +17,7 @@ from pulumi.dynamic.dynamic import serialize_provider
 
 from components.objects.kind_config import CONTAINERD_MIRRORS_PATCH, OWNER_LABEL
 from components.resources import clusters
-from components.resources.clusters import KindClusterProvider
+from components.resources.clusters import KindClusterProvider, KindMirrorsProvider
 from components.resources.providers import CommandFailed
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -169,20 +169,35 @@ WITH_CONFIG_PATH = yaml.safe_dump(
 MIRROR = "http://mkf-registry:5000"
 
 
+def mirror_props(**extra: Any) -> dict[str, Any]:
+    """KindMirrors' inputs, as KindClusterComponent gives them."""
+    return {
+        "name": "dev-w1",
+        "cluster_ca": "Q0EtMQ==",
+        "kind_binary": "kind",
+        "registry_mirrors": {},
+        **extra,
+    }
+
+
 def test_mirrors_added_changed_or_removed_are_rewritten_on_the_running_nodes(
     kind: Any, tmp_path: Path
 ) -> None:
     """Every kind cluster gets containerd's config_path at creation, so a mirror added,
-    changed or removed later is an update (hosts.toml rewritten), never a cluster made
-    again; a removed mirror's folder goes from every node."""
+    changed or removed later is an update of its KindMirrors (hosts.toml rewritten) and no
+    change at all to the cluster; a removed mirror's folder goes from every node."""
     fake = kind("dev-w1", owner="multikueue-fleet.dev")
-    old = {**props(tmp_path), "config": WITH_CONFIG_PATH, "registry_mirrors": {}}
+    cluster = {**props(tmp_path), "config": WITH_CONFIG_PATH, "mirrored": False}
+    old = mirror_props()
     for mirrors in ({"docker.io": MIRROR}, {"registry.k8s.io": MIRROR}):
-        new = {**old, "registry_mirrors": mirrors}
-        diff = KindClusterProvider().diff("dev-w1", old, new)
+        new = mirror_props(registry_mirrors=mirrors)
+        diff = KindMirrorsProvider().diff("dev-w1", old, new)
         assert diff.changes and not diff.replaces, diff.replaces
+        assert (
+            not KindClusterProvider().diff("dev-w1", cluster, {**cluster, "mirrored": True}).changes
+        )
         fake.calls.clear()
-        outs = KindClusterProvider().update("dev-w1", old, new).outs
+        outs = KindMirrorsProvider().update("dev-w1", old, new).outs
         execs = [" ".join(c) for c in fake.calls if c[:2] == ["docker", "exec"]]
         (registry,) = mirrors
         assert any(f"/etc/containerd/certs.d/{registry}/hosts.toml" in e for e in execs), execs
@@ -190,15 +205,48 @@ def test_mirrors_added_changed_or_removed_are_rewritten_on_the_running_nodes(
         assert [e for e in execs if " rm -rf " in e] == [
             f"docker exec dev-w1-control-plane rm -rf /etc/containerd/certs.d/{r}" for r in gone
         ]
-        assert outs["config"] == WITH_CONFIG_PATH
-        old = {**new, **outs}
+        old = outs
     # The last one removed: its folder goes, nothing is written.
     fake.calls.clear()
-    KindClusterProvider().update("dev-w1", old, {**old, "registry_mirrors": {}})
+    KindMirrorsProvider().update("dev-w1", old, mirror_props())
     execs = [" ".join(c) for c in fake.calls if c[:2] == ["docker", "exec"]]
     assert execs == [
         "docker exec dev-w1-control-plane rm -rf /etc/containerd/certs.d/registry.k8s.io"
     ]
+    assert not KindMirrorsProvider().diff("dev-w1", mirror_props(), mirror_props()).changes
+
+
+def test_a_cluster_made_again_gets_its_mirrors_written_again(kind: Any) -> None:
+    """A new cluster (its configuration changed: a new CA) has none of the files: all are
+    written, nothing is removed (there is nothing to remove)."""
+    fake = kind("dev-w1", owner="multikueue-fleet.dev")
+    old = mirror_props(registry_mirrors={"docker.io": MIRROR, "quay.io": MIRROR})
+    new = {**old, "cluster_ca": "Q0EtMg==", "registry_mirrors": {"docker.io": MIRROR}}
+    assert KindMirrorsProvider().diff("dev-w1", old, new).changes
+    KindMirrorsProvider().update("dev-w1", old, new)
+    execs = [" ".join(c) for c in fake.calls if c[:2] == ["docker", "exec"]]
+    assert not [e for e in execs if " rm -rf " in e]
+    assert any("certs.d/docker.io/hosts.toml" in e for e in execs)
+
+
+def test_mirror_files_go_with_the_resource_and_a_gone_cluster_is_no_error(kind: Any) -> None:
+    fake = kind("dev-w1", owner="multikueue-fleet.dev")
+    KindMirrorsProvider().delete("dev-w1", mirror_props(registry_mirrors={"docker.io": MIRROR}))
+    execs = [" ".join(c) for c in fake.calls if c[:2] == ["docker", "exec"]]
+    assert execs == ["docker exec dev-w1-control-plane rm -rf /etc/containerd/certs.d/docker.io"]
+    fake.existing.clear()  # deleted with the stack (after this), or by hand before
+    fake.calls.clear()
+    KindMirrorsProvider().delete("dev-w1", mirror_props(registry_mirrors={"docker.io": MIRROR}))
+    assert not [c for c in fake.calls if c[0] == "docker"]
+
+
+def test_a_state_from_before_the_split_keeps_its_cluster(kind: Any, tmp_path: Path) -> None:
+    """A cluster recorded with its mirrors (before KindMirrors held them) is no change: the
+    new inputs say only whether it is mirrored."""
+    kind("dev-w1", owner="multikueue-fleet.dev")
+    old = {**props(tmp_path), "config": WITH_CONFIG_PATH, "registry_mirrors": {"docker.io": MIRROR}}
+    new = {**props(tmp_path), "config": WITH_CONFIG_PATH, "mirrored": True}
+    assert not KindClusterProvider().diff("dev-w1", old, new).changes
 
 
 def test_a_cluster_made_before_config_path_is_replaced_only_for_its_first_mirror(
@@ -209,9 +257,9 @@ def test_a_cluster_made_before_config_path_is_replaced_only_for_its_first_mirror
     mirror needs it, which containerd reads only at start, so the cluster is made again."""
     kind("dev-w1", owner="multikueue-fleet.dev")
     old = {**props(tmp_path), "config": "kind: Cluster\n", "registry_mirrors": {}}
-    new = {**old, "config": WITH_CONFIG_PATH}
+    new = {**props(tmp_path), "config": WITH_CONFIG_PATH, "mirrored": False}
     assert not KindClusterProvider().diff("dev-w1", old, new).changes
-    mirrored = {**new, "registry_mirrors": {"docker.io": MIRROR}}
+    mirrored = {**new, "mirrored": True}
     assert KindClusterProvider().diff("dev-w1", old, mirrored).replaces == ["config"]
     # Another node image is still a replacement, patch or not.
     other = {**new, "config": WITH_CONFIG_PATH.replace("kind: Cluster", "kind: Cluster\nnodes: []")}
@@ -367,15 +415,15 @@ def test_a_mirrors_ca_is_written_beside_its_hosts_toml_and_goes_with_the_option(
 ) -> None:
     fake = kind("dev-w1", owner="multikueue-fleet.dev")
     pem = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
-    old = {**props(tmp_path), "config": WITH_CONFIG_PATH, "registry_mirrors": {}}
-    with_ca = {**old, "registry_mirrors": {"docker.io": {"url": "https://m.example", "ca": pem}}}
-    KindClusterProvider().update("dev-w1", old, with_ca)
+    old = mirror_props()
+    with_ca = mirror_props(registry_mirrors={"docker.io": {"url": "https://m.example", "ca": pem}})
+    KindMirrorsProvider().update("dev-w1", old, with_ca)
     ca_file = "/etc/containerd/certs.d/docker.io/mirror-ca.crt"
     writes = [c[-1] for c in fake.calls if c[:3] == ["docker", "exec", "-i"]]
     assert writes[0].endswith(f"cat > '{ca_file}'") and writes[1].endswith("hosts.toml'")
     fake.calls.clear()
-    KindClusterProvider().update(
-        "dev-w1", with_ca, {**old, "registry_mirrors": {"docker.io": "https://m.example"}}
+    KindMirrorsProvider().update(
+        "dev-w1", with_ca, mirror_props(registry_mirrors={"docker.io": "https://m.example"})
     )
     (write,) = [c[-1] for c in fake.calls if c[:3] == ["docker", "exec", "-i"]]
     assert f"rm -f '{ca_file}' && cat > " in write
