@@ -35,6 +35,8 @@ if [ -z "$found" ]; then
 fi
 install_tools
 use_local_backend "$STACK"
+private_engine_tmp
+trap 'rm -rf "$ENGINE_TMP"' EXIT
 read -r PROVIDERS _ < <(.venv/bin/python -m scripts.stack_facts "$STACK")
 if [[ ",$PROVIDERS," =~ ,existing, ]]; then
   # Clusters that outlive the fleet (only `existing` ones: kind, GKE and EKS clusters the

@@ -164,6 +164,24 @@ use_local_backend() {  # stack
   fi
 }
 
+# A TMPDIR of the engine's own under the ignored state folder (0700), which the caller removes
+# on exit: pulumi-kubernetes leaves each provider's kubeconfig, client key included, in
+# $TMPDIR at every preview, up and destroy (components/cli/engine_tmp.py names the code). A
+# folder whose command is gone (killed) is removed here, as mkf does.
+private_engine_tmp() {
+  local root="$ROOT/.pulumi-state/tmp" d pid
+  mkdir -p "$root" && chmod 700 "$root"
+  for d in "$root"/engine-*; do
+    [ -d "$d" ] || continue
+    pid="${d##*/engine-}"
+    pid="${pid%%-*}"
+    case "$pid" in '' | *[!0-9]*) continue ;; esac
+    kill -0 "$pid" 2>/dev/null || rm -rf "$d"
+  done
+  ENGINE_TMP="$(mktemp -d "$root/engine-$$-XXXXXX")"
+  export TMPDIR="$ENGINE_TMP"
+}
+
 # A stack of kind clusters only: Pulumi writes its state once at the end of an update rather
 # than after every step (PULUMI_SKIP_CHECKPOINTS, pulumi v3.274.1 pkg/backend/snapshot.go).
 # Each checkpoint rewrites the whole state file, some 18 MB for the dev stack (Kueue's CRDs,

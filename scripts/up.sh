@@ -135,6 +135,8 @@ install_kubectl
 
 step "Pulumi stack '$STACK' (local file backend)"
 use_local_backend "$STACK"
+private_engine_tmp
+trap 'rm -rf "$ENGINE_TMP"' EXIT
 pulumi stack select --create "$STACK" --non-interactive
 
 step "Offline render of what each cluster gets (.render/$STACK)"
@@ -144,7 +146,7 @@ step "Provisioning"
 checkpoints_for "$PROVIDERS"
 # A provider's Python traceback shown as its one line of cause (components/cli/pulumi_output.py).
 UP_LOG="$(mktemp)"
-trap 'rm -f "$UP_LOG"' EXIT
+trap 'rm -f "$UP_LOG"; rm -rf "$ENGINE_TMP"' EXIT
 up_once() {
   pulumi up --yes --stack "$STACK" --non-interactive 2>&1 | tee "$UP_LOG" \
     | .venv/bin/python -m components.cli.pulumi_output

@@ -54,6 +54,7 @@ from components.checks.kubeconfigs import (
     kubeconfig_problems,
 )
 from components.checks.load import load_stack
+from components.cli.engine_tmp import engine_tmpdir
 from components.cli.pinned_tools import use_pinned_tools
 from components.cli.pulumi_output import Tracebacks
 from components.model.spec import PROJECT, ClusterSpec
@@ -432,6 +433,18 @@ class Driver:
         self.kind_only = False  # set once the base stack is read
         self.supervisor = Supervisor(options.interrupt_grace, log)
         self.stack_touched = False  # from here on a teardown has something to look for
+        self.engine_tmp: Path | None = None  # the engine's TMPDIR while a command runs
+
+    @contextlib.contextmanager
+    def _command(self) -> Iterator[None]:
+        """What every operation runs inside: interrupts routed to the child, and a TMPDIR of
+        the engine's own, emptied at the end (components/cli/engine_tmp.py says why)."""
+        with self._interrupts(), engine_tmpdir(self.options.backend) as tmp:
+            self.engine_tmp = tmp
+            try:
+                yield
+            finally:
+                self.engine_tmp = None
 
     # --- signals and time limits ------------------------------------------------------------
 
@@ -492,6 +505,7 @@ class Driver:
             # scripts/env.sh checkpoints_for: the state written once per update, on a stack
             # of kind clusters only.
             **({"PULUMI_SKIP_CHECKPOINTS": "true"} if self.kind_only else {}),
+            **({"TMPDIR": str(self.engine_tmp)} if self.engine_tmp else {}),
         }
         if self.options.passphrase:
             return {**env, "PULUMI_CONFIG_PASSPHRASE": self.options.passphrase}
@@ -570,7 +584,7 @@ class Driver:
     # --- operations ------------------------------------------------------------------------
 
     def up(self) -> dict[str, Any]:
-        with self._interrupts():
+        with self._command():
             return self._up()
 
     def _up(self) -> dict[str, Any]:
@@ -668,7 +682,7 @@ class Driver:
         return write_fleet_dir(self.options.out, name, outputs)
 
     def down(self, name: str) -> None:
-        with self._interrupts():
+        with self._command():
             self._down(name)
 
     def _down(self, name: str) -> None:
@@ -733,7 +747,7 @@ class Driver:
             raise DriverError(f"teardown stopped before destroy: {exc}") from exc
 
     def preview(self, name: str) -> str:
-        with self._interrupts():
+        with self._command():
             try:
                 stack = self._bounded(
                     STACK_OP_TIMEOUT, f"selecting stack {name}", lambda: self._stack(name, False)
@@ -759,7 +773,7 @@ class Driver:
         """up, the command with the manager's KUBECONFIG, then down whatever happened."""
         name = self.options.name or stack_name(self.options.base, run_suffix())
         self.options.name = name
-        with self._interrupts():
+        with self._command():
             return self._run(name, command)
 
     def _run(self, name: str, command: Sequence[str]) -> int:

@@ -84,11 +84,15 @@ def tool_env(project: Path, passphrase: str | None = None) -> dict[str, str]:
     """PATH with the pinned kind, Pulumi CLI and plugins and kubectl the build made (what
     scripts/up.sh finds on PATH and uses), the local backend of the copy."""
     toolchain.build(list(toolchain.PULUMI_ENGINE), log=lambda _line: None)
+    # A TMPDIR of the copy's own, which engine_leftovers reads after the fleet's commands.
+    tmp = project.parent / f"{project.name}-tmp"
+    tmp.mkdir(exist_ok=True)
     env = {
         **os.environ,
         "PATH": os.pathsep.join([str(toolchain.BIN_DIR), os.environ["PATH"]]),
         "PULUMI_SKIP_UPDATE_CHECK": "1",
         "PULUMI_BACKEND_URL": f"file://{project}/.pulumi-state",
+        "TMPDIR": str(tmp),
     }
     env = as_a_user(env)
     if passphrase:
@@ -96,6 +100,17 @@ def tool_env(project: Path, passphrase: str | None = None) -> dict[str, str]:
     else:
         env.pop("PULUMI_CONFIG_PASSPHRASE", None)
     return env
+
+
+def engine_leftovers(project: Path, env: dict[str, str]) -> list[Path]:
+    """What the Pulumi engine left after mkf or up.sh/down.sh: a kubeconfig in the caller's
+    TMPDIR (pulumi-kubernetes writes one per provider and never removes it; those commands
+    give it a folder of their own: components/cli/engine_tmp.py), or that folder itself."""
+    engine = project / ".pulumi-state" / "tmp"
+    return [
+        *Path(env["TMPDIR"]).glob("kubeconfig*"),
+        *(engine.iterdir() if engine.exists() else ()),
+    ]
 
 
 def run(

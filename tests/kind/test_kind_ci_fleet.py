@@ -23,6 +23,7 @@ from components.model.versions import SECRETREADER_PLUGIN_IMAGE
 from components.objects.kueue_install import PLUGIN_VOLUME
 from kindnode import images
 from tests.helpers.kind_tier import (
+    engine_leftovers,
     fleet_containers,
     kind_clusters,
     kubectl_json,
@@ -51,6 +52,7 @@ def _nothing_left(project: Path, env: dict[str, str], name: str) -> None:
     assert stacks.returncode == 0, stacks.stderr
     assert not [s for s in json.loads(stacks.stdout or "[]") if s["name"] == name]
     assert not list((project / "stacks").glob(f"Pulumi.{name}.yaml"))
+    assert not engine_leftovers(project, env), "the engine's temporary files left"
 
 
 def test_ci_fleet_runs_the_sample_jobs_passes_the_exit_code_on_and_leaves_nothing(

@@ -25,6 +25,7 @@ from components.upstream import toolchain
 from kindnode import clean, docker, images, nodeimage
 from tests.helpers.kind_tier import (
     copy_project,
+    engine_leftovers,
     fleet_containers,
     kind_clusters,
     kubectl,
@@ -448,9 +449,14 @@ def _on_every_node(path: str) -> list[bool]:
 
 
 def _pulumi(fleet: DevFleet, command: str) -> subprocess.CompletedProcess[str]:
-    """A pulumi command on the dev stack from a shell set up as the docs say."""
+    """A pulumi command on the dev stack from a shell set up as the docs say, with a TMPDIR
+    of its own: a plain pulumi leaves a kubeconfig there per cluster (pulumi-kubernetes, as
+    docs/troubleshooting.md says), which up.sh and down.sh are checked not to."""
     script = f'eval "$(.venv/bin/mkf env dev)" && pulumi {command} --non-interactive'
-    return run(["bash", "-c", script], fleet.project, fleet.env, timeout=1200)
+    tmp = fleet.project.parent / "plain-pulumi-tmp"
+    tmp.mkdir(exist_ok=True)
+    env = {**fleet.env, "TMPDIR": str(tmp)}
+    return run(["bash", "-c", script], fleet.project, env, timeout=1200)
 
 
 def test_a_mirror_added_then_removed_changes_only_the_mirrors_in_preview_and_up(
@@ -512,3 +518,4 @@ def test_down_leaves_nothing_of_the_fleet(fleet: DevFleet) -> None:
         run(["pulumi", "stack", "ls", "--json"], fleet.project, fleet.env).stdout or "[]"
     )
     assert not [s for s in stacks if s["name"] == "dev"]
+    assert not engine_leftovers(fleet.project, fleet.env), "the engine's temporary files left"

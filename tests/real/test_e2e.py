@@ -4,6 +4,7 @@ tests/kind/test_kind_tier.py; the CI fleet, tests/kind/test_kind_ci_fleet.py."""
 
 from __future__ import annotations
 
+import atexit
 import functools
 import os
 import shutil
@@ -64,7 +65,9 @@ def project(tmp_path: Path) -> Path:
 def _shared_program_env() -> Path:
     """One program environment (requirements.txt only) for the tests that do not check
     how it is made; built on first use, after a test found its tools."""
-    env = Path(tempfile.mkdtemp(prefix="mkf-e2e-venv-")) / "venv"
+    folder = Path(tempfile.mkdtemp(prefix="mkf-e2e-venv-"))
+    atexit.register(shutil.rmtree, folder, True)  # some 400 MB: not left in /tmp
+    env = folder / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(env)], check=True, timeout=300)
     subprocess.run(
         [str(env / "bin" / "python"), "-m", "pip", "install", "-q", "-r", "requirements.txt"],

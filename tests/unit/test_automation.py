@@ -404,6 +404,11 @@ def say(line):
 
 say(" ".join(args))
 stack = args[args.index("--stack") + 1] if "--stack" in args else None
+if args[:1] in (["up"], ["preview"], ["destroy"]):
+    # Like pulumi-kubernetes: a provider's kubeconfig left in $TMPDIR (engine_tmp.py).
+    import tempfile
+    tempfile.mkstemp(prefix="kubeconfig")
+    say(f"{args[0]} TMPDIR={tempfile.gettempdir()}")
 if args[:1] == ["version"]:
     print("v3.274.1")
 elif args[:2] == ["stack", "select"]:
@@ -513,6 +518,24 @@ def test_a_run_through_the_real_automation_api(cli: Any) -> None:
     # --show-secrets` would load the stack file and write a salt there.
     assert not [c for c in cli.calls() if c.startswith("stack history --show-secrets")]
     assert not (cli.tmp / "backend" / "stack-config" / "Pulumi.ci-fake.yaml").exists()
+
+
+def test_the_engine_leaves_no_kubeconfig_in_tmp(
+    cli: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each command gives the engine a TMPDIR of its own under the backend and removes it;
+    one that a killed command left (its process gone) goes too."""
+    host_tmp, engine_tmp = tmp_path / "host-tmp", tmp_path / "backend" / "tmp"
+    host_tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(host_tmp))
+    killed = engine_tmp / "engine-999999999-abc"
+    killed.mkdir(parents=True)
+    assert cli.make().run([sys.executable, "-c", "pass"]) == 0
+    used = [c.split("TMPDIR=")[1] for c in cli.calls() if " TMPDIR=" in c]
+    assert [c.split()[0] for c in cli.calls() if " TMPDIR=" in c] == ["up", "destroy"]
+    assert all(Path(folder).parent == engine_tmp for folder in used), used
+    assert list(host_tmp.iterdir()) == []
+    assert list(engine_tmp.iterdir()) == []
 
 
 def test_up_alone_leaves_no_stack_file_in_stacks(cli: Any) -> None:

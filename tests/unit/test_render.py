@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 import subprocess
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -18,14 +17,20 @@ from tests.helpers.stack_texts import DEV as DEV_TEXT
 from tests.helpers.stack_texts import cli
 
 ROOT = Path(__file__).resolve().parents[2]
-# A frozen copy of the dev stack, named like it (the stack name comes from the file name).
-DEV = Path(tempfile.mkdtemp(prefix="render-tests-")) / "Pulumi.dev.yaml"
-DEV.write_text(DEV_TEXT)
 
 
-def test_render_dev_writes_one_directory_per_cluster(tmp_path: Path) -> None:
+@pytest.fixture
+def dev(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A frozen copy of the dev stack, named like it (the stack name comes from the file
+    name), beside each test's own folder, which some tests check stays empty."""
+    path = tmp_path_factory.mktemp("frozen") / "Pulumi.dev.yaml"
+    path.write_text(DEV_TEXT)
+    return path
+
+
+def test_render_dev_writes_one_directory_per_cluster(dev: Path, tmp_path: Path) -> None:
     out = tmp_path / "render"
-    result = cli("render", "--stack", str(DEV), "--out", str(out))
+    result = cli("render", "--stack", str(dev), "--out", str(out))
     assert result.returncode == 0, result.stderr
     assert sorted(p.name for p in out.iterdir()) == [
         ".multikueue-fleet-render",  # the list of files written: a later render replaces them
@@ -34,7 +39,7 @@ def test_render_dev_writes_one_directory_per_cluster(tmp_path: Path) -> None:
         "worker-worker1",
         "worker-worker2",
     ]
-    spec, _ = load_stack(str(DEV))
+    spec, _ = load_stack(str(dev))
     for cluster in build_fleet(spec):
         written = list(yaml.safe_load_all((out / cluster.directory / "objects.yaml").read_text()))
         assert written == list(cluster.objects)  # render and the builders never disagree
@@ -55,17 +60,17 @@ def test_render_dev_writes_one_directory_per_cluster(tmp_path: Path) -> None:
     assert [c["name"] for c in summary["clusters"]] == ["manager", "worker1", "worker2"]
 
 
-def test_render_without_out_writes_the_stream_to_stdout(tmp_path: Path) -> None:
+def test_render_without_out_writes_the_stream_to_stdout(dev: Path, tmp_path: Path) -> None:
     """As `helm template`: no --out is the YAML stream on stdout, the same as --out -."""
-    plain = cli("render", "--stack", str(DEV), cwd=tmp_path)
+    plain = cli("render", "--stack", str(dev), cwd=tmp_path)
     assert plain.returncode == 0, plain.stderr
-    assert plain.stdout == cli("render", "--stack", str(DEV), "--out", "-").stdout
+    assert plain.stdout == cli("render", "--stack", str(dev), "--out", "-").stdout
     assert plain.stdout.startswith("---\n# cluster: manager")
     assert list(tmp_path.iterdir()) == []  # nothing written beside it
 
 
-def test_render_shows_the_kueue_configuration_readably(tmp_path: Path) -> None:
-    assert cli("render", "--stack", str(DEV), "--out", str(tmp_path)).returncode == 0
+def test_render_shows_the_kueue_configuration_readably(dev: Path, tmp_path: Path) -> None:
+    assert cli("render", "--stack", str(dev), "--out", str(tmp_path)).returncode == 0
     text = (tmp_path / "manager" / "objects.yaml").read_text()
     assert (
         "controller_manager_config.yaml: |\n    apiVersion: config.kueue.x-k8s.io/v1beta2" in text
@@ -74,7 +79,7 @@ def test_render_shows_the_kueue_configuration_readably(tmp_path: Path) -> None:
 
 def test_render_refuses_a_bad_stack_and_writes_nothing(tmp_path: Path) -> None:
     bad = tmp_path / "Pulumi.bad.yaml"
-    text = DEV.read_text().replace("cpu: 4", "cpu: four").replace("name: worker2", "name: W2")
+    text = DEV_TEXT.replace("cpu: 4", "cpu: four").replace("name: worker2", "name: W2")
     bad.write_text(text)
     out = tmp_path / "out"
     result = cli("render", "--stack", str(bad), "--out", str(out))
@@ -94,15 +99,15 @@ def test_validate_all_stacks() -> None:
 
 def _variant(tmp_path: Path, name: str, old: str, new: str) -> Path:
     path = tmp_path / f"Pulumi.{name}.yaml"
-    text = DEV.read_text()
+    text = DEV_TEXT
     assert old in text
     path.write_text(text.replace(old, new))
     return path
 
 
-def test_diff_shows_a_quota_change_cluster_by_cluster(tmp_path: Path) -> None:
+def test_diff_shows_a_quota_change_cluster_by_cluster(dev: Path, tmp_path: Path) -> None:
     new = _variant(tmp_path, "dev", "cpu: 4", "cpu: 6")
-    result = cli("render", "--diff", "--old", str(DEV), "--new", str(new))
+    result = cli("render", "--diff", "--old", str(dev), "--new", str(new))
     assert result.returncode == 0, result.stderr
     out = result.stdout
     for directory in ("manager", "worker-worker1", "worker-worker2"):
@@ -113,14 +118,14 @@ def test_diff_shows_a_quota_change_cluster_by_cluster(tmp_path: Path) -> None:
     assert "LocalQueue" not in out  # only what changed is shown
 
 
-def test_diff_shows_an_added_worker(tmp_path: Path) -> None:
+def test_diff_shows_an_added_worker(dev: Path, tmp_path: Path) -> None:
     new = _variant(
         tmp_path,
         "dev",
         "  multikueue-fleet:frameworks:",
         "    - name: worker3\n  multikueue-fleet:frameworks:",
     )
-    lines = diff_fleets(load_stack(str(DEV))[0], load_stack(str(new))[0], "old", "new")
+    lines = diff_fleets(load_stack(str(dev))[0], load_stack(str(new))[0], "old", "new")
     text = "\n".join(lines)
     assert "== worker-worker3: cluster added" in text
     assert "+ MultiKueueCluster worker3 (added)" in text
@@ -128,12 +133,12 @@ def test_diff_shows_an_added_worker(tmp_path: Path) -> None:
     assert "    +  - worker3" in text
 
 
-def test_diff_without_changes_and_exit_code(tmp_path: Path) -> None:
-    same = cli("render", "--diff", "--old", str(DEV), "--new", str(DEV), "--exit-code")
+def test_diff_without_changes_and_exit_code(dev: Path, tmp_path: Path) -> None:
+    same = cli("render", "--diff", "--old", str(dev), "--new", str(dev), "--exit-code")
     assert same.returncode == 0
     assert "no changes" in same.stdout
     new = _variant(tmp_path, "dev", "region: local-b", "region: local-c")
-    changed = cli("render", "--diff", "--old", str(DEV), "--new", str(new), "--exit-code")
+    changed = cli("render", "--diff", "--old", str(dev), "--new", str(new), "--exit-code")
     assert changed.returncode == 1
     assert "~ MultiKueueCluster worker2 (changed)" in changed.stdout
 
@@ -150,10 +155,10 @@ def repo(tmp_path: Path) -> Path:
     git("config", "user.name", "t")
     (tmp_path / "stacks").mkdir()
     stack = tmp_path / "stacks" / "Pulumi.dev.yaml"
-    stack.write_text(DEV.read_text())
+    stack.write_text(DEV_TEXT)
     git("add", ".")
     git("commit", "-qm", "one")
-    stack.write_text(DEV.read_text().replace("memory: 8Gi", "memory: 10Gi"))
+    stack.write_text(DEV_TEXT.replace("memory: 8Gi", "memory: 10Gi"))
     git("commit", "-qam", "two")
     return tmp_path
 
@@ -223,9 +228,9 @@ def test_diff_of_two_files_named_differently_shows_only_the_change(tmp_path: Pat
     """`--old mine.yaml --new copy.yaml`: both read as the new one's stack, so the fleet's
     name and labels (which default to the stack's name) do not mark every object changed."""
     old = tmp_path / "Pulumi.mine.yaml"
-    old.write_text(DEV.read_text())
+    old.write_text(DEV_TEXT)
     new = tmp_path / "candidate.yaml"
-    new.write_text(DEV.read_text().replace("cpu: 4", "cpu: 6"))
+    new.write_text(DEV_TEXT.replace("cpu: 4", "cpu: 6"))
     result = cli("render", "--diff", "--old", str(old), "--new", str(new))
     assert result.returncode == 0, result.stderr
     changed = [line for line in result.stdout.splitlines() if line.startswith(("~ ", "+ ", "! "))]
@@ -256,17 +261,18 @@ def test_a_base_that_git_would_read_as_an_option_is_refused(tmp_path: Path) -> N
 
 
 def test_diff_shows_a_kind_cluster_replaced_when_its_kind_configuration_changes(
+    dev: Path,
     tmp_path: Path,
 ) -> None:
     """A worker's Kubernetes version changes its node image: kind cannot change a cluster in
     place, so `up` deletes and creates it again (everything on it goes), and the diff says
     so though no object of the cluster differs. Another mirror URL is an update: no line."""
-    document = yaml.safe_load(DEV.read_text())
+    document = yaml.safe_load(DEV_TEXT)
     worker = document["config"]["multikueue-fleet:workers"][0]
     worker["kubernetesVersion"] = "1.35"
     new = tmp_path / "Pulumi.dev.yaml"
     new.write_text(yaml.safe_dump(document, sort_keys=False))
-    old_spec, new_spec = load_stack(str(DEV))[0], load_stack(str(new))[0]
+    old_spec, new_spec = load_stack(str(dev))[0], load_stack(str(new))[0]
     lines = diff_fleets(old_spec, new_spec, "old", "new")
     text = "\n".join(lines)
     assert "== worker-worker1: changed" in text, text
@@ -276,20 +282,22 @@ def test_diff_shows_a_kind_cluster_replaced_when_its_kind_configuration_changes(
     assert re.search(r"^\s+-\s+image: kindest/node:v1\.36", text, re.M), text
     assert re.search(r"^\s+\+\s+image: kindest/node:v1\.35", text, re.M), text
     assert "worker-worker2" not in text and "== manager" not in text
-    result = cli("render", "--diff", "--old", str(DEV), "--new", str(new), "--exit-code")
+    result = cli("render", "--diff", "--old", str(dev), "--new", str(new), "--exit-code")
     assert result.returncode == 1, result.stdout + result.stderr
 
 
-def test_diff_shows_mirrors_changed_in_place_not_a_cluster_replaced(tmp_path: Path) -> None:
+def test_diff_shows_mirrors_changed_in_place_not_a_cluster_replaced(
+    dev: Path, tmp_path: Path
+) -> None:
     """A first registry mirror on a worker: every kind cluster reads containerd's hosts.toml
     folder from the start, so `up` rewrites the files on the running nodes; the diff shows a
     change of the cluster, not a replacement."""
-    document = yaml.safe_load(DEV.read_text())
+    document = yaml.safe_load(DEV_TEXT)
     worker = document["config"]["multikueue-fleet:workers"][0]
     worker.setdefault("kind", {})["registryMirrors"] = {"docker.io": "http://mirror.example:5000"}
     new = tmp_path / "Pulumi.dev.yaml"
     new.write_text(yaml.safe_dump(document, sort_keys=False))
-    old_spec, new_spec = load_stack(str(DEV))[0], load_stack(str(new))[0]
+    old_spec, new_spec = load_stack(str(dev))[0], load_stack(str(new))[0]
     text = "\n".join(diff_fleets(old_spec, new_spec, "old", "new"))
     name = new_spec.workers[0].physical_name(new_spec.fleet_name)
     assert f"~ kind cluster {name} (changed)" in text, text

@@ -84,6 +84,11 @@ FAKE_DOCKER_INFO = json.dumps(
 
 # Records each call with the backend and passphrase it saw; answers what up/down read.
 FAKE_PULUMI = r"""echo "pulumi $* | $PULUMI_BACKEND_URL | ${PULUMI_CONFIG_PASSPHRASE:-}" >> LOG
+case "$1" in
+  # Like pulumi-kubernetes: a provider's kubeconfig left in $TMPDIR (components/cli/engine_tmp.py).
+  up|preview|destroy)
+    echo "pulumi $1 TMPDIR=${TMPDIR:-}" >> LOG; mktemp -t kubeconfigXXXXXX >/dev/null ;;
+esac
 case "$1 $2" in
   "version "*) echo v3.274.1 ;;
   "up --yes")
@@ -234,6 +239,31 @@ def test_down_destroys_and_forgets_the_stack(
     calls = [c.split(" | ")[0] for c in calls_of(tmp_path)]
     assert "pulumi destroy --yes --stack dev --non-interactive" in calls
     assert "pulumi stack rm --yes --preserve-config --stack dev --non-interactive" in calls
+
+
+def test_up_and_down_leave_no_kubeconfig_of_the_engine_in_tmp(
+    project: Path, tmp_path: Path
+) -> None:
+    """The engine runs with a TMPDIR of its own under .pulumi-state/tmp, removed at the end;
+    one a killed run left (its process gone) goes too, a live one's stays."""
+    host_tmp, engine_tmp = tmp_path / "host-tmp", project / ".pulumi-state" / "tmp"
+    host_tmp.mkdir()
+    killed, live = engine_tmp / "engine-999999999-abc", engine_tmp / f"engine-{os.getpid()}-abc"
+    for folder in (killed, live):
+        folder.mkdir(parents=True)
+    result = run_up(project, tmp_path, env={"TMPDIR": str(host_tmp)})
+    assert result.returncode == 0, result.stdout + result.stderr
+    state = project / ".pulumi-state" / ".pulumi" / "stacks" / "multikueue-fleet" / "dev.json"
+    state.parent.mkdir(parents=True, exist_ok=True)
+    state.write_text("{}")  # what the real up leaves, for down to find
+    result = run_up(project, tmp_path, script="down.sh", env={"TMPDIR": str(host_tmp)})
+    assert result.returncode == 0, result.stdout + result.stderr
+    used = [c.split("TMPDIR=")[1] for c in calls_of(tmp_path) if " TMPDIR=" in c]
+    assert len(used) == 2 and len(set(used)) == 2, used  # up's and destroy's, each its own
+    assert all(Path(folder).parent == engine_tmp for folder in used), used
+    assert list(host_tmp.iterdir()) == []
+    assert sorted(engine_tmp.iterdir()) == [live]
+    assert engine_tmp.stat().st_mode & 0o777 == 0o700
 
 
 def test_down_removes_only_the_kubeconfigs_up_wrote(project: Path, tmp_path: Path) -> None:

@@ -1,0 +1,40 @@
+"""The engine's own temporary folder (components/cli/engine_tmp.py): private, removed at the
+end of the command, and one a killed command left removed by the next."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from components.cli.engine_tmp import engine_tmpdir, sweep
+
+
+def test_each_command_gets_a_private_folder_removed_at_its_end(tmp_path: Path) -> None:
+    with engine_tmpdir(tmp_path) as folder:
+        assert folder.parent == tmp_path / "tmp"
+        assert folder.name.startswith(f"engine-{os.getpid()}-")
+        assert folder.stat().st_mode & 0o777 == 0o700
+        assert (tmp_path / "tmp").stat().st_mode & 0o777 == 0o700
+        (folder / "kubeconfig123").write_text("client-key-data: ...")
+    assert list((tmp_path / "tmp").iterdir()) == []
+
+
+def test_a_folder_is_removed_even_when_the_command_fails(tmp_path: Path) -> None:
+    try:
+        with engine_tmpdir(tmp_path) as folder:
+            (folder / "kubeconfig1").write_text("x")
+            raise RuntimeError("pulumi up failed")
+    except RuntimeError:
+        pass
+    assert list((tmp_path / "tmp").iterdir()) == []
+
+
+def test_only_the_folders_of_commands_that_are_gone_are_swept(tmp_path: Path) -> None:
+    gone = tmp_path / "engine-999999999-abc"  # beyond any pid_max: no such process
+    live = tmp_path / f"engine-{os.getpid()}-abc"
+    other = tmp_path / "engine-notapid-abc"
+    mine = tmp_path / "something-else"
+    for folder in (gone, live, other, mine):
+        folder.mkdir()
+    assert sweep(tmp_path) == [gone]
+    assert sorted(tmp_path.iterdir()) == sorted([live, other, mine])
