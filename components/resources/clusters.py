@@ -348,7 +348,7 @@ class KindMirrorsProvider(ResourceProvider):
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         keys = ("name", "registry_mirrors", "cluster_ca")
         changes = any((olds.get(k) or None) != (news.get(k) or None) for k in keys)
-        return DiffResult(changes=changes, replaces=[], delete_before_replace=True)
+        return DiffResult(changes=changes, replaces=[])
 
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         same_nodes = (olds.get("name"), olds.get("cluster_ca")) == (
@@ -397,10 +397,15 @@ class KindMirrors(pulumi.dynamic.Resource, module="kind", name="Mirrors"):
         )
 
 
-def stack_owner() -> str:
+def owner_label(project: str, stack: str) -> str:
     """The owner label value: project and stack, within a label value's 63 characters."""
-    value = re.sub(r"[^A-Za-z0-9_.-]", "-", f"{pulumi.get_project()}.{pulumi.get_stack()}")
+    value = re.sub(r"[^A-Za-z0-9_.-]", "-", f"{project}.{stack}")
     return value[-63:].strip("-_.")
+
+
+def stack_owner() -> str:
+    """The owner label value of the stack this program runs."""
+    return owner_label(pulumi.get_project(), pulumi.get_stack())
 
 
 class KindClusterComponent(pulumi.ComponentResource):

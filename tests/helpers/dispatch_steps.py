@@ -283,7 +283,7 @@ class Dispatching:
         # MultiKueue controller's write of clusterName and the check: a moment later.
         self.wait(
             f"{workload} to be Admitted on the manager",
-            lambda: _condition(self.manager_workload(workload)["status"], "Admitted"),
+            lambda: condition_true(self.manager_workload(workload)["status"], "Admitted"),
         )
         # No wait here for the worker's ClusterQueue status to count the copy (Kueue writes
         # it a batch period later): the next decision must know of it already, from the
@@ -364,14 +364,18 @@ def _reserved(queue: dict[str, Any]) -> bool:
     )
 
 
-def _condition(status: dict[str, Any], kind: str) -> bool:
-    return any(c["type"] == kind and c["status"] == "True" for c in status.get("conditions") or [])
+def condition_true(status: dict[str, Any], kind: str, reason: str = "") -> bool:
+    """Whether `status` has condition `kind` True (with `reason`, when one is given)."""
+    return any(
+        c["type"] == kind and c["status"] == "True" and (not reason or c.get("reason") == reason)
+        for c in status.get("conditions") or []
+    )
 
 
 def _admitted_copy(worker: Client, workload: str) -> dict[str, Any] | None:
     copy = worker.get(WORKLOADS, "Workload", workload, NAMESPACE)
     status = (copy or {}).get("status") or {}
-    if _condition(status, "QuotaReserved") and _condition(status, "Admitted"):
+    if condition_true(status, "QuotaReserved") and condition_true(status, "Admitted"):
         return copy
     return None
 
@@ -438,7 +442,7 @@ def a_stopped_worker_is_left_out_loses_nothing_and_is_used_again(dispatching: Di
     # Nothing admitted was lost: each stays admitted where it was.
     for workload, cluster in ((on_first, first), (on_second, second), (during, second)):
         status = d.manager_workload(workload)["status"]
-        assert status.get("clusterName") == cluster and _condition(status, "Admitted"), (
+        assert status.get("clusterName") == cluster and condition_true(status, "Admitted"), (
             f"{workload}: {status}\n{d.logs()}"
         )
 
@@ -533,7 +537,7 @@ def a_cordoned_worker_gets_nothing_new_and_what_runs_there_finishes(d: Dispatchi
     finish_job_on(d, first, "runs-on")
     d.wait(
         f"{runs_on} to finish on the manager (MultiKueue reports the worker's Job done)",
-        lambda: _condition(d.manager_workload(runs_on)["status"], "Finished"),
+        lambda: condition_true(d.manager_workload(runs_on)["status"], "Finished"),
     )
     assert d.manager_workload(runs_on)["status"].get("clusterName") == first
 

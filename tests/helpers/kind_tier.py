@@ -189,14 +189,15 @@ def remove_leftover_fleet(fleet: str, stack: str) -> list[str]:
     killed before its own teardown (a clone's stack refuses to adopt them, rightly: they are
     another checkout's). Only clusters the project labelled for that stack, or whose node
     cannot be read (half made), are deleted; what was deleted is returned."""
-    from components.resources.clusters import node_owner
+    from components.model.spec import PROJECT
+    from components.resources.clusters import node_owner, owner_label
 
     kind = str(toolchain.BIN_DIR / "kind")
     removed = []
     for name in kind_clusters():
         if name.startswith(f"{fleet}-") and node_owner(kind, name) in (
             None,
-            f"multikueue-fleet.{stack}",
+            owner_label(PROJECT, stack),
         ):
             subprocess.run([kind, "delete", "cluster", "--name", name], check=True, timeout=300)
             removed.append(name)

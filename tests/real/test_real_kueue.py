@@ -29,6 +29,7 @@ from components.model.problems import FleetConfigError
 from components.objects.fleet import cluster_objects
 from components.objects.kueue_install import kueue_objects
 from loopback.client import Client
+from tests.helpers.dispatch_steps import condition_true
 from tests.helpers.fleet_config import base
 from tests.helpers.real_fleet import (
     STACKS,
@@ -231,10 +232,7 @@ def _bench_workload(name: str, priority: int, copy: bool) -> dict[str, Any]:
 
 
 def _true(obj: dict[str, Any] | None, kind: str, reason: str = "") -> bool:
-    return any(
-        c["type"] == kind and c["status"] == "True" and (not reason or c.get("reason") == reason)
-        for c in ((obj or {}).get("status") or {}).get("conditions") or []
-    )
+    return condition_true((obj or {}).get("status") or {}, kind, reason)
 
 
 def test_preemptions_for_a_copy_are_told_from_local_ones_as_kueue_words_them(
