@@ -1,10 +1,10 @@
-"""The CI fleet on the kind tier: `mkf run --base ci -- scripts/sample-jobs.sh`, as
+"""The CI fleet on the kind tier: `mkf run --base ci -- COMMAND`, as
 .github/workflows/fleet-e2e.yaml runs it, brings up a throw-away fleet, runs the sample jobs
 to completion and leaves nothing behind, when the command fails after them and when the run
-is sent SIGTERM half-way; and the same fleet in ClusterProfile mode (`mkf up`, `mkf down`),
-Kueue reaching the worker through the access-provider plugin mounted each way the stack
-offers, the second by changing the fleet in place. Three fleets, each as small as the
-behaviour it shows allows: a two-core host holds about one kind fleet's start-up at a time."""
+is sent SIGTERM half-way. While its command waits, the same fleet is changed in place to
+ClusterProfile mode (`mkf up --name`), Kueue reaching the worker through the access-provider
+plugin mounted each way the stack offers. Two fleets, the SIGTERM one half made: a two-core
+host holds about one kind fleet's start-up at a time."""
 
 from __future__ import annotations
 
@@ -53,20 +53,6 @@ def _nothing_left(project: Path, env: dict[str, str], name: str) -> None:
     assert not [s for s in json.loads(stacks.stdout or "[]") if s["name"] == name]
     assert not list((project / "stacks").glob(f"Pulumi.{name}.yaml"))
     assert not engine_leftovers(project, env), "the engine's temporary files left"
-
-
-def test_ci_fleet_runs_the_sample_jobs_passes_the_exit_code_on_and_leaves_nothing(
-    ci_project: tuple[Path, dict[str, str]],
-) -> None:
-    """The sample jobs complete, and then the command fails: `mkf run` passes its exit code
-    on and still tears the fleet down (the CI fleet on failure, without a fleet of its own)."""
-    project, env = ci_project
-    name = f"kt{uuid.uuid4().hex[:6]}"
-    command = _mkf_run(name, "bash", "-c", "bash scripts/sample-jobs.sh && exit 3")
-    result = run(command, project, env, timeout=2400)
-    assert result.returncode == 3, result.stdout[-6000:] + result.stderr[-6000:]
-    assert "the Job and the JobSet completed on a worker" in result.stdout
-    _nothing_left(project, env, name)
 
 
 def test_sigterm_mid_run_tears_the_fleet_down(ci_project: tuple[Path, dict[str, str]]) -> None:
@@ -183,31 +169,58 @@ def _quiet_across_reconciles(out: Path, mount: str) -> None:
     assert snapshot() == before, f"{mount}: written by an unchanged reconcile"
 
 
-def test_cluster_profile_mode_dispatches_through_each_plugin_mount_changed_in_place(
+# The command `mkf run` runs in the test below: the sample jobs, then it waits while the test
+# changes the fleet (a file `go` appears), and exits with the code the test writes there.
+PAUSED = (
+    "bash scripts/sample-jobs.sh > first-pass.log 2>&1 && touch paused && "
+    "until [ -s go ]; do sleep 2; done && exit $(cat go)"
+)
+
+
+def test_ci_fleet_runs_the_jobs_is_changed_in_place_passes_the_exit_code_on_and_leaves_nothing(
     ci_project: tuple[Path, dict[str, str]],
 ) -> None:
-    """The CI fleet with `credentials.mode: clusterProfile`, first with the plugin mounted as
-    an image volume (Kubernetes 1.35+: the official, shell-less plugin image), then the same
-    fleet changed in place by a second `mkf up` to an init container that copies the plugin
-    out of an image with a shell (below 1.35, or by choice: one the user builds and names;
-    here Kueue's own e2e build, kindnode/images); then `mkf down` leaves nothing."""
+    """`mkf run --base ci` as the workflow runs it. Its command runs the sample jobs, then
+    waits while the same fleet is changed in place by `mkf up --name <the run's stack>` to
+    `credentials.mode: clusterProfile`: first the plugin mounted as an image volume
+    (Kubernetes 1.35+: the official, shell-less plugin image), then as an init container that
+    copies it out of an image with a shell (below 1.35, or by choice: one the user builds and
+    names; here Kueue's own e2e build, kindnode/images). Each pass's jobs complete through the
+    credentials the plugin read, and the profiles' reconciles write nothing. Then the command
+    fails: `mkf run` passes its exit code on and still tears the fleet down. One fleet for all
+    of it: a two-core host holds about one kind fleet's start-up at a time."""
     project, env = ci_project
-    base, name = "cp", f"kt{uuid.uuid4().hex[:6]}"
-    out = project / ".fleet" / name
-    up = [".venv/bin/mkf", "up", "--base", base, "--name", name, "--out", str(out)]
-    try:
-        for mount, plugin_image in (
-            ("imageVolume", None),
-            ("initContainer", images.KUEUE_E2E_SECRETREADER),
-        ):
-            _cluster_profile_stack(project, base, mount, plugin_image)
-            result = run(up, project, env, timeout=2400)
-            assert result.returncode == 0, (
-                f"mkf up ({mount}): " + result.stdout[-6000:] + result.stderr[-6000:]
-            )
-            _dispatches_through(project, env, out, mount, plugin_image)
-            _quiet_across_reconciles(out, mount)
-    finally:
-        down = run([".venv/bin/mkf", "down", "--name", name], project, env, timeout=1800)
-    assert down.returncode == 0, down.stdout[-4000:] + down.stderr[-4000:]
+    name = f"kt{uuid.uuid4().hex[:6]}"
+    out = project / ".fleet"
+    log = project / f"{name}.log"
+    with log.open("w") as sink:
+        child = subprocess.Popen(
+            _mkf_run(name, "bash", "-c", PAUSED), cwd=project, env=env, stdout=sink, stderr=sink
+        )
+        try:
+            deadline = time.monotonic() + 2400
+            while not (project / "paused").exists():
+                assert child.poll() is None, log.read_text()[-6000:]
+                assert time.monotonic() < deadline, "the fleet's first pass never ended"
+                time.sleep(5)
+            first = (project / "first-pass.log").read_text()
+            assert "the Job and the JobSet completed on a worker" in first, first[-4000:]
+            up = [".venv/bin/mkf", "up", "--base", "cp", "--name", name, "--out", str(out)]
+            for mount, plugin_image in (
+                ("imageVolume", None),
+                ("initContainer", images.KUEUE_E2E_SECRETREADER),
+            ):
+                _cluster_profile_stack(project, "cp", mount, plugin_image)
+                result = run(up, project, env, timeout=2400)
+                assert result.returncode == 0, (
+                    f"mkf up ({mount}): " + result.stdout[-6000:] + result.stderr[-6000:]
+                )
+                _dispatches_through(project, env, out, mount, plugin_image)
+                _quiet_across_reconciles(out, mount)
+        finally:
+            # Whatever happened above, the command ends (3: a failure after the jobs) and the
+            # run tears the fleet down.
+            (project / "go").write_text("3")
+            code = child.wait(timeout=1800)
+    assert code == 3, log.read_text()[-6000:]
     _nothing_left(project, env, name)
