@@ -137,8 +137,11 @@ builds() {
     echo "Go is not on PATH: the real and kind tiers will skip (install Go 1.26.8, the version tools/go.mod names)"
     return 0
   fi
+  # Every Go binary the real and kind tiers use, here, before they run side by side: two
+  # tiers building the same binary at once would each write it while the other runs it.
   phase "build: real engines (loopback build)" "$ENV/bin/python" -m loopback build etcd \
-    kube-apiserver kube-controller-manager kueue lws promtool || return 1
+    kube-apiserver kube-controller-manager kueue lws promtool kustomize \
+    pulumi pulumi-language-python pulumi-resource-kubernetes || return 1
   export KUBEBUILDER_ASSETS="$PWD/.tools/bin"
   case " $tiers " in *" kind "*) ;; *) return 0 ;; esac
   if [ "$(id -u)" -ne 0 ]; then
