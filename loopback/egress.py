@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import signal
 import sys
 from pathlib import Path
 
@@ -80,8 +81,15 @@ def main(argv: list[str]) -> int:
     if len(argv) != 2:
         print("usage: python -m loopback.egress ROUTES_FILE SOCKET", file=sys.stderr)
         return 2
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(serve(Path(argv[0]), Path(argv[1])))
+    socket_path = Path(argv[1])
+    # SIGTERM (`loopback down`, processes.stop_all) ends it as Ctrl-C does, so that the
+    # socket goes with it: a deep state folder puts it in /tmp (ControlPlane.egress_socket).
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        with contextlib.suppress(KeyboardInterrupt):
+            asyncio.run(serve(Path(argv[0]), socket_path))
+    finally:
+        socket_path.unlink(missing_ok=True)
     return 0
 
 

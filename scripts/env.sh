@@ -11,7 +11,13 @@ KUBECTL_VERSION="v1.36.4"
 DEV_PASSPHRASE="multikueue-fleet-dev"
 TOOLS="${MKF_TOOLS_DIR:-$ROOT/.tools/bin}"
 
-die() { printf 'error: %s\n' "$*" >&2; exit 1; }
+# A download folder in use (install_binary, install_pulumi) goes with an error, too.
+DOWNLOADS=""
+die() {
+  [ -z "$DOWNLOADS" ] || rm -rf "$DOWNLOADS"
+  printf 'error: %s\n' "$*" >&2
+  exit 1
+}
 # Each step's heading, after the time the one before it took (a first run builds a lot; the
 # times say where it went).
 STEP_STARTED=""
@@ -68,7 +74,7 @@ tool_version_is() {  # binary expected-version-line-substring
 # from its Go module where the release cannot be reached.
 install_binary() {  # name url checksum-url tools-to-build...
   local name="$1" url="$2" sums="$3"; shift 3
-  local tmp; tmp="$(mktemp -d)"; TMP_ERR="$tmp/$name.err"
+  local tmp; tmp="$(mktemp -d)"; DOWNLOADS="$tmp"; TMP_ERR="$tmp/$name.err"
   if download "$url" "$tmp/$name" && download "$sums" "$tmp/$name.sum"; then
     # The checksum file's first word (kind's names the file after it; kubectl's is bare).
     [ "$(sha256_of "$tmp/$name")" = "$(head -1 "$tmp/$name.sum" | cut -d' ' -f1 | tr -d '[:space:]')" ] \
@@ -79,6 +85,7 @@ install_binary() {  # name url checksum-url tools-to-build...
     build_from_modules "$name" "$@"
   fi
   rm -rf "$tmp"
+  DOWNLOADS=""
 }
 
 install_kind() {
@@ -115,7 +122,7 @@ install_pulumi() {
   [ "$arch" = amd64 ] && arch=x64
   local asset="pulumi-v${PULUMI_VERSION}-${os}-${arch}.tar.gz"
   local base="https://github.com/pulumi/pulumi/releases/download/v${PULUMI_VERSION}"
-  local tmp; tmp="$(mktemp -d)"; TMP_ERR="$tmp/$asset.err"
+  local tmp; tmp="$(mktemp -d)"; DOWNLOADS="$tmp"; TMP_ERR="$tmp/$asset.err"
   echo "installing Pulumi CLI ${PULUMI_VERSION} into .tools/bin"
   if download "$base/$asset" "$tmp/$asset" && download "$base/pulumi-${PULUMI_VERSION}-checksums.txt" "$tmp/checksums.txt"; then
     local want; want="$(grep " ${asset}\$" "$tmp/checksums.txt" | cut -d' ' -f1)"
@@ -129,6 +136,7 @@ install_pulumi() {
     build_from_modules "the Pulumi CLI" pulumi pulumi-language-python pulumi-resource-kubernetes
   fi
   rm -rf "$tmp"
+  DOWNLOADS=""
 }
 
 install_kubectl() {

@@ -17,6 +17,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import socket
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -49,6 +50,40 @@ def tiers_required() -> bool:
     return os.environ.get("CI", "").lower() == "true" or os.environ.get(
         "MKF_REQUIRE_ALL_TIERS", ""
     ) not in ("", "0")
+
+
+# What a run must not leave in the machine's temporary folder: a kubeconfig the Pulumi
+# engine wrote there (pulumi-kubernetes; components/cli/engine_tmp.py), a loopback plane's
+# egress socket, a test's environment or stack copy. Under CI a new one fails the run.
+LEFTOVERS = ("kubeconfig*", "mkf-egress-*.sock", "mkf-e2e-venv-*", "render-tests-*")
+_BEFORE = pytest.StashKey[set[str]]()
+
+
+def temp_leftovers() -> set[str]:
+    folder = Path(tempfile.gettempdir())
+    return {p.name for pattern in LEFTOVERS for p in folder.glob(pattern)}
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    session.config.stash[_BEFORE] = temp_leftovers()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if hasattr(session.config, "workerinput"):  # an xdist worker: its controller checks
+        return
+    new = sorted(temp_leftovers() - session.config.stash.get(_BEFORE, set()))
+    if not new:
+        return
+    shown = ", ".join(new[:8]) + (f" and {len(new) - 8} more" if len(new) > 8 else "")
+    message = (
+        f"left in {tempfile.gettempdir()} while the tests ran (by them or by another process "
+        f"on this machine): {shown}; a test or command that writes there must remove it"
+    )
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(("error: " if tiers_required() else "warning: ") + message)
+    if tiers_required() and session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -72,8 +72,12 @@ def pulumi_env(tmp: Path, passphrase: str) -> dict[str, str]:
     host runs the first python3 on PATH), a fresh PULUMI_HOME, a file backend in `tmp`; no
     cloud token, no ambient plugins, no test's synthetic release cache, no KUBECONFIG."""
     (tmp / "state").mkdir(exist_ok=True)
+    # pulumi-kubernetes leaves each provider's kubeconfig in $TMPDIR (engine_tmp.py): here,
+    # in the test's folder, not the machine's /tmp.
+    (tmp / "tmp").mkdir(exist_ok=True)
     env = {
         **os.environ,
+        "TMPDIR": str(tmp / "tmp"),
         "PATH": os.pathsep.join([str(toolchain.BIN_DIR), str(Path(sys.executable).parent)])
         + os.pathsep
         + os.environ.get("PATH", ""),

@@ -4,13 +4,13 @@ tests/kind/test_kind_tier.py; the CI fleet, tests/kind/test_kind_ci_fleet.py."""
 
 from __future__ import annotations
 
-import atexit
 import functools
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -65,9 +65,7 @@ def project(tmp_path: Path) -> Path:
 def _shared_program_env() -> Path:
     """One program environment (requirements.txt only) for the tests that do not check
     how it is made; built on first use, after a test found its tools."""
-    folder = Path(tempfile.mkdtemp(prefix="mkf-e2e-venv-"))
-    atexit.register(shutil.rmtree, folder, True)  # some 400 MB: not left in /tmp
-    env = folder / "venv"
+    env = Path(tempfile.mkdtemp(prefix="mkf-e2e-venv-")) / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(env)], check=True, timeout=300)
     subprocess.run(
         [str(env / "bin" / "python"), "-m", "pip", "install", "-q", "-r", "requirements.txt"],
@@ -76,6 +74,16 @@ def _shared_program_env() -> Path:
         timeout=1200,
     )
     return env
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _remove_the_shared_program_env() -> Iterator[None]:
+    """Some 400 MB, gone with the module's last test (the run's check for what is left in
+    the temporary folder comes after: tests/conftest.py)."""
+    yield
+    if _shared_program_env.cache_info().currsize:
+        shutil.rmtree(_shared_program_env().parent, ignore_errors=True)
+        _shared_program_env.cache_clear()
 
 
 def _with_program_env(project: Path) -> Path:
@@ -92,8 +100,13 @@ def _pulumi_env(project: Path, passphrase: str = DEV_PASSPHRASE) -> dict[str, st
     pulumi = _pulumi()
     assert pulumi
     tools = [str(Path(pulumi).parent)]
+    # pulumi-kubernetes leaves each provider's kubeconfig in $TMPDIR (engine_tmp.py): here,
+    # beside the copy, not in the machine's /tmp.
+    tmp = project.parent / f"{project.name}-tmp"
+    tmp.mkdir(exist_ok=True)
     environment = {
         **os.environ,
+        "TMPDIR": str(tmp),
         "PULUMI_BACKEND_URL": f"file://{project}/.pulumi-state",
         "PULUMI_CONFIG_PASSPHRASE": passphrase,
         "PULUMI_SKIP_UPDATE_CHECK": "1",

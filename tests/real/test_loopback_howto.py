@@ -86,8 +86,12 @@ def _clone(folder: Path) -> Path:
 
 
 def _env(folder: Path) -> dict[str, str]:
+    # The how-to's plain `pulumi up` leaves each provider's kubeconfig in $TMPDIR
+    # (pulumi-kubernetes; docs/troubleshooting.md): here, in the test's folder.
+    (folder / "tmp").mkdir(exist_ok=True)
     env = {
         **os.environ,
+        "TMPDIR": str(folder / "tmp"),
         "PULUMI_HOME": str(folder / "pulumi-home"),
         "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
         # `python -m loopback build` in the clone finds the tools already built.

@@ -74,3 +74,20 @@ def test_processes_stop_last_started_first_each_within_its_own_grace(tmp_path: P
     for process in (polite, deaf):
         assert process.process is not None and process.process.wait(5) is not None
     assert deaf.as_dict()["grace"] == 0.5 and "grace" not in polite.as_dict()
+
+
+def test_the_egress_proxy_removes_its_socket_when_stopped(tmp_path: Path) -> None:
+    """A deep state folder puts a plane's egress socket in /tmp (ControlPlane.egress_socket):
+    `down` stops the proxy with SIGTERM, and the socket goes with it."""
+    routes, sock = tmp_path / "routes.json", tmp_path / "egress.sock"
+    routes.write_text("{}")
+    proxy = start(
+        "egress", [sys.executable, "-m", "loopback.egress", str(routes), str(sock)],
+        tmp_path / "egress.log", env={"PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+    deadline = time.monotonic() + 30
+    while not sock.exists():
+        assert time.monotonic() < deadline, (tmp_path / "egress.log").read_text()
+        time.sleep(0.05)
+    assert stop_all([proxy.as_dict()], grace=10) == ["egress"]
+    assert not sock.exists()

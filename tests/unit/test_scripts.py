@@ -530,9 +530,13 @@ def test_without_the_release_download_or_go_kind_is_one_line_with_the_fix(
     project: Path, tmp_path: Path
 ) -> None:
     _unreachable_releases(tmp_path)
+    machine_tmp = tmp_path / "machine-tmp"
+    machine_tmp.mkdir()
     result = run_up(project, tmp_path, in_tools=("pulumi",),
-                    env={"SYSTEM_PATH": _system_path(tmp_path, "kind")})  # fmt: skip
+                    env={"SYSTEM_PATH": _system_path(tmp_path, "kind"),
+                         "TMPDIR": str(machine_tmp)})  # fmt: skip
     assert result.returncode == 1, result.stdout + result.stderr
+    assert list(machine_tmp.iterdir()) == []  # the download folder went with the error
     line = result.stderr.strip().splitlines()[-1]
     assert [x for x in result.stderr.splitlines() if x.startswith("error:")] == [line]
     assert line.startswith("error: kind: the release download failed (curl: (6) Could not")

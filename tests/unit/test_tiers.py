@@ -81,3 +81,32 @@ def test_a_unit_test_that_leaves_this_machine_fails(tree: pytest.Pytester) -> No
     result = tree.runpytest()
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*a unit test connected to ('192.0.2.1', 443)*"])
+
+
+LEAVES_A_KUBECONFIG = """import tempfile
+from pathlib import Path
+
+def test_writes_a_credential():
+    (Path(tempfile.gettempdir()) / "kubeconfig123").write_text("client-key-data: x")
+"""
+
+
+@pytest.mark.parametrize("ci", [False, True])
+def test_a_kubeconfig_left_in_the_temporary_folder_is_named_and_fails_ci(
+    tree: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, ci: bool
+) -> None:
+    """What pulumi-kubernetes leaves in $TMPDIR (components/cli/engine_tmp.py): a run that
+    leaves one there says so, and under CI fails."""
+    private = tmp_path / "machine-tmp"
+    private.mkdir()
+    monkeypatch.setattr("tempfile.tempdir", str(private))
+    if ci:
+        monkeypatch.setenv("CI", "true")
+    (private / "kubeconfig-from-before").write_text("")  # not this run's: not named
+    (tree.path / "unit" / "test_leaves.py").write_text(LEAVES_A_KUBECONFIG)
+    result = tree.runpytest()
+    result.assert_outcomes(passed=1)
+    word = "error" if ci else "warning"
+    result.stdout.fnmatch_lines([f"{word}: left in {private} while the tests ran*kubeconfig123;*"])
+    assert "kubeconfig-from-before" not in result.stdout.str()
+    assert result.ret == (pytest.ExitCode.TESTS_FAILED if ci else pytest.ExitCode.OK)
