@@ -58,7 +58,8 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from controller.kube import SECRETS, WORKLOADS, Kind, Kube  # noqa: E402
+from controller.kinds import SECRETS, WORKLOADS, Kind  # noqa: E402
+from controller.kube import Kube  # noqa: E402
 from controller.settings import Settings  # noqa: E402
 from tests.helpers.apiserver import install, missing, running_apiserver, wait_ready  # noqa: E402
 from tests.helpers.apiserver import stop as stop_process  # noqa: E402

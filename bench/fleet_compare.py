@@ -76,7 +76,8 @@ from fleet_replay import (
 )
 from fleet_stream import PRIORITY_LABEL, QUEUE_LABEL, Stream, StreamError, draw
 
-from controller.kube import CLUSTER_QUEUES, LOCAL_QUEUES, WORKLOADS, ApiError, Kind, Kube
+from controller.kinds import CLUSTER_QUEUES, LOCAL_QUEUES, WORKLOADS, Kind
+from controller.kube import ApiError, Kube
 
 BUILT_IN = {  # configuration_types.go at v0.19.2, lines 395-399
     "AllAtOnce": "kueue.x-k8s.io/multikueue-dispatcher-all-at-once",

@@ -42,7 +42,8 @@ from dq_sim import Dispatcher, Settings, Sim
 from fleet_metrics import RecordError, measure
 from fleet_stream import Stream, StreamError, draw, job_object, local_object
 
-from controller.kube import WORKLOADS, ApiError, Gone, Kind, Kube
+from controller.kinds import WORKLOADS, Kind
+from controller.kube import ApiError, Gone, Kube
 
 JOBS = Kind("batch", "v1", "jobs", True)
 JOBSETS = Kind("jobset.x-k8s.io", "v1alpha2", "jobsets", True)

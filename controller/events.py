@@ -11,7 +11,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from controller.kube import EVENTS, ApiError, Kube
+from controller.kinds import EVENTS
+from controller.kube import ApiError, Kube
 from controller.metrics import Metrics
 from controller.model import Decision
 from controller.workloads import key_of

@@ -14,7 +14,8 @@ from typing import Any
 
 from controller.dispatcher import Dispatcher
 from controller.fit import show
-from controller.kube import WORKLOADS, Kube
+from controller.kinds import WORKLOADS
+from controller.kube import Kube
 from controller.settings import Settings
 
 # Kueue v0.19.2 names a Job's Workload `job-<name>-<hash>` (pkg/controller/jobframework,

@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from controller import policy_api, reader_access
-from controller.kube import (
+from controller.kinds import (
     ADMISSION_CHECKS,
     CLUSTER_PROFILES,
     CLUSTER_QUEUES,
@@ -28,10 +28,8 @@ from controller.kube import (
     SECRETS,
     WORKLOADS,
     Kind,
-    Kube,
-    Prober,
-    Reflector,
 )
+from controller.kube import Kube, Prober, Reflector
 from controller.model import (
     FlavorCapacity,
     Held,

@@ -203,7 +203,7 @@ class InventoryKeeper:
         return found
 
     async def step(self, now: datetime) -> dict[str, Plan]:
-        from controller.kube import CLUSTER_PROFILES, MULTIKUEUE_CLUSTERS, MULTIKUEUE_CONFIGS
+        from controller.kinds import CLUSTER_PROFILES, MULTIKUEUE_CLUSTERS, MULTIKUEUE_CONFIGS
 
         specs = self.specs()
         if not specs:

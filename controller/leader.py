@@ -21,7 +21,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from controller.kube import LEASES, ApiError, Kube
+from controller.kinds import LEASES
+from controller.kube import ApiError, Kube
 from controller.settings import default_renew_deadline
 
 log = logging.getLogger("controller.leader")

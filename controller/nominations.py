@@ -10,7 +10,8 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
-from controller.kube import WORKLOADS, ApiError, Kube
+from controller.kinds import WORKLOADS
+from controller.kube import ApiError, Kube
 from controller.metrics import Metrics
 
 log = logging.getLogger("controller.nominations")

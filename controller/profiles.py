@@ -10,7 +10,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from controller.fleet_state import FleetState
-from controller.kube import CLUSTER_PROFILES, ApiError, Kube
+from controller.kinds import CLUSTER_PROFILES
+from controller.kube import ApiError, Kube
 from controller.settings import DeclaredProfile
 
 log = logging.getLogger("controller.profiles")

@@ -4,30 +4,12 @@ the fleet keeps for that worker, as `kubectl logs` there prints them (each line 
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from components.cli.job_trail import PODS, JobTrail, JobTrailError, Pod, trail_of
 from controller.api.cluster_access import ApiError, Kube
-
-_DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
-
-
-def duration(text: str) -> int:
-    """An argparse type for --since, as kubectl writes it (30s, 5m, 1h30m): whole seconds."""
-    match = _DURATION.match(text.strip())
-    if not text.strip() or match is None:
-        raise argparse.ArgumentTypeError(
-            f"'{text}' is not a duration: write it as kubectl does, like 30s, 5m or 1h30m"
-        )
-    hours, minutes, secs = (int(g or 0) for g in match.groups())
-    total = hours * 3600 + minutes * 60 + secs
-    if total == 0:
-        raise argparse.ArgumentTypeError(f"'{text}' is no time at all: give at least 1s")
-    return total
 
 
 class NotYet(JobTrailError):

@@ -15,82 +15,15 @@ What it rests on, in Kueue v0.19.2:
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from components.cli.job_args import JOB_KINDS, KINDS_BY_KEY, JobKind, name_of, uid_of
 from controller.api.cluster_access import EVENTS, WORKLOADS, ApiError, Kind, Kube
 from controller.api.terminal import Painter
 
 PODS = Kind("", "v1", "pods", True)
-
-
-@dataclass(frozen=True)
-class JobKind:
-    """A framework object `mkf job` can follow, and how its pods are found on a worker."""
-
-    key: str  # what --kind takes
-    kind: str
-    api: Kind
-    # The label selector of its pods, from the worker's copy of the object.
-    pods: Callable[[Mapping[str, Any]], str]
-
-
-def _name(obj: Mapping[str, Any]) -> str:
-    return str((obj.get("metadata") or {}).get("name", ""))
-
-
-def _uid(obj: Mapping[str, Any]) -> str:
-    return str((obj.get("metadata") or {}).get("uid", ""))
-
-
-# The pod labels each controller sets: the Job controller its own uid (Kubernetes v1.36
-# pkg/controller/job, batch.kubernetes.io/controller-uid); JobSet v0.12.0 the JobSet's name
-# (api/jobset/v1alpha2 JobSetNameKey); LeaderWorkerSet v0.9.0 its name (api/.../v1
-# SetNameLabelKey); Trainer v2 runs a TrainJob as the JobSet of the same name; the Training
-# and MPI operators label by job name (training.kubeflow.org/job-name).
-def _training(obj: Mapping[str, Any]) -> str:
-    return f"training.kubeflow.org/job-name={_name(obj)}"
-
-
-JOB_KINDS: tuple[JobKind, ...] = (
-    JobKind(
-        "job",
-        "Job",
-        Kind("batch", "v1", "jobs", True),
-        lambda o: f"batch.kubernetes.io/controller-uid={_uid(o)}",
-    ),
-    JobKind(
-        "jobset",
-        "JobSet",
-        Kind("jobset.x-k8s.io", "v1alpha2", "jobsets", True),
-        lambda o: f"jobset.sigs.k8s.io/jobset-name={_name(o)}",
-    ),
-    JobKind(
-        "leaderworkerset",
-        "LeaderWorkerSet",
-        Kind("leaderworkerset.x-k8s.io", "v1", "leaderworkersets", True),
-        lambda o: f"leaderworkerset.sigs.k8s.io/name={_name(o)}",
-    ),
-    JobKind(
-        "trainjob",
-        "TrainJob",
-        Kind("trainer.kubeflow.org", "v1alpha1", "trainjobs", True),
-        lambda o: f"jobset.sigs.k8s.io/jobset-name={_name(o)}",
-    ),
-    *(
-        JobKind(plural[:-1], kind, Kind("kubeflow.org", version, plural, True), _training)
-        for plural, kind, version in (
-            ("pytorchjobs", "PyTorchJob", "v1"),
-            ("tfjobs", "TFJob", "v1"),
-            ("xgboostjobs", "XGBoostJob", "v1"),
-            ("paddlejobs", "PaddleJob", "v1"),
-            ("jaxjobs", "JAXJob", "v1"),
-            ("mpijobs", "MPIJob", "v2beta1"),
-        )
-    ),
-)
-KINDS_BY_KEY = {k.key: k for k in JOB_KINDS}
 
 
 class JobTrailError(Exception):
@@ -330,10 +263,10 @@ async def follow(
     """Everything about one job, asked of the manager and of each worker it was sent to."""
     manager = kubes[manager_name]
     kind, job = await find_job(manager, namespace, name, kinds)
-    uid = _uid(job)
+    uid = uid_of(job)
     listed, _ = await manager.list(WORKLOADS, namespace, timeout=LIST_TIMEOUT)
     workloads = [w for w in listed if _owned_by(w, uid)]
-    workloads.sort(key=lambda w: (w["metadata"].get("creationTimestamp", ""), _name(w)))
+    workloads.sort(key=lambda w: (w["metadata"].get("creationTimestamp", ""), name_of(w)))
     trails: list[WorkloadTrail] = []
     asked: list[Any] = []
     for wl in workloads:
@@ -341,7 +274,7 @@ async def follow(
         admitted_on = str(status.get("clusterName") or "")
         nominated = [str(c) for c in status.get("nominatedClusterNames") or []]
         trail = WorkloadTrail(
-            name=_name(wl),
+            name=name_of(wl),
             queue=str((wl.get("spec") or {}).get("queueName") or ""),
             state=workload_state(wl),
             nominated=nominated,

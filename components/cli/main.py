@@ -829,8 +829,7 @@ def configure(parser: argparse.ArgumentParser) -> argparse._SubParsersAction:
 
 def _job_commands(command: Callable[..., argparse.ArgumentParser]) -> None:
     """`job` and `logs`: follow one job across the fleet."""
-    from components.cli.job_logs import duration
-    from components.cli.job_trail import KINDS_BY_KEY
+    from components.cli.job_args import KINDS_BY_KEY, duration
 
     for name, func, text in (
         (

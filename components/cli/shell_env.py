@@ -20,6 +20,8 @@ from typing import Any
 
 import yaml
 
+from components.cli.pinned_tools import tools_folder
+
 # The dev stack's passphrase: public, committed with its salt (scripts/env.sh, README).
 DEV_STACK = "dev"
 DEV_PASSPHRASE = "multikueue-fleet-dev"
@@ -93,7 +95,8 @@ def exports(project: Path, folder: Path, stack: str | None) -> list[str]:
             f"(scripts/up.sh {stack}) or give its fleet's folder with --dir"
         )
     paths = kubeconfig_paths(folder, summary)
-    bins = [d for d in (project / ".tools" / "bin", project / ".venv" / "bin") if d.is_dir()]
+    # The tools folder as up.sh and `mkf up` take it (MKF_TOOLS_DIR, else .tools/bin).
+    bins = [d for d in (tools_folder(project), project / ".venv" / "bin") if d.is_dir()]
     lines = [f"# the fleet of stack '{found}' ({folder}): eval \"$(mkf env {found})\""]
     if bins:
         on_path = ":".join(shlex.quote(str(d)) for d in bins)

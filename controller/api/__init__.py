@@ -5,7 +5,8 @@ imports `components/` or Pulumi (the controller's image holds controller/ alone)
 
 Here, the contract both sides read: the DispatchPolicy API (its CRD, typed spec, durations,
 selector limits), the settings file, the typed inputs and what their fields mean, and the
-plain values the stack writes and the dispatcher reads (the cordon label, quantities). Each
+plain values the stack writes and the dispatcher reads (the cordon label, quantities), and
+the API kinds as paths (`Kind`, which loads no client). Each
 is defined where the controller needs it and named here, so what the stack relies on is one
 list, and a change to it shows in one file. The submodules: `terminal`, the command-line
 conventions mkf shares with the controller's own commands; `cluster_access`, the
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 from controller import policy_api, typed
 from controller.field_docs import CONTROLLER_DOCS
+from controller.kinds import Kind
 from controller.model import CORDONED_LABEL, Policy, format_quantity, parse_quantity
 from controller.policy_api import (
     DURATION_FIX,
@@ -41,6 +43,7 @@ __all__ = [
     "MAX_SELECTOR_LABELS",
     "PLURAL",
     "WORKER_LOST_TIMEOUT_MAX",
+    "Kind",
     "Policy",
     "PolicySpec",
     "Settings",

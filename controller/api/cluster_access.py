@@ -4,7 +4,8 @@ its own so that only the commands that reach a fleet load the asynchronous clien
 
 from __future__ import annotations
 
-from controller.kube import EVENTS, WORKLOADS, ApiError, Kind, Kube, connected
+from controller.kinds import EVENTS, WORKLOADS, Kind
+from controller.kube import ApiError, Kube, connected
 from controller.leader import current_leader
 
 __all__ = ["EVENTS", "WORKLOADS", "ApiError", "Kind", "Kube", "connected", "current_leader"]

@@ -24,7 +24,7 @@ from controller.app import explain
 from controller.dispatcher import Dispatcher
 from controller.events import Pace
 from controller.explain import NotFound
-from controller.kube import WORKLOADS as KUEUE_WORKLOADS
+from controller.kinds import WORKLOADS as KUEUE_WORKLOADS
 from controller.kube import Kube, Reflector
 from controller.metrics import Metrics
 from controller.model import CORDONED_LABEL, Policy, WorkerView
@@ -878,7 +878,7 @@ def test_lists_are_read_a_page_at_a_time() -> None:
             emulator.put(WORKLOADS, workload(f"w{i}"))
         kube = await Kube.from_kubeconfig(emulator.kubeconfig(), "m")
         try:
-            from controller.kube import WORKLOADS as KIND
+            from controller.kinds import WORKLOADS as KIND
 
             items, version = await kube.list(KIND, transform=lambda o: o["metadata"]["name"])
         finally:

@@ -13,7 +13,8 @@ from typing import Any
 import aiohttp
 import pytest
 
-from controller.kube import LOCAL_QUEUES, WORKLOADS, ApiError, Kube
+from controller.kinds import LOCAL_QUEUES, WORKLOADS
+from controller.kube import ApiError, Kube
 from tests.helpers.fleet_harness import NS, K, workload
 from tests.helpers.kube_emulator import Emulator, real_crds_missing
 

@@ -20,7 +20,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from controller.kube import ApiError, Kind, Kube
+from controller.kinds import Kind
+from controller.kube import ApiError, Kube
 from controller.policy_api import crd as dispatch_policy_crd
 from loopback import pki
 from loopback.processes import free_port

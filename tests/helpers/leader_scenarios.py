@@ -10,7 +10,8 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from controller.kube import LEASES, ApiError, Kube
+from controller.kinds import LEASES
+from controller.kube import ApiError, Kube
 from controller.leader import LeaderElector
 
 NAMESPACE = "default"

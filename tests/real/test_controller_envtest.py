@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from controller.app import run
-from controller.kube import EVENTS, LEASES, SECRETS, WORKLOADS, ApiError, Kind, Kube
+from controller.kinds import EVENTS, LEASES, SECRETS, WORKLOADS, Kind
+from controller.kube import ApiError, Kube
 from controller.metrics import Metrics
 from tests.helpers import leader_scenarios
 from tests.helpers.apiserver import install, missing, wait_ready
@@ -104,7 +105,7 @@ def test_inventory_against_a_real_api_server(apiserver: dict[str, Any]) -> None:
     stack-managed cluster is never touched."""
     from dataclasses import replace
 
-    from controller.kube import CLUSTER_PROFILES, MULTIKUEUE_CLUSTERS, MULTIKUEUE_CONFIGS
+    from controller.kinds import CLUSTER_PROFILES, MULTIKUEUE_CLUSTERS, MULTIKUEUE_CONFIGS
     from controller.policy_api import GROUP, PLURAL, VERSION
     from tests.helpers.kube_emulator import Emulator
 

@@ -14,7 +14,8 @@ import pytest
 from components.checks.crd_schema import CrdSchemas
 from components.checks.kueue_rules import KUEUE_TAG, RULE_INVENTORY
 from components.upstream import gomodule, toolchain
-from controller.kube import ApiError, Kind, Kube
+from controller.kinds import Kind
+from controller.kube import ApiError, Kube
 from tests.helpers.apiserver import NS, install, missing, wait_ready
 from tests.helpers.kueue_rule_cases import CASES, RULE_KIND, written_object
 

@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from controller.kube import Kind, Kube
+from controller.kinds import Kind
+from controller.kube import Kube
 from controller.policy_api import GROUP, PLURAL, VERSION
 from tests.helpers.apiserver import install, missing, wait_ready
 from tests.helpers.policy_cases import policy, written_status

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from controller.kube import ApiError, Kind, Kube
+from controller.kinds import Kind
+from controller.kube import ApiError, Kube
 from controller.policy_api import (
     GROUP,
     PLURAL,

@@ -20,7 +20,8 @@ from tests.helpers.kube_emulator import Emulator
 def test_status_against_a_real_api_server(apiserver: dict[str, Any]) -> None:
     """The manager on a real kube-apiserver (objects created and their status written the
     way Kueue would), the worker emulated."""
-    from controller.kube import Kind, Kube
+    from controller.kinds import Kind
+    from controller.kube import Kube
     from tests.helpers.apiserver import install, wait_ready
 
     deployments = Kind("apps", "v1", "deployments", True)

@@ -405,3 +405,18 @@ def test_every_file_a_documented_command_writes_is_ignored_by_git() -> None:
             ["git", "check-ignore", "-q", "--no-index", target], cwd=ROOT, check=False
         )
         assert ignored.returncode == 0, f"{page} writes {target}, which git does not ignore"
+
+
+def test_the_layout_names_every_module() -> None:
+    """docs/architecture.md's layout is where a contributor finds a module's duty: each of
+    components/ and controller/ is named there (by its file name, under its package)."""
+    page = (ROOT / "docs" / "architecture.md").read_text()
+    missing = [
+        str(path.relative_to(ROOT))
+        for package in ("components", "controller")
+        for path in sorted((ROOT / package).rglob("*.py"))
+        if path.name != "__init__.py"
+        and "__pycache__" not in path.parts
+        and not re.search(rf"(?<![\w.]){re.escape(path.name)}\b", page)
+    ]
+    assert missing == [], f"docs/architecture.md's layout does not name {missing}"

@@ -281,3 +281,23 @@ def test_each_controller_module_imports_alone(module: str) -> None:
         timeout=120,
     )
     assert result.returncode == 0, result.stderr
+
+
+def test_commands_that_read_no_fleet_load_no_kubernetes_client() -> None:
+    """mkf's parser and its offline commands (validate, render, ...) run in every test and
+    CI step that starts mkf: the asynchronous Kubernetes client is a third of such a start,
+    and only the commands that reach a running fleet import it (controller/kinds.py names
+    the kinds without it)."""
+    probe = (
+        "import sys\n"
+        "from components.cli.main import build_parser\n"
+        "build_parser()\n"
+        "import components.checks.load, components.cli.render, components.cli.capacity\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('kubernetes_asyncio', 'aiohttp', 'kubernetes')))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]", result.stdout

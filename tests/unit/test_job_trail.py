@@ -8,9 +8,9 @@ import argparse
 
 import pytest
 
-from components.cli.job_logs import NotYet, Source, choose, duration
+from components.cli.job_args import JOB_KINDS, duration
+from components.cli.job_logs import NotYet, Source, choose
 from components.cli.job_trail import (
-    JOB_KINDS,
     JobTrail,
     JobTrailError,
     Pod,

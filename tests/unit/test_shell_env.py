@@ -52,7 +52,7 @@ def _project(tmp_path: Path, stack: str = "dev", users: tuple[str, str] | None =
 def _fresh_shell(cwd: Path, script: str) -> subprocess.CompletedProcess[str]:
     """bash with none of the fleet's settings, as a new terminal has it."""
     fleet_settings = ("KUBECONFIG", "PULUMI_BACKEND_URL", "PULUMI_CONFIG_PASSPHRASE")
-    env = {k: v for k, v in os.environ.items() if k not in fleet_settings}
+    env = {k: v for k, v in os.environ.items() if k not in (*fleet_settings, "MKF_TOOLS_DIR")}
     env["PATH"] = f"{MKF.parent}:/usr/bin:/bin"
     return subprocess.run(["bash", "-c", script], cwd=cwd, env=env, capture_output=True, text=True)
 
@@ -72,6 +72,20 @@ def test_eval_sets_kubeconfig_backend_tools_and_the_dev_passphrase(tmp_path: Pat
     assert backend == f"file://{project / '.pulumi-state'}"
     assert passphrase == "multikueue-fleet-dev"
     assert path.startswith(f"{project / '.tools' / 'bin'}:")
+
+
+def test_the_tools_folder_is_the_one_up_sh_used(tmp_path: Path) -> None:
+    """A user who keeps the pinned tools in one folder for several clones (MKF_TOOLS_DIR, as
+    up.sh and `mkf up` take it) gets that folder on PATH, not the clone's empty one."""
+    project = _project(tmp_path)
+    shared = tmp_path / "shared-tools"
+    shared.mkdir()
+    shown = _fresh_shell(
+        project, f'export MKF_TOOLS_DIR={shared}; eval "$(mkf env dev)" && echo "$PATH"'
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.startswith(f"{shared}:"), shown.stdout
+    assert str(project / ".tools") not in shown.stdout
 
 
 def test_another_stack_names_the_passphrase_variable_and_sets_none(tmp_path: Path) -> None:
