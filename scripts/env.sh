@@ -174,19 +174,11 @@ use_local_backend() {  # stack
 
 # A TMPDIR of the engine's own under the ignored state folder (0700), which the caller removes
 # on exit: pulumi-kubernetes leaves each provider's kubeconfig, client key included, in
-# $TMPDIR at every preview, up and destroy (components/cli/engine_tmp.py names the code). A
-# folder whose command is gone (killed) is removed here, as mkf does.
+# $TMPDIR at every preview, up and destroy. The folder is made, and those of commands that
+# are gone (killed) removed, as mkf does it (components/cli/engine_tmp.py).
 private_engine_tmp() {
-  local root="$ROOT/.pulumi-state/tmp" d pid
-  mkdir -p "$root" && chmod 700 "$root"
-  for d in "$root"/engine-*; do
-    [ -d "$d" ] || continue
-    pid="${d##*/engine-}"
-    pid="${pid%%-*}"
-    case "$pid" in '' | *[!0-9]*) continue ;; esac
-    kill -0 "$pid" 2>/dev/null || rm -rf "$d"
-  done
-  ENGINE_TMP="$(mktemp -d "$root/engine-$$-XXXXXX")"
+  ENGINE_TMP="$(.venv/bin/python -m components.cli.engine_tmp "$ROOT/.pulumi-state" "$$")" \
+    || die "could not make a temporary folder for the Pulumi engine under .pulumi-state/tmp"
   export TMPDIR="$ENGINE_TMP"
 }
 

@@ -54,7 +54,9 @@ fi
 if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv || { rm -rf .venv; die "could not create .venv with $PYTHON -m venv"; }
 fi
-.venv/bin/python -m pip install --quiet --disable-pip-version-check -r requirements.txt \
+# --no-compile: each module is compiled when first imported (a few dozen of the thousands of
+# pulumi-kubernetes' modules), not all of them now.
+.venv/bin/python -m pip install --quiet --disable-pip-version-check --no-compile -r requirements.txt \
   || die "installing requirements.txt into .venv failed (see pip's message above)"
 # The `mkf` command (pyproject.toml), from this checkout; again only when pyproject changed.
 if [ ! -x .venv/bin/mkf ] || [ pyproject.toml -nt .venv/bin/mkf ]; then
@@ -71,7 +73,7 @@ case ",$PROVIDERS," in
   *,gke,*|*,eks,*)
     # Cloud SDKs only for stacks that have cloud clusters: Pulumi fetches the plugin of
     # every Pulumi package in .venv, used or not (components/resources/program_env.py).
-    .venv/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-cloud.txt \
+    .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-compile -r requirements-cloud.txt \
       || die "installing requirements-cloud.txt into .venv failed (see pip's message above)"
     ;;
   *)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,7 +29,7 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     except PermissionError:  # another user's process: alive, and not ours to judge
-        return True
+        pass
     return True
 
 
@@ -43,16 +44,34 @@ def sweep(root: Path) -> list[Path]:
     return removed
 
 
-@contextlib.contextmanager
-def engine_tmpdir(state: Path) -> Iterator[Path]:
-    """A fresh folder under `state`/tmp for this command's engine, removed when it ends."""
+def new_folder(state: Path, pid: int) -> Path:
+    """A fresh folder under `state`/tmp for the engine of command `pid`, after the folders
+    of commands that are gone were swept."""
     root = state / "tmp"
     root.mkdir(parents=True, exist_ok=True)
     root.chmod(0o700)
     sweep(root)
     # mkdtemp makes it 0700: the kubeconfigs in it hold client keys.
-    folder = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-", dir=root))
+    return Path(tempfile.mkdtemp(prefix=f"{PREFIX}{pid}-", dir=root))
+
+
+@contextlib.contextmanager
+def engine_tmpdir(state: Path) -> Iterator[Path]:
+    """A fresh folder under `state`/tmp for this command's engine, removed when it ends."""
+    folder = new_folder(state, os.getpid())
     try:
         yield folder
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m components.cli.engine_tmp STATE PID`: scripts/up.sh and down.sh's folder
+    (the script's pid, which it removes on exit), printed; the same rule as mkf's."""
+    state, pid = argv if argv is not None else sys.argv[1:]
+    print(new_folder(Path(state), int(pid)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -128,8 +128,8 @@ def user_project(target: Path, stack: str, passphrase: str) -> tuple[Path, dict[
     project = copy_project(target)
     use_kind_tier(project / "stacks" / f"Pulumi.{stack}.yaml", manifest)
     env = tool_env(project, passphrase)
-    venv = run(["bash", "-c", "python3 -m venv .venv && .venv/bin/pip install -q -r "
-                "requirements.txt && .venv/bin/pip install -q --no-deps -e ."],
+    venv = run(["bash", "-c", "python3 -m venv .venv && .venv/bin/pip install -q --no-compile "
+                "-r requirements.txt && .venv/bin/pip install -q --no-deps -e ."],
                project, env, timeout=900)  # fmt: skip
     assert venv.returncode == 0, venv.stderr
     return project, env

@@ -68,7 +68,16 @@ def _shared_program_env() -> Path:
     env = Path(tempfile.mkdtemp(prefix="mkf-e2e-venv-")) / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(env)], check=True, timeout=300)
     subprocess.run(
-        [str(env / "bin" / "python"), "-m", "pip", "install", "-q", "-r", "requirements.txt"],
+        [
+            str(env / "bin" / "python"),
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-compile",
+            "-r",
+            "requirements.txt",
+        ],
         cwd=ROOT,
         check=True,
         timeout=1200,

@@ -717,3 +717,25 @@ def test_up_refuses_a_name_that_is_a_users_stack_file(cli: Any, text: str) -> No
     assert "choose another --name" in line
     assert users.read_text() == text
     assert not [c for c in cli.calls() if c.startswith("stack init")]
+
+
+def test_run_refuses_a_users_stack_file_and_keeps_every_file_beside_its_own(cli: Any) -> None:
+    """`run` creates and deletes an ephemeral stack: under a name that is a stack file of the
+    user's it runs nothing and deletes nothing; under its own name the files beside it in
+    stacks/ (the base stack, a user's other stack) are as they were after the teardown."""
+    users = cli.project / "stacks" / "Pulumi.ci-fake.yaml"
+    users.write_text(USERS_STACK)
+    with pytest.raises(DriverError, match="is a stack file of this project"):
+        cli.make().run([sys.executable, "-c", "raise SystemExit(0)"])
+    assert users.read_text() == USERS_STACK
+    assert not [c for c in cli.calls() if c.split()[0] in ("up", "destroy", "stack")]
+    users.unlink()
+    beside = {
+        cli.project / "stacks" / "Pulumi.ci.yaml": "config:\n  multikueue-fleet:fleetName: ci\n",
+        cli.project / "stacks" / "Pulumi.mine.yaml": USERS_STACK,
+    }
+    for path, text in beside.items():
+        path.write_text(text)
+    assert cli.make().run([sys.executable, "-c", "raise SystemExit(0)"]) == 0
+    assert {p: p.read_text() for p in beside} == beside
+    assert sorted((cli.project / "stacks").iterdir()) == sorted(beside)
