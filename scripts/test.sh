@@ -198,10 +198,14 @@ stop_kind() {  # on Ctrl-C or TERM: the kind tier gets SIGINT and tears its flee
 }
 trap stop_kind INT TERM
 
-# All four tiers: the kind tier starts once the builds are done, and the unit tier runs
-# after the real one, so that it too runs beside the kind tier's fleets.
+# All four tiers: the kind tier starts once the builds are done, and the others run beside
+# it. The unit tier goes first: while the kind tier's first fleet starts (kind nodes,
+# kubeadm, image imports: mostly waiting) a 2-core host's cores were a third idle with the
+# real tier beside it, and the unit tier's two workers are pure CPU. The emulated tier (pure
+# CPU too) goes last, beside the dev fleet's pods. Measured on a warm clean clone under CI:
+# 1916 s in this order, 2086 s with the real tier first (2026-11-30).
 order="$tiers"
-if [ "$tiers" = "unit emulated real kind" ]; then order="kind real unit emulated"; fi
+if [ "$tiers" = "unit emulated real kind" ]; then order="kind unit real emulated"; fi
 for tier in $order; do
   if [ "$tier" != unit ] && [ -z "${built:-}" ]; then
     builds

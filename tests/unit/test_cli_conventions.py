@@ -11,6 +11,7 @@ import pty
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -333,14 +334,47 @@ def test_status_of_an_unreachable_manager_is_one_line(tmp_path: Path) -> None:
     assert "ClientConnectorError" not in result.stdout + result.stderr
 
 
+def _held(silent: socket.socket, spans: list[tuple[float, float]], done: threading.Event) -> None:
+    """Accepts each connection, never answers, and notes when it came and when the client
+    gave up on it."""
+    silent.settimeout(0.2)
+    while not done.is_set():
+        try:
+            conn, _ = silent.accept()
+        except TimeoutError:
+            continue
+        came = time.monotonic()
+        with conn:
+            conn.settimeout(30)
+            try:
+                while conn.recv(4096):
+                    pass
+            except OSError:
+                pass
+        spans.append((came, time.monotonic()))
+
+
 def test_status_honours_its_timeout_and_shows_progress_while_waiting(tmp_path: Path) -> None:
     with socket.socket() as silent:  # accepts connections, never answers
         silent.bind(("127.0.0.1", 0))
         silent.listen(8)
         folder = fleet_dir(tmp_path, silent.getsockname()[1])
-        started = time.monotonic()
-        result = cli("status", "--dir", str(folder), "--timeout", "1", "-o", "json")
-        assert time.monotonic() - started < 8  # interpreter start included
+        spans: list[tuple[float, float]] = []
+        done = threading.Event()
+        holder = threading.Thread(target=_held, args=(silent, spans, done))
+        holder.start()
+        try:
+            started = time.monotonic()
+            result = cli("status", "--dir", str(folder), "--timeout", "1", "-o", "json")
+            assert time.monotonic() - started < 60  # never a hang, however loaded the host
+        finally:
+            done.set()
+            holder.join()
+        # Measured at the server, so the interpreter's start on a loaded host is not in it:
+        # the client gave up after its 1 s, not the default 5.
+        assert spans, "status never connected"
+        held = max(end for _, end in spans) - min(came for came, _ in spans)
+        assert held < 4, spans
         (check,) = json.loads(result.stdout)["checks"]
         assert check["message"].endswith("no answer within 1s")
         waited = cli("status", "--dir", str(folder), "--timeout", "1", "--wait", "3")
