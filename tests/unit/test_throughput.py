@@ -1,0 +1,105 @@
+"""bench/throughput.py, Kueue's throughput measure with our dispatcher in the loop: the fleet
+it asks for, how it sums a run, and what it refuses before starting anything."""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "bench"))
+
+import throughput  # noqa: E402
+
+from components.checks.load import load_stack  # noqa: E402
+from components.objects.kueue_config import configuration  # noqa: E402
+
+
+def _spec(tmp_path: Path, dispatcher: str):  # type: ignore[no-untyped-def]
+    stack = tmp_path / f"{dispatcher}" / "Pulumi.throughput.yaml"
+    stack.parent.mkdir()
+    stack.write_text(yaml.safe_dump(throughput.shape_document(dispatcher), sort_keys=False))
+    spec, _ = load_stack(str(stack))
+    return spec
+
+
+def test_the_fleet_is_kueues_shape_and_only_the_dispatcher_differs(tmp_path: Path) -> None:
+    ours = _spec(tmp_path, "policy")
+    theirs = _spec(tmp_path, "AllAtOnce")
+    for spec in (ours, theirs):
+        assert [w.name for w in spec.workers] == ["worker1", "worker2", "worker3"]
+        assert len({w.labels["region"] for w in spec.workers}) == 3
+    ours_config = configuration(ours, ours.manager)
+    theirs_config = configuration(theirs, theirs.manager)
+    assert ours_config["multiKueue"]["dispatcherName"] == ours.dispatcher.name
+    # No dispatcherName: Kueue v0.19.2's default, AllAtOnce.
+    assert "dispatcherName" not in (theirs_config.get("multiKueue") or {})
+    ours_config.pop("multiKueue")
+    theirs_config.pop("multiKueue")
+    # The gate the project turns on with its dispatcher (components/objects/kueue_config.py)
+    # is the only other difference.
+    gates = ours_config.pop("featureGates")
+    assert gates == {"WorkloadRequestUseMergePatch": True}, gates
+    assert ours_config == theirs_config
+
+
+def test_a_job_asks_for_so_little_that_quota_never_makes_it_wait() -> None:
+    job = throughput.job("tp-00001")
+    assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == throughput.QUEUE
+    (container,) = job["spec"]["template"]["spec"]["containers"]
+    assert container["resources"]["requests"] == {"cpu": "1m", "memory": "1Mi"}
+
+
+def test_a_run_is_summed_as_rates_and_nearest_rank_percentiles() -> None:
+    run = throughput.Run("policy", started=100.0)
+    for i in range(100):
+        run.created[f"j{i}"] = 100.0 + i * 0.01
+        run.admitted[f"j{i}"] = 100.0 + i * 0.01 + (i + 1) * 0.1
+    run.copies = {f"uid{i}" for i in range(100)}
+    row = run.row()
+    assert row["admitted"] == row["workloads"] == 100
+    assert row["P50 s"] == 5.0 and row["P99 s"] == 9.9
+    assert row["seconds"] == pytest.approx(10.99, abs=0.1)
+    assert row["workloads/s"] == pytest.approx(100 / 10.99, abs=0.1)
+    assert row["copies/wl"] == 1.0
+    assert math.isnan(throughput.percentile([], 50))
+
+
+def test_the_table_gives_ours_against_all_at_once_and_kueues_figure() -> None:
+    rows = [
+        {"dispatcher": "AllAtOnce", "workloads/s": 4.0, "admitted": 10},
+        {"dispatcher": "policy", "workloads/s": 12.0, "admitted": 10},
+    ]
+    text = throughput.table(rows)
+    assert "ours / AllAtOnce, workloads per second: 3.00" in text
+    assert "1.31 workloads/s at Kueue's default client limits" in text
+
+
+def test_bad_arguments_and_missing_binaries_are_one_line_before_anything_starts(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        throughput.main(["--dispatchers", "Incremental"])
+    assert exited.value.code == 2
+    assert "--dispatchers: Incremental" in capsys.readouterr().err
+    from components.upstream import toolchain
+
+    monkeypatch.setattr(toolchain, "path_of", lambda name: tmp_path / name)
+    assert throughput.main(["--workloads", "5"]) == 2
+    said = capsys.readouterr().err.strip().splitlines()
+    assert len(said) == 1 and "python -m loopback build" in said[0], said
+
+
+def test_the_dispatchers_cost_is_read_from_its_metrics_page() -> None:
+    page = (
+        "# TYPE process_cpu_seconds_total counter\n"
+        "process_cpu_seconds_total 12.34\n"
+        "# TYPE mkf_write_errors_total counter\n"
+        'mkf_write_errors_total{kind="Workload"} 2.0\n'
+        'mkf_write_errors_total{kind="Event"} 1.0\n'
+    )
+    assert throughput.dispatcher_metrics(page) == {"cpu": 12.3, "write_errors": 3.0}
