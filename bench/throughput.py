@@ -229,11 +229,12 @@ def _watch(kubeconfig: Path, stop: threading.Event, on_event: Any) -> None:
 
 def measure(dispatcher: str, workloads: int, folder: Path, timeout: float, log: Any) -> Run:
     from components.checks.load import load_stack
-    from components.objects.dispatcher import NAME
-    from components.objects.labels import FLEET_NAMESPACE
     from loopback import fleet as loopback_fleet
-    from loopback.dispatcher import TOKEN_SECONDS, LocalDispatcher, rendered_settings
-    from tests.helpers.real_fleet import connect_multikueue, not_active_message
+    from tests.helpers.real_fleet import (
+        connect_multikueue,
+        not_active_message,
+        start_dispatcher,
+    )
 
     def spec_for(name: str) -> tuple[Path, Any]:
         stack = folder / name / "Pulumi.throughput.yaml"
@@ -258,13 +259,7 @@ def measure(dispatcher: str, workloads: int, folder: Path, timeout: float, log: 
             raise SystemExit(f"error: MultiKueue not Active: {not_active_message(connected)}")
         manager = spec.manager.name
         if dispatcher != "AllAtOnce":
-            local = LocalDispatcher(fleet.state / manager)
-            local.prepare(
-                rendered_settings(connected.manager_objects),
-                fleet.kubeconfig(manager),
-                connected.manager.service_account_token(NAME, FLEET_NAMESPACE, TOKEN_SECONDS),
-            )
-            fleet.record_process(manager, local.start())
+            local = start_dispatcher(connected)
             local.wait_ready(120)
         ready = time.monotonic() - began
         log(f"  {dispatcher}: fleet of {len(spec.clusters)} clusters ready in {ready:.0f} s")

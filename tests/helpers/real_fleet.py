@@ -23,6 +23,7 @@ from kubernetes.client.exceptions import ApiException
 from components.checks.load import load_stack
 from components.model.spec import ClusterSpec, FleetSpec
 from components.model.stack_file import stack_path
+from components.objects.dispatcher import NAME as DISPATCHER
 from components.objects.fleet import cluster_objects
 from components.objects.kubeconfig import worker_kubeconfig
 from components.objects.kueue_config import KUEUE_NAMESPACE
@@ -33,6 +34,7 @@ from components.upstream import releases, toolchain
 from loopback import fleet as loopback_fleet
 from loopback.client import Client
 from loopback.controlplane import ADMIN, ControlPlane
+from loopback.dispatcher import TOKEN_SECONDS, LocalDispatcher, rendered_settings
 from loopback.fleet import cluster_crds
 from loopback.kueue import VISIBILITY_CERT_DIR, Kueue, ensure_visibility_certs, split_install
 from loopback.processes import log_tail, others_running, stop_all
@@ -334,6 +336,22 @@ def dev_multikueue(dev_fleet: loopback_fleet.Fleet) -> MultiKueueFleet:
     """The dev fleet joined by MultiKueue, once per run; its `states` say whether every
     worker became Active (the test asserts it, with the manager's Kueue log)."""
     return connect_multikueue(dev_fleet, spec_of("dev"))
+
+
+def start_dispatcher(connected: MultiKueueFleet) -> LocalDispatcher:
+    """The project's dispatcher as a local process against the manager (loopback/dispatcher.py):
+    the settings the project renders and a token of its own ServiceAccount, so it has exactly
+    the pod's rights. Started, not yet ready (its wait_ready says when)."""
+    fleet = connected.fleet
+    manager = connected.spec.manager.name
+    local = LocalDispatcher(fleet.state / manager)
+    local.prepare(
+        rendered_settings(connected.manager_objects),
+        fleet.kubeconfig(manager),
+        connected.manager.service_account_token(DISPATCHER, FLEET_NAMESPACE, TOKEN_SECONDS),
+    )
+    fleet.record_process(manager, local.start())
+    return local
 
 
 def not_active_message(connected: MultiKueueFleet) -> str:

@@ -28,10 +28,7 @@ import pytest
 import yaml
 
 import tests.helpers.dispatch_steps as steps
-from components.objects.dispatcher import NAME
-from components.objects.labels import FLEET_NAMESPACE
 from controller.settings import Settings
-from loopback.dispatcher import TOKEN_SECONDS, LocalDispatcher, rendered_settings
 from tests.helpers.dispatch_steps import (
     NAMESPACE,
     Dispatching,
@@ -41,7 +38,12 @@ from tests.helpers.dispatch_steps import (
     pods_of,
 )
 from tests.helpers.metrics_scrape import every_metric_used_is_exported
-from tests.helpers.real_fleet import MultiKueueFleet, binaries, not_active_message
+from tests.helpers.real_fleet import (
+    MultiKueueFleet,
+    binaries,
+    not_active_message,
+    start_dispatcher,
+)
 
 # The LeaderWorkerSet controller runs on every cluster of the shared dev fleet
 # (tests/helpers/real_fleet.py: dev_fleet); JobSet's cannot (loopback/operators.py says why).
@@ -52,15 +54,7 @@ def dispatching(dev_multikueue: MultiKueueFleet) -> Iterator[Dispatching]:
     """The project's dispatcher running locally against the dev fleet, leader, caches
     synced."""
     assert dev_multikueue.all_active(), not_active_message(dev_multikueue)
-    fleet = dev_multikueue.fleet
-    manager = dev_multikueue.spec.manager.name
-    local = LocalDispatcher(fleet.state / manager)
-    local.prepare(
-        rendered_settings(dev_multikueue.manager_objects),
-        fleet.kubeconfig(manager),
-        dev_multikueue.manager.service_account_token(NAME, FLEET_NAMESPACE, TOKEN_SECONDS),
-    )
-    fleet.record_process(manager, local.start())
+    local = start_dispatcher(dev_multikueue)
     nominations = NominationLog(dev_multikueue.manager)
     try:
         local.wait_ready(120)
