@@ -301,6 +301,13 @@ def down(state: Path = DEFAULT_STATE, *, log: Log = print) -> bool:
     record = read_record(state)
     if record is None:
         return False
+    # The record alone does not make the folder ours: a copied or hand-written fleet.json in
+    # a user's folder would have `down` stop what it names and remove the folder whole.
+    if not (state / MARK).exists():
+        raise FleetError(
+            f"--state {state}: not a folder `python -m loopback up` made (it has no {MARK}), "
+            "so nothing was stopped or removed; stop its processes and remove it by hand"
+        )
     stopped = stop_all(record.get("processes") or [])
     log(f"  stopped {len(stopped)} processes")
     # The visibility certificate folder is shared by every Kueue on the machine: it goes with

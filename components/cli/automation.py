@@ -57,6 +57,7 @@ from components.checks.load import load_stack
 from components.cli.engine_tmp import engine_tmpdir
 from components.cli.pinned_tools import use_pinned_tools
 from components.cli.pulumi_output import Tracebacks
+from components.model import yaml_v3
 from components.model.spec import PROJECT, ClusterSpec
 from components.model.stack_file import parse_stack_text, stack_path
 from components.resources.program_env import (
@@ -352,16 +353,30 @@ class OwnedPulumiCommand(PulumiCommand):
 STACK_INIT_KEYS = frozenset({"encryptionsalt", "secretsprovider", "encryptedkey"})
 
 
+def tracked_by_git(path: Path) -> bool:
+    """Whether git tracks `path` (False outside a work tree or where git is missing)."""
+    try:
+        found = subprocess.run(
+            ["git", "ls-files", "--error-unmatch", "--", path.name],
+            cwd=path.parent, capture_output=True, timeout=30, check=False,
+        )  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return found.returncode == 0
+
+
 def stack_init_leftover(path: Path) -> bool:
     """Whether `path` is a stack config file that holds only what `stack init` writes, so
-    that removing it loses nothing of the user's."""
+    that removing it loses nothing of the user's. One that git tracks is the user's even so:
+    a team commits a stack's salt to share it."""
     if not path.is_file():
         return False
     try:
         settings = yaml.safe_load(path.read_text())
     except (OSError, UnicodeDecodeError, yaml.YAMLError):
         return False
-    return isinstance(settings, dict) and bool(settings) and set(settings) <= STACK_INIT_KEYS
+    only_salt = isinstance(settings, dict) and bool(settings) and set(settings) <= STACK_INIT_KEYS
+    return only_salt and not tracked_by_git(path)
 
 
 def write_fleet_dir(out: Path, name: str, outputs: Mapping[str, Any]) -> dict[str, Any]:
@@ -557,7 +572,8 @@ class Driver:
                 break
         settings["config"] = {f"{PROJECT}:{key}": value for key, value in values.items()}
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(yaml.safe_dump(settings, sort_keys=False))
+        # Pulumi reads it with yaml.v3: a text such as '08' must stay text.
+        path.write_text(yaml_v3.dump(settings))
         in_stacks.unlink(missing_ok=True)
         return path
 

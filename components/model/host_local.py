@@ -28,6 +28,7 @@ from typing import Any
 import yaml
 from pydantic import Field, ValidationError
 
+from components.model import yaml_v3
 from components.model.fieldtypes import Image, MirrorUrl, RegistryHost
 from components.model.problems import FleetConfigError, Problem
 from components.model.project import project_root
@@ -124,9 +125,7 @@ def write_host_settings(
     settings = HostSettings.model_validate(data)
     path = refuse_foreign(stack, root)
     path.parent.mkdir(parents=True, exist_ok=True)
-    body = yaml.safe_dump(
-        settings.model_dump(by_alias=True, mode="json", exclude_none=True), sort_keys=False
-    )
+    body = yaml_v3.dump(settings.model_dump(by_alias=True, mode="json", exclude_none=True))
     path.write_text(HEADER.format(stack=stack) + body)
     return path
 

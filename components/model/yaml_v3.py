@@ -185,6 +185,26 @@ for _tag in (INT, FLOAT, TIMESTAMP):
     PulumiLoader.add_constructor(_tag, _construct)
 
 
+class PulumiDumper(yaml.SafeDumper):
+    """PyYAML's safe dumper with every string that yaml.v3 would read as something else
+    quoted: PyYAML quotes only what YAML 1.1 reads as another type, so `'08'`, `'1e3'` and
+    `'0o17'` would go out plain and come back to Pulumi as 8, 1000.0 and 15."""
+
+
+def _represent_str(dumper: PulumiDumper, data: str) -> yaml.ScalarNode:
+    # Without a style the emitter still quotes what YAML 1.1 would not read back as text.
+    style = "'" if resolve_plain(data)[0] != STR else None
+    return dumper.represent_scalar(STR, data, style=style)
+
+
+PulumiDumper.add_representer(str, _represent_str)
+
+
+def dump(data: Any) -> str:
+    """YAML that Pulumi (yaml.v3) and PulumiLoader read back as `data`, keys in order."""
+    return yaml.dump(data, Dumper=PulumiDumper, sort_keys=False)
+
+
 class Divergence(NamedTuple):
     """A plain scalar YAML 1.2 (Pulumi) and YAML 1.1 (PyYAML, older tools) read differently."""
 

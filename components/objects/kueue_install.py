@@ -25,6 +25,9 @@ KUEUE_DEPLOYMENT = "kueue-controller-manager"
 KUEUE_CONTAINER = "manager"
 PLUGIN_VOLUME = "access-provider-plugins"
 KUEUE_USER = 65532  # the user Kueue v0.19.2 image runs as (its Dockerfile: USER 65532:65532)
+# The init container's script: $1 the folder Kueue finds the plugin in, $2 the plugin's
+# path in its image.
+COPY_PLUGIN = 'mkdir -p "$1" && cp "$2" "$1/"'
 
 
 def plugin_mount(spec: FleetSpec, cluster: ClusterSpec) -> str | None:
@@ -81,7 +84,9 @@ def _edit_manager(deployment: dict[str, Any], spec: FleetSpec, cluster: ClusterS
         {
             "name": "access-provider-plugin",
             "image": cp.plugin_image,
-            "command": ["sh", "-c", f"mkdir -p {target} && cp {source} {target}/"],
+            # The paths go in as the script's arguments, never into its text: a path with
+            # a shell character in it (`;`, `$(...)`) is then only a strange file name.
+            "command": ["sh", "-c", COPY_PLUGIN, "copy-plugin", target, source],
             "volumeMounts": [{"name": PLUGIN_VOLUME, "mountPath": PLUGIN_ROOT}],
             # Kueue's pod runs with runAsNonRoot (config/components/manager/manager.yaml,
             # v0.19.2), so an image whose user is root (most images with a shell) would

@@ -241,7 +241,10 @@ def test_own_plugin_image_is_used_as_given(manifest: str) -> None:
     assert init["command"] == [
         "sh",
         "-c",
-        "mkdir -p /plugins/bin && cp /bin/secretreader-plugin /plugins/bin/",
+        'mkdir -p "$1" && cp "$2" "$1/"',
+        "copy-plugin",
+        "/plugins/bin",
+        "/bin/secretreader-plugin",
     ]
     assert {"name": "access-provider-plugins", "emptyDir": {}} in pod["volumes"]
     assert {

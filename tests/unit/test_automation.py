@@ -26,6 +26,7 @@ from components.cli.automation import (
     stack_name,
 )
 from components.cli.status import Check, FleetStatus
+from components.model import stack_yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -704,6 +705,39 @@ def test_down_of_a_stack_that_does_not_exist_keeps_the_users_stack_file(cli: Any
     assert users.read_text() == USERS_STACK
     assert not leftover.exists()
     assert any("nothing to tear down" in line for line in cli.lines)
+
+
+def test_a_salt_the_user_committed_is_theirs(cli: Any) -> None:
+    """A stack file holding only a salt is what `stack init` leaves, unless git tracks it: a
+    team commits a stack's salt to share it. `down` keeps it and `up --name` refuses it."""
+    salt = "encryptionsalt: v1:c2FsdA==\n"
+    committed = cli.project / "stacks" / "Pulumi.ci-fake.yaml"
+    committed.write_text(salt)
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    for args in (["init", "-q"], ["add", "stacks"], ["commit", "-q", "-m", "salt"]):
+        subprocess.run([*git, *args], cwd=cli.project, check=True, capture_output=True)
+    cli.make().down("ci-fake")
+    assert committed.read_text() == salt
+    with pytest.raises(DriverError, match="is a stack file of this project"):
+        cli.make().up()
+    assert committed.read_text() == salt
+    assert not [c for c in cli.calls() if c.startswith("stack init")]
+
+
+def test_the_config_pulumi_reads_keeps_every_value_as_read(cli: Any) -> None:
+    """The ephemeral stack's config goes to Pulumi, which reads YAML 1.2 (yaml.v3): a text
+    that 1.2 would read as a number or a date is quoted, so each value comes back as it was
+    read from the base stack."""
+    values = {
+        "labels": {"a": "08", "b": "1e3", "c": "0o17", "d": "0x1F", "e": "2026-01-01", "f": "no"},
+        "workers": 2,
+        "flag": True,
+        "ratio": 0.5,
+    }
+    path = cli.make()._write_config("ci-fake", values)
+    read = stack_yaml.load(path.read_text()).data["config"]
+    assert read == {f"multikueue-fleet:{k}": v for k, v in values.items()}
+    assert "a: '08'" in path.read_text()
 
 
 @pytest.mark.parametrize("text", [USERS_STACK, "", "encryptionsalt: [not, a, salt\n"])

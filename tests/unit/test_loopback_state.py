@@ -91,3 +91,19 @@ def test_the_egress_proxy_removes_its_socket_when_stopped(tmp_path: Path) -> Non
         time.sleep(0.05)
     assert stop_all([proxy.as_dict()], grace=10) == ["egress"]
     assert not sock.exists()
+
+
+def test_down_leaves_a_folder_up_did_not_make(tmp_path: Path) -> None:
+    """A fleet record beside a user's files, without the mark `up` writes: `down` stops
+    nothing, removes nothing, and says so in one line."""
+    (tmp_path / fleet.RECORD).write_text('{"processes": [], "clusters": {}}')
+    (tmp_path / "notes.txt").write_text("mine")
+    result = subprocess.run(
+        [sys.executable, "-m", "loopback", "down", "--state", str(tmp_path)],
+        cwd=ROOT, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith(f"error: --state {tmp_path}: not a folder")
+    assert "remove it by hand" in result.stderr and "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == [fleet.RECORD, "notes.txt"]

@@ -4,6 +4,8 @@ Kueue's pod whatever user its image names."""
 
 from __future__ import annotations
 
+import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -73,3 +75,25 @@ def test_the_init_container_runs_as_kueues_user_whatever_its_image_says() -> Non
     assert context["runAsUser"] == context["runAsGroup"] == KUEUE_USER == 65532
     assert context["allowPrivilegeEscalation"] is False
     assert context["capabilities"] == {"drop": ["ALL"]}
+
+
+def test_a_plugin_path_with_shell_characters_is_only_a_file_name(tmp_path: Path) -> None:
+    """The init container's `sh -c` gets the paths as arguments, not in its script: a path
+    such as `/plugins/bin/x;id>pwned` copies a file of that name and runs nothing."""
+    path = "/plugins/bin/x;id>pwned"
+    spec = checked_spec(_config("initContainer", path, pluginImage="example.com/alpine-plugin:v1"))
+    deployment = next(o for o in kueue_objects(KUEUE_SKELETON, spec, spec.manager)
+                      if o["kind"] == "Deployment")  # fmt: skip
+    (init,) = deployment["spec"]["template"]["spec"]["initContainers"]
+    shell, flag, script, name, target, source = init["command"]
+    assert (shell, flag, target, source) == ("sh", "-c", "/plugins/bin", "/bin/x;id>pwned")
+    assert "pwned" not in script
+    # The script as the container runs it, on folders of this test's own.
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "x;id>pwned").write_text("plugin")
+    subprocess.run(
+        [shell, flag, script, name, f"{tmp_path}{target}", f"{tmp_path}{source}"],
+        cwd=tmp_path, check=True, timeout=30,
+    )  # fmt: skip
+    assert (tmp_path / "plugins" / "bin" / "x;id>pwned").read_text() == "plugin"
+    assert not (tmp_path / "pwned").exists()
