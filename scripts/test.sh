@@ -76,13 +76,19 @@ fi
 PYTHON="${PYTHON:-python3}"
 ENV=.venv-dev
 make_env() {
-  # One left half-made by an interrupted run is rebuilt, not reused.
+  # One this script made (its mark inside) and an interrupted run left half-made is rebuilt,
+  # not reused; one without the mark is the user's and is never removed.
   if { [ -e "$ENV" ] || [ -L "$ENV" ]; } && ! "$ENV/bin/python" -c 'import sys, pip; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+    if [ ! -e "$ENV/.made-by-test.sh" ]; then
+      echo "error: $ENV is not an environment scripts/test.sh made, and it cannot run the tests (it needs Python 3.11 or newer with pip); move it away (mv $ENV $ENV.mine) and run again" >&2
+      return 1
+    fi
     echo "$ENV is incomplete or too old: rebuilding it"
     rm -rf "$ENV"
   fi
   if [ ! -x "$ENV/bin/python" ]; then
     "$PYTHON" -m venv "$ENV" || return 1
+    touch "$ENV/.made-by-test.sh"
   fi
   # pip is asked only when the pins changed since the environment was made. --no-compile:
   # Python compiles a module when it is first imported; pip would compile every module of

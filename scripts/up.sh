@@ -46,13 +46,17 @@ command -v "$PYTHON" >/dev/null \
   || die "Python 3.11 or newer is needed; $PYTHON is $("$PYTHON" -V 2>&1); install a newer one or set PYTHON=/path/to/python3.11"
 "$PYTHON" -c 'import ensurepip, venv' 2>/dev/null \
   || die "Python's venv module is missing; install it (Debian/Ubuntu: apt install python3-venv) and run again"
-# A .venv left half-made by an interrupted run (or by another Python) is rebuilt, not reused.
+# A .venv this script made (its mark inside) and an interrupted run left half-made, or made
+# with another Python, is rebuilt; one without the mark is the user's and is never removed.
 if { [ -e .venv ] || [ -L .venv ]; } && ! .venv/bin/python -c 'import sys, pip; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+  [ -e .venv/.made-by-up.sh ] \
+    || die ".venv is not an environment scripts/up.sh made, and it cannot run the program (it needs Python 3.11 or newer with pip); move it away (mv .venv .venv.mine) and run again"
   echo ".venv is incomplete or too old: rebuilding it"
   rm -rf .venv
 fi
 if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv || { rm -rf .venv; die "could not create .venv with $PYTHON -m venv"; }
+  touch .venv/.made-by-up.sh
 fi
 # --no-compile: each module is compiled when first imported (a few dozen of the thousands of
 # pulumi-kubernetes' modules), not all of them now.

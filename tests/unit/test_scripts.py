@@ -426,20 +426,44 @@ def test_an_old_python_is_named_with_what_to_install(project: Path, tmp_path: Pa
     assert "Python 3.10.12" in result.stderr
 
 
-def test_a_broken_venv_is_rebuilt(project: Path, tmp_path: Path) -> None:
-    shutil.rmtree(project / ".venv")
-    _fake(project / ".venv" / "bin" / "python", "exit 1\n")  # a half-made environment
-    # `-m venv .venv` links the test's environment (every pin installed: no download).
+def _venv_python(tmp_path: Path, made: Path) -> Path:
+    """A python3 whose `-m venv DIR` makes DIR/bin/python a copy of `made`."""
     python = tmp_path / "py" / "python3"
     _fake(
         python,
-        f'if [ "$1 $2" = "-m venv" ]; then ln -s {sys.prefix} "$3"; exit 0; fi\n'
+        f'if [ "$1 $2" = "-m venv" ]; then mkdir -p "$3/bin" && cp {made} "$3/bin/python"; '
+        "exit 0; fi\n"
         f'exec {sys.executable} "$@"\n',
     )
-    result = run_up(project, tmp_path, env={"PYTHON": str(python)})
+    return python
+
+
+def test_a_broken_venv_up_made_is_rebuilt(project: Path, tmp_path: Path) -> None:
+    working = tmp_path / "working-python"
+    shutil.copy(project / ".venv" / "bin" / "python", working)  # records pip, runs the rest
+    shutil.rmtree(project / ".venv")
+    _fake(project / ".venv" / "bin" / "python", "exit 1\n")  # a half-made environment
+    (project / ".venv" / ".made-by-up.sh").touch()
+    result = run_up(project, tmp_path, env={"PYTHON": str(_venv_python(tmp_path, working))})
     assert result.returncode == 0, result.stdout + result.stderr
     assert ".venv is incomplete or too old: rebuilding it" in result.stdout
-    assert (project / ".venv").resolve() == Path(sys.prefix).resolve()
+    assert (project / ".venv" / "bin" / "python").read_text() == working.read_text()
+    assert (project / ".venv" / ".made-by-up.sh").exists()  # so a later run may rebuild it
+
+
+def test_a_users_own_broken_venv_is_kept(project: Path, tmp_path: Path) -> None:
+    """A .venv without up.sh's mark is the user's (python -m venv .venv is a habit): one
+    that cannot run the program is named with the fix, and left as it is."""
+    shutil.rmtree(project / ".venv")
+    _fake(project / ".venv" / "bin" / "python", "exit 1\n")  # e.g. made with Python 3.10
+    (project / ".venv" / "mine.txt").write_text("mine")
+    result = run_up(project, tmp_path, env={"PYTHON": str(_venv_python(tmp_path, Path("/x")))})
+    assert result.returncode == 1
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("error: .venv is not an environment scripts/up.sh made")
+    assert "mv .venv .venv.mine" in line
+    assert sorted(p.name for p in (project / ".venv").iterdir()) == ["bin", "mine.txt"]
+    assert calls_of(tmp_path) == []
 
 
 @pytest.mark.parametrize("script", ["up.sh", "down.sh"])
