@@ -370,6 +370,41 @@ def test_an_existing_context_this_machines_kubeconfig_lacks_stops_up_first(
     assert driver.stack_touched is False  # nothing was created
 
 
+def test_a_kubeconfig_client_go_would_refuse_stops_up_before_anything_is_created(
+    fake: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every context the stack names is there, but a worker's cluster names a CA file that
+    is not: client-go would refuse to load it (tools/clientcmd/validation.go at v0.36.4), so
+    `mkf up` stops on that line before it creates a stack."""
+    contexts = ["lab-manager", "lab-a", "lab-b"]
+    kubeconfig = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {"name": n, "cluster": {"server": f"https://{n}.example.com:6443", **(
+                {"certificate-authority": str(tmp_path / "gone-ca.crt")} if n == "lab-a" else {}
+            )}}
+            for n in contexts
+        ],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": n, "context": {"cluster": n, "user": "u"}} for n in contexts],
+    }  # fmt: skip
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump(kubeconfig))
+    monkeypatch.setenv("KUBECONFIG", str(path))
+    monkeypatch.setattr(driver_module, "missing_cloud_sdks", lambda *_: [])
+    options = Options(base="existing", name="ex-t", out=tmp_path / "out", backend=tmp_path / "s")
+    driver = Driver(
+        options, automation=fake, log=lambda _: None, tools=lambda *_: None, host_check=lambda _: []
+    )
+    with pytest.raises(DriverError) as info:
+        driver.up()
+    (line,) = str(info.value).splitlines()
+    assert line.startswith("workers[0].existing: ") and "gone-ca.crt" in line, line
+    assert "fix: " in line
+    assert driver.stack_touched is False  # nothing was created
+
+
 def test_cli_exit_codes(monkeypatch: pytest.MonkeyPatch) -> None:
     from components.cli.main import main
 
