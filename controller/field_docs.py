@@ -59,7 +59,9 @@ CONTROLLER_DOCS: dict[str, str] = {
     "SettingsFile.metricsPort": "The port of `/metrics`, `/healthz` and `/readyz`.",
     "SettingsFile.concurrentWrites": "Status patches under way at once.",
     "ProfileEntry.name": "The worker's ClusterProfile (and MultiKueueCluster) name.",
-    "ProfileEntry.server": "The worker's API server URL.",
+    "ProfileEntry.server": "The worker's API server URL, `https://hostname:port`: a host "
+    "Kueue trusts (a DNS name or an IP address, IPv6 in brackets with a port), no `user@`, "
+    "query, fragment or spaces.",
     "ProfileEntry.tokenSecret": "The Secret holding its token, in Kueue's namespace.",
     "ProfileEntry.certificateAuthorityData": "The worker's CA bundle, base64.",
     "ProfileEntry.accessProvider": "The access provider the profile offers.",

@@ -12,11 +12,11 @@ import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
-from urllib.parse import urlsplit
 
 import yaml
 from pydantic import Field, StrictBool, ValidationError, field_validator, model_validator
 
+from controller.hosts import kueue_trusts_server, split_url
 from controller.model import Policy
 from controller.policy_api import FIXES as POLICY_FIXES
 from controller.policy_api import PolicySpec
@@ -121,7 +121,8 @@ FIXES = {
     "concurrentWrites": "a whole number from 1 to 256 (default 16)",
     "clusterProfiles": "a list of {name, server, tokenSecret} mappings",
     "name": f"the worker's name ({OBJECT_NAME})",
-    "server": "the worker's API server URL, https://hostname:port",
+    "server": "the worker's API server URL, https://hostname:port, its host a DNS name or an "
+    "IP address ([IPv6]:port), no user@, query or spaces",
     "tokenSecret": f"the Secret holding the worker's token ({OBJECT_NAME})",
     "certificateAuthorityData": "the worker's CA bundle (PEM), base64-encoded: base64 -w0 ca.crt",
     "accessProvider": "the name of a ClusterProfile access provider",
@@ -146,13 +147,27 @@ class ProfileEntry(Strict):
     @field_validator("server")
     @classmethod
     def _https_url(cls, server: str) -> str:
-        url = urlsplit(server)
-        try:
-            url.port  # noqa: B018 (raises on a port that is no number or out of range)
-        except ValueError as exc:
-            raise ValueError(f"has an invalid port ({exc})") from None
+        if server != server.strip():
+            raise ValueError("has spaces around it, which Kueue cannot parse (Go's url.Parse)")
+        url = split_url(server)
+        if url is None:
+            raise ValueError("has an invalid port or an unclosed IPv6 bracket")
         if url.scheme != "https" or not url.hostname:
             raise ValueError("is not an https:// URL with a host (https://hostname:port)")
+        if url.username is not None or "?" in server or "#" in server:
+            # The CRD's server is https://hostname:port: credentials come from tokenSecret,
+            # and a query or fragment would be dropped or sent with every request.
+            raise ValueError(
+                "has a user@, a query or a fragment: a ClusterProfile's server is "
+                "https://hostname:port alone"
+            )
+        if not kueue_trusts_server(server):
+            # Kueue v0.19.2 pkg/controller/admissionchecks/multikueue/multikueuecluster.go,
+            # isValidHostname: the MultiKueueCluster would stay inactive.
+            raise ValueError(
+                "has a host Kueue refuses as an untrusted server endpoint "
+                "(neither an IP address nor a DNS name)"
+            )
         return server
 
     @field_validator("certificate_authority_data")

@@ -6,11 +6,13 @@ the consumer's own rule where it comes from."""
 
 from __future__ import annotations
 
+import base64
+import binascii
+import re
 import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import yaml
 
@@ -19,14 +21,14 @@ from components.model.spec import ClusterSpec, FleetSpec
 from components.objects.kubeconfig import (
     context_cluster,
     existing_kubeconfig_path,
-    is_loopback_host,
     kubeconfig_server,
-    kueue_trusts_server,
     read_kubeconfig_file,
     reduce_to_context,
-    server_host,
 )
+from controller.api import is_loopback_host, kueue_trusts_server, server_host, split_url
 
+# (message, fix) of one problem, before the config path it is reported at is known.
+Fault = tuple[str, str]
 KIND_SERVER_HINT = "on kind, https://<kind cluster name>-control-plane:6443"
 
 
@@ -126,71 +128,142 @@ def kubeconfig_problems(c: ClusterSpec) -> Iterator[Problem]:
         return  # a missing context is context_problem's to say
     folder = path.resolve().parent
     names = reduced["contexts"][0]["context"]
-    cluster_name, user_name = names.get("cluster"), names.get("user")
-    cluster, user = _body(reduced, "cluster"), _body(reduced, "user")
-    said = f"the kubeconfig {path}: cluster '{cluster_name}'"
+    cluster_said = f"the kubeconfig {path}: cluster '{names.get('cluster')}'"
+    for message, fix in _cluster_problems(_body(reduced, "cluster"), folder, cluster_said):
+        yield Problem(where, message, fix)
+    user_said = f"the kubeconfig {path}: user '{names.get('user')}'"
+    for message, fix in _user_problems(_body(reduced, "user"), folder, user_said):
+        yield Problem(where, message, fix)
+
+
+def _cluster_problems(cluster: dict[str, Any], folder: Path, said: str) -> Iterator[Fault]:
+    """client-go v0.36.4 tools/clientcmd/validation.go validateClusterInfo (and helpers.go
+    parseProxyURL), and the base64 its loader decodes certificate-authority-data with."""
     if not cluster.get("server"):
-        yield Problem(where, f"{said} has no server", "add the cluster's `server: https://...`")
-    proxy = cluster.get("proxy-url")
-    if proxy and urlsplit(str(proxy)).scheme not in ("http", "https", "socks5"):
-        yield Problem(
-            where,
-            f"{said} has proxy-url {proxy!r}, whose scheme client-go refuses",
-            "use an http://, https:// or socks5:// proxy URL",
-        )
+        yield f"{said} has no server", "add the cluster's `server: https://...`"
+    if cluster.get("proxy-url"):
+        yield from _proxy_problems(str(cluster["proxy-url"]), said)
     ca_file, ca_data = (
         cluster.get("certificate-authority"),
         cluster.get("certificate-authority-data"),
     )
     if ca_file and ca_data:
-        yield Problem(
-            where,
+        yield (
             f"{said} has both certificate-authority and certificate-authority-data",
             "keep one of them (client-go refuses both)",
         )
     if ca_file and not _readable(folder / str(ca_file)):
-        yield Problem(
-            where,
+        yield (
             f"{said} reads its CA from {folder / str(ca_file)}, which cannot be read",
             "fix the path (relative paths are taken from the kubeconfig's folder) or inline "
             "the CA as certificate-authority-data",
         )
     if cluster.get("insecure-skip-tls-verify") is True and (ca_file or ca_data):
-        yield Problem(
-            where,
+        yield (
             f"{said} sets insecure-skip-tls-verify beside a CA, which client-go refuses "
             "('specifying a root certificates file with the insecure flag is not allowed')",
             "remove insecure-skip-tls-verify (the CA is the safe way)",
         )
-    said = f"the kubeconfig {path}: user '{user_name}'"
+    yield from _base64_problems(cluster, ("certificate-authority-data",), said)
+
+
+def _proxy_problems(proxy: str, said: str) -> Iterator[Fault]:
+    """client-go v0.36.4 tools/clientcmd/helpers.go parseProxyURL: Go's url.Parse, then an
+    http, https or socks5 scheme. A URL that does not split (an unclosed IPv6 bracket, a
+    port that is not a number) is named here, not left to end `validate` in a traceback."""
+    url = split_url(proxy)
+    if url is None:
+        yield (
+            f"{said} has proxy-url {proxy!r}, which does not parse as a URL (client-go refuses it)",
+            "write proxy-url as http://HOST:PORT, https://HOST:PORT or socks5://HOST:PORT, "
+            "an IPv6 address in brackets",
+        )
+    elif url.scheme not in ("http", "https", "socks5"):
+        yield (
+            f"{said} has proxy-url {proxy!r}, whose scheme client-go refuses",
+            "use an http://, https:// or socks5:// proxy URL",
+        )
+
+
+def _user_problems(user: dict[str, Any], folder: Path, said: str) -> Iterator[Fault]:
+    """client-go v0.36.4 tools/clientcmd/validation.go validateAuthInfo."""
     methods = [m for m, keys in AUTH_METHODS.items() if any(user.get(k) for k in keys)]
     if len(methods) > 1:
-        yield Problem(
-            where,
+        yield (
             f"{said} has more than one authentication method ({', '.join(methods)})",
             "keep one: client-go allows only one",
         )
     cert = user.get("client-certificate") or user.get("client-certificate-data")
     if cert and not (user.get("client-key") or user.get("client-key-data")):
-        yield Problem(where, f"{said} has a client certificate and no key", "add client-key")
+        yield f"{said} has a client certificate and no key", "add client-key"
     for key in ("client-certificate", "client-key", "tokenFile"):
         if user.get(key) and not _readable(folder / str(user[key])):
-            yield Problem(
-                where,
+            yield (
                 f"{said} reads its {key} from {folder / str(user[key])}, which cannot be read",
                 "fix the path (relative paths are taken from the kubeconfig's folder)",
             )
-    plugin = user.get("exec")
-    if isinstance(plugin, dict) and not plugin.get("apiVersion"):
-        yield Problem(
-            where,
+    yield from _base64_problems(user, ("client-certificate-data", "client-key-data"), said)
+    if isinstance(user.get("exec"), dict):
+        yield from _exec_problems(user["exec"], said)
+
+
+def _exec_problems(plugin: dict[str, Any], said: str) -> Iterator[Fault]:
+    """client-go v0.36.4 tools/clientcmd/validation.go validateAuthInfo on `exec`, after
+    api/v1/defaults.go SetDefaults_ExecConfig: only v1beta1 and v1alpha1 plugins get
+    interactiveMode IfAvailable by default; a v1 plugin (any other) must say it."""
+    if not plugin.get("command"):
+        yield (
+            f"{said} runs an exec plugin without command, which client-go requires",
+            "add the plugin's command (e.g. kubelogin, gke-gcloud-auth-plugin)",
+        )
+    version = plugin.get("apiVersion")
+    if not version:
+        yield (
             f"{said} runs an exec plugin without apiVersion, which client-go requires",
             "add the plugin's apiVersion (e.g. client.authentication.k8s.io/v1beta1)",
         )
+        return
+    mode = plugin.get("interactiveMode")
+    if not mode and version not in EXEC_VERSIONS_WITH_DEFAULT_MODE:
+        yield (
+            f"{said} runs an exec plugin of apiVersion {version} without interactiveMode, "
+            "which client-go requires (only v1beta1 plugins get a default)",
+            f"add interactiveMode: one of {', '.join(EXEC_INTERACTIVE_MODES)} "
+            "(IfAvailable is what older versions default to)",
+        )
+    elif mode and mode not in EXEC_INTERACTIVE_MODES:
+        yield (
+            f"{said} runs an exec plugin with interactiveMode {mode!r}, which client-go refuses",
+            f"set interactiveMode to one of {', '.join(EXEC_INTERACTIVE_MODES)}",
+        )
+
+
+def _base64_problems(body: dict[str, Any], keys: tuple[str, ...], said: str) -> Iterator[Fault]:
+    """The *-data fields are []byte in client-go's kubeconfig types (api/v1/types.go), which
+    its loader decodes as JSON does: standard base64, padded, line breaks ignored (Go's
+    encoding/base64 StdEncoding); anything else fails the load."""
+    for key in keys:
+        data = body.get(key)
+        if not data:
+            continue
+        try:
+            base64.b64decode(re.sub(r"[\r\n]", "", str(data)), validate=True)
+        except (binascii.Error, ValueError):
+            yield (
+                f"{said} has {key} that is not base64 (a pasted PEM?), which client-go cannot load",
+                f"write {key} as the base64 of the PEM file: base64 -w0 FILE",
+            )
 
 
 # client-go v0.36.4 validateAuthInfo: one of these per user.
 AUTH_METHODS = {"token": ("token",), "basicAuth": ("username", "password")}
+# client-go v0.36.4 tools/clientcmd/api/types.go (ExecInteractiveMode) and
+# api/v1/defaults.go (the versions that default it).
+EXEC_INTERACTIVE_MODES = ("Never", "IfAvailable", "Always")
+EXEC_VERSIONS_WITH_DEFAULT_MODE = (
+    "client.authentication.k8s.io/v1beta1",
+    "client.authentication.k8s.io/v1alpha1",
+)
 KUBECONFIG_FILE_FIX = "point existing.kubeconfigPath at the cluster's kubeconfig file"
 
 

@@ -76,11 +76,14 @@ FIELD_DOCS: dict[str, str] = {
     "KindSettings.registryMirrors": "Pull through mirrors: `<registry>: <url>`, for example "
     "`registry.k8s.io: http://mirror:5000`, or `<registry>: {url, ca, skipVerify, "
     "overridePath}` for containerd's host options; the nodes' containerd asks the mirror first and "
-    "the registry after it. A mirror that is a container on the same Docker is joined to the "
+    "the registry after it. The key is the registry as the images name it (containerd looks "
+    "mirrors up by that host as written): lower case, no `:443`, an IPv6 address in its short "
+    "form (`[fd00::1]:5000`). A mirror that is a container on the same Docker is joined to the "
     "`kind` network. The fleet's objects keep their upstream image names. Changed later, the "
     "nodes' `hosts.toml` files are rewritten in place: the cluster is not made again.",
     "MirrorSettings.url": "The mirror, as the kind nodes reach it: `http://HOST[:PORT]` or "
-    "`https://HOST[:PORT][/PATH]`.",
+    "`https://HOST[:PORT][/PATH]`; not a loopback address (`localhost`, `127.0.0.1`, `[::1]`, "
+    "`0.0.0.0`), which inside a node is the node itself.",
     "MirrorSettings.ca": "CA certificates (PEM) the mirror's TLS certificate is checked "
     "against, where no public CA signs it: written beside hosts.toml on every node "
     "(`ca` in containerd's hosts.toml). https only.",

@@ -16,6 +16,7 @@ Sources of the rules:
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import re
 from collections.abc import Callable, Mapping
@@ -28,6 +29,7 @@ from pydantic_core import PydanticCustomError
 from controller.api import DURATION_FIX as DISPATCH_DURATION_FIX
 from controller.api import DURATION_PATTERN as DISPATCH_DURATION
 from controller.api import is_duration as is_dispatch_duration
+from controller.api import is_loopback_host, split_url
 
 # --- failing in the project's form -----------------------------------------------------
 
@@ -490,15 +492,43 @@ def _port_problem(port: str | None) -> str | None:
     return None
 
 
+def _canonical_registry_host(text: str) -> str:
+    """The registry host as image references name it: lower case (DNS names are, and the
+    fleet's images are written so), no :443 (https's own port, which no reference writes),
+    an IPv6 address in its RFC 5952 form ([fd00::1], not [FD00:0::1])."""
+    host, port = text.lower(), ""
+    if host.startswith("["):
+        address, _, rest = host[1:].partition("]")
+        port = rest.removeprefix(":")
+        try:
+            host = f"[{ipaddress.IPv6Address(address).compressed}]"
+        except ValueError:
+            host = f"[{address}]"  # not an address: left as written, for the grammar to judge
+    elif ":" in host:
+        host, _, port = host.partition(":")
+    return host if port in ("", "443") else f"{host}:{port}"
+
+
 def _registry_host(value: Any) -> str:
+    """A mirror's key: the directory containerd v2.3.4 looks hosts.toml up in is the image
+    reference's host exactly as written (core/remotes/docker/config/hosts.go,
+    HostDirFromRoot; config_unix.go hostPaths: `host_port_` or `host`), so a key spelt
+    otherwise than the images spell their registry is never read."""
     text = _plain_text(value)
     if not REGISTRY_HOST.fullmatch(text):
         raise fail(f"'{show(text)}' is not a registry host", REGISTRY_FIX)
-    if text in DOCKER_HUB_ALIASES:
+    canonical = _canonical_registry_host(text)
+    if canonical in DOCKER_HUB_ALIASES:
         raise fail(
             f"'{text}' is Docker Hub under another name, which containerd never looks "
             "mirrors up by: a Docker Hub image's registry is docker.io",
             "write docker.io",
+        )
+    if canonical != text:
+        raise fail(
+            f"'{show(text)}' is not how image references name this registry, and containerd "
+            "looks a mirror up by the image's host as written: this key would never be read",
+            f"write the host as the images name it: {canonical}",
         )
     port = text.rsplit("]", 1)[-1].partition(":")[2] or None
     if problem := _port_problem(port):
@@ -515,16 +545,10 @@ def _mirror_url(value: Any) -> str:
     scheme and host; a path stays, with /v2 added unless override_path). Go refuses what
     urlsplit here refuses (a port that is not a number, an IPv6 address without brackets),
     and containerd drops what it does not use (credentials, a query): refused rather than
-    lost. Inside a kind node, a loopback address is the node itself."""
-    import ipaddress
-    from urllib.parse import urlsplit
-
+    lost. Inside a kind node, a loopback address is the node itself (so are 0.0.0.0,
+    ::ffff:127.0.0.1 and localhost.: controller/hosts.py, is_loopback_host)."""
     text = _plain_text(value)
-    try:
-        url = urlsplit(text)
-        url.port  # noqa: B018 - raises ValueError for a port that is not one
-    except ValueError:
-        url = None
+    url = split_url(text)
     if url is None or url.scheme not in ("http", "https") or not url.hostname or " " in text:
         raise fail(f"'{show(text)}' is not a registry mirror URL", MIRROR_FIX)
     if ":" in url.hostname and "[" not in url.netloc:
@@ -539,12 +563,7 @@ def _mirror_url(value: Any) -> str:
         )
     if problem := _port_problem(str(url.port) if url.port is not None else None):
         raise fail(f"'{show(text)}': {problem}", MIRROR_FIX)
-    host = url.hostname
-    try:
-        loopback = ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        loopback = host == "localhost" or host.endswith(".localhost")
-    if loopback:
+    if is_loopback_host(url.hostname):
         raise fail(
             f"'{show(text)}' is a loopback address, which inside a kind node is the node "
             "itself, not this machine",

@@ -3,18 +3,14 @@ against the rules Kueue 0.19 applies before it will connect (research/kueue-api.
 
 from __future__ import annotations
 
-import ipaddress
 import os
-import re
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import yaml
 
 from components.model.spec import ExistingSettings
-
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+from controller.api import kueue_trusts_server
 
 
 def worker_kubeconfig(
@@ -151,65 +147,6 @@ def reduce_to_context(text: str, context: str) -> str:
         "current-context": context,
     }
     return yaml.safe_dump(reduced, sort_keys=False)
-
-
-def _split_host_port(hostport: str) -> str | None:
-    """Go's net.SplitHostPort, host part only; None where Go returns an error."""
-    if hostport.startswith("["):
-        end = hostport.find("]")
-        if end < 0 or hostport[end + 1 : end + 2] != ":":
-            return None
-        return hostport[1:end]
-    if hostport.count(":") != 1:
-        return None  # "missing port" or "too many colons"
-    return hostport.split(":", 1)[0]
-
-
-def _is_go_ip(host: str) -> bool:
-    """Go's net.ParseIP: dotted IPv4 (no leading zeros) or IPv6 without a zone."""
-    if "%" in host:
-        return False
-    try:
-        ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    return True
-
-
-def server_host(server: str) -> str:
-    """The host of an API server URL as Kueue takes it: lower-cased, the port and the
-    brackets of an IPv6 address removed when Go's net.SplitHostPort would."""
-    try:
-        hostport = urlsplit(server.strip().lower()).netloc.rpartition("@")[2]
-    except ValueError:
-        return ""
-    split = _split_host_port(hostport)
-    return hostport if split is None else split
-
-
-def kueue_trusts_server(server: str) -> bool:
-    """Kueue v0.19.2 pkg/controller/admissionchecks/multikueue/multikueuecluster.go,
-    isValidHostname: the URL's host (net.SplitHostPort, else the whole u.Host) must be an
-    IP (net.ParseIP) or a DNS-1123 subdomain, else the MultiKueueCluster is inactive with
-    "untrusted server endpoint". So `https://[::1]` (brackets, no port) is untrusted while
-    `https://[::1]:6443` is trusted."""
-    host = server_host(server)
-    if _is_go_ip(host):
-        return True
-    return bool(host) and len(host) <= 253 and bool(_DNS_SUBDOMAIN.match(host))
-
-
-def is_loopback_host(host: str) -> bool:
-    """A host that names the machine itself: inside a pod, the pod (RFC 6761 reserves
-    `localhost` and names under it for the loopback address)."""
-    host = host.strip("[]").rstrip(".")
-    if host == "localhost" or host.endswith(".localhost"):
-        return True
-    if not _is_go_ip(host):
-        return False
-    address = ipaddress.ip_address(host)
-    mapped = getattr(address, "ipv4_mapped", None)
-    return address.is_loopback or address.is_unspecified or bool(mapped and mapped.is_loopback)
 
 
 def kubeconfig_server(text: str) -> str:

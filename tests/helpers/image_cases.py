@@ -56,6 +56,9 @@ MIRROR_CASES: tuple[tuple[str, bool, bool], ...] = (
     ("http://127.0.0.1:5001", True, False),
     ("http://localhost:5000", True, False),
     ("http://[::1]:5000", True, False),
+    ("http://0.0.0.0:5000", True, False),  # unspecified: a connection to it is local
+    ("http://[::ffff:127.0.0.1]:5000", True, False),  # IPv4-mapped loopback
+    ("http://localhost.:5000", True, False),  # localhost, fully qualified
     ("http://user:secret@m:5000", True, False),
     ("http://m:5000?ns=docker.io", True, False),
     ("ftp://m", True, False),

@@ -15,7 +15,7 @@ from components.checks.kubeconfigs import (
     existing_worker_servers,
     kubeconfig_problems,
 )
-from components.objects.kubeconfig import is_loopback_host, kueue_trusts_server, server_host
+from controller.api import is_loopback_host, kueue_trusts_server, server_host
 from tests.helpers.fleet_config import base, load, only, problems_of
 
 
@@ -56,6 +56,11 @@ def _existing_worker(config: dict[str, Any], **existing: Any) -> dict[str, Any]:
         ("https://my_cluster:6443", False),  # '_' is not in a DNS name
         ("https://a..b:6443", False),
         ("https://[fe80::1%25eth0]:6443", False),  # a zone: net.ParseIP refuses it
+        ("https://user@w1:6443", True),  # url.Parse keeps the user out of u.Host
+        (" https://w1:6443", False),  # url.Parse: no scheme after a space, so no host
+        ("https://w1:6443 ", False),  # url.Parse: a port that is not digits
+        ("https://w1:abc", False),
+        ("https://w1\t:6443", False),  # a control character: url.Parse refuses the URL
     ],
 )
 def test_kueue_trusted_hosts_as_is_valid_hostname_decides(server: str, trusted: bool) -> None:
@@ -70,6 +75,9 @@ def test_kueue_trusted_hosts_as_is_valid_hostname_decides(server: str, trusted: 
         ("https://localhost:6443", True),
         ("https://[::1]:6443", True),
         ("https://0.0.0.0:6443", True),
+        ("https://[::ffff:127.0.0.1]:6443", True),  # IPv4-mapped loopback
+        ("https://localhost.:6443", True),  # the same name, fully qualified
+        ("https://LOCALHOST:6443", True),
         ("https://10.0.0.1:6443", False),
         ("https://kind-w1-control-plane:6443", False),
     ],
@@ -257,6 +265,8 @@ def _with(tmp_path: Path, cluster: dict[str, Any], user: dict[str, Any] | None =
 
 
 SERVER = {"server": "https://10.1.2.3:6443"}
+EXEC_V1 = "client.authentication.k8s.io/v1"
+EXEC_V1BETA1 = "client.authentication.k8s.io/v1beta1"
 
 
 @pytest.mark.parametrize(
@@ -282,6 +292,33 @@ SERVER = {"server": "https://10.1.2.3:6443"}
         (SERVER, {"token": "t", "username": "u", "password": "p"}, "more than one authentication"),
         (SERVER, {"client-certificate-data": "Q0U="}, "has a client certificate and no key"),
         (SERVER, {"exec": {"command": "kubelogin"}}, "exec plugin without apiVersion"),
+        (
+            {**SERVER, "proxy-url": "http://[::1"},
+            None,
+            "has proxy-url 'http://[::1', which does not parse as a URL",
+        ),
+        ({**SERVER, "proxy-url": "http://proxy:abc"}, None, "which does not parse as a URL"),
+        (SERVER, {"exec": {"apiVersion": EXEC_V1BETA1}}, "exec plugin without command"),
+        (
+            SERVER,
+            {"exec": {"command": "kubelogin", "apiVersion": EXEC_V1}},
+            f"exec plugin of apiVersion {EXEC_V1} without interactiveMode",
+        ),
+        (
+            SERVER,
+            {"exec": {"command": "kubelogin", "apiVersion": EXEC_V1, "interactiveMode": "Maybe"}},
+            "interactiveMode 'Maybe', which client-go refuses",
+        ),
+        (
+            {**SERVER, "certificate-authority-data": "-----BEGIN CERTIFICATE-----\nMIIB\n"},
+            None,
+            "has certificate-authority-data that is not base64",
+        ),
+        (
+            SERVER,
+            {"client-certificate-data": "Q0U", "client-key-data": "S0VZ"},  # no padding
+            "has client-certificate-data that is not base64",
+        ),
     ],
 )
 def test_a_kubeconfig_client_go_would_refuse_is_refused_by_validate(
@@ -294,11 +331,26 @@ def test_a_kubeconfig_client_go_would_refuse_is_refused_by_validate(
     assert problem.severity == "error" and says in problem.message, problem.message
 
 
-def test_a_kubeconfig_client_go_takes_is_taken(tmp_path: Path) -> None:
-    """A CA file beside the kubeconfig, named relatively as client-go resolves it."""
+@pytest.mark.parametrize(
+    ("cluster", "user"),
+    [
+        # A CA file beside the kubeconfig, named relatively as client-go resolves it.
+        ({**SERVER, "certificate-authority": "ca.crt", "proxy-url": "socks5://p:1080"}, None),
+        # Base64 broken over lines: Go's StdEncoding ignores the line breaks.
+        ({**SERVER, "certificate-authority-data": "Q0Ex\nQ0Ey\n"}, None),
+        # v1beta1 plugins get interactiveMode IfAvailable by default (api/v1/defaults.go).
+        (SERVER, {"exec": {"command": "kubelogin", "apiVersion": EXEC_V1BETA1}}),
+        (
+            SERVER,
+            {"exec": {"command": "kubelogin", "apiVersion": EXEC_V1, "interactiveMode": "Never"}},
+        ),
+    ],
+)
+def test_a_kubeconfig_client_go_takes_is_taken(
+    tmp_path: Path, cluster: dict[str, Any], user: dict[str, Any] | None
+) -> None:
     (tmp_path / "ca.crt").write_text("-----BEGIN CERTIFICATE-----\n")
-    cluster = {**SERVER, "certificate-authority": "ca.crt", "proxy-url": "socks5://p:1080"}
-    config = _existing_worker(base(), context="w1", kubeconfigPath=_with(tmp_path, cluster))
+    config = _existing_worker(base(), context="w1", kubeconfigPath=_with(tmp_path, cluster, user))
     assert _errors(config, "workers[0].existing.kubeconfigPath") == []
 
 

@@ -50,6 +50,9 @@ def test_a_mirror_url_is_taken_only_where_containerd_can_use_it(
     assert (not refused) == taken, refused
 
 
+AS_NAMED = "write the host as the images name it"
+
+
 @pytest.mark.parametrize(
     ("mirrors", "path", "said"),
     [
@@ -57,6 +60,19 @@ def test_a_mirror_url_is_taken_only_where_containerd_can_use_it(
         ({"docker.io": "http://127.0.0.1:5001"}, "docker.io", "inside a kind node"),
         ({"docker.io": "http://fd00::1:5000"}, "docker.io", "not a registry mirror URL"),
         ({"[fd00::1]:5000": "http://[fd00::1]:5000"}, None, ""),
+        ({"docker.io": "http://0.0.0.0:5000"}, "docker.io", "inside a kind node"),
+        # containerd looks hosts.toml up by the image's host as written: keys as images name
+        # their registry, or the fix that names it so.
+        ({"Registry.K8s.IO": "http://m:5000"}, "Registry.K8s.IO", f"{AS_NAMED}: registry.k8s.io"),
+        (
+            {"registry.k8s.io:443": "http://m:5000"},
+            "registry.k8s.io:443",
+            f"{AS_NAMED}: registry.k8s.io",
+        ),
+        ({"[FD00::1]:5000": "http://m:5000"}, "[FD00::1]:5000", f"{AS_NAMED}: [fd00::1]:5000"),
+        ({"[fd00:0::1]:5000": "http://m:5000"}, "[fd00:0::1]:5000", f"{AS_NAMED}: [fd00::1]:5000"),
+        ({"Index.Docker.IO": "http://m:5000"}, "Index.Docker.IO", "write docker.io"),
+        ({"localhost:5001": "http://mkf-registry:5000"}, None, ""),
     ],
 )
 def test_mirrors_are_named_by_their_key_with_the_fix(

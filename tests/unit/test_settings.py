@@ -247,6 +247,13 @@ def test_the_settings_every_builder_variant_renders_are_accepted(
         ("http://w1.example:6443", "", "server", "is not an https:// URL with a host"),
         ("https://:6443", "", "server", "is not an https:// URL with a host"),
         ("https://w1.example:99999", "", "server", "has an invalid port"),
+        # Kueue v0.19.2 isValidHostname: neither an IP nor a DNS name, so untrusted.
+        ("https://w1_bad:6443", "", "server", "untrusted server endpoint"),
+        ("https://user@w1:6443", "", "server", "has a user@, a query or a fragment"),
+        ("https://w1:6443?x=1", "", "server", "has a user@, a query or a fragment"),
+        ("https://w1:6443#f", "", "server", "has a user@, a query or a fragment"),
+        (" https://w1:6443", "", "server", "has spaces around it"),
+        ("https://w1:6443 ", "", "server", "has spaces around it"),
         ("https://w1:6443", PEM, "certificateAuthorityData", "is PEM text"),
         ("https://w1:6443", "not base64!", "certificateAuthorityData", "is not base64"),
         ("https://w1:6443", "aGVsbG8=", "certificateAuthorityData", "decodes to no PEM"),

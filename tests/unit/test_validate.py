@@ -753,7 +753,9 @@ def test_kubeadms_default_context_name_in_two_files_is_two_clusters(tmp_path: Pa
             "existing": {
                 "context": KUBEADM_CONTEXT,
                 "kubeconfigPath": _kubeconfig(
-                    tmp_path / name, {KUBEADM_CONTEXT: (f"https://{name}.example:6443", name)}
+                    # Each its own CA data: base64, as client-go decodes it.
+                    tmp_path / name,
+                    {KUBEADM_CONTEXT: (f"https://{name}.example:6443", f"{name}CA")},
                 ),
             },
         }
