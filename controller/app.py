@@ -18,7 +18,7 @@ from controller.inventory import InventoryKeeper
 from controller.kube import ApiError, Kube
 from controller.leader import LeaderElector, current_leader
 from controller.metrics import Metrics
-from controller.profiles import sync_profiles
+from controller.profiles import SAMPLE_SECONDS, HealthHold, sync_profiles
 from controller.server import app
 from controller.settings import Settings
 
@@ -69,12 +69,19 @@ async def run(
                 await dispatcher.stop_writing()
 
     async def profiles() -> None:
+        # Sampled at the probes' pace, so the hold sees a verdict that flips back between
+        # two samples (controller/profiles.py: a flip is written once it has held).
+        hold = HealthHold()
         while True:
             if elector.leading() and settings.cluster_profiles and dispatcher.state.synced():
                 await sync_profiles(
-                    manager, dispatcher.state, settings.cluster_profiles, settings.kueue_namespace
+                    manager,
+                    dispatcher.state,
+                    settings.cluster_profiles,
+                    settings.kueue_namespace,
+                    hold,
                 )
-            await asyncio.sleep(min(settings.resync_seconds, 10))
+            await asyncio.sleep(min(settings.resync_seconds, SAMPLE_SECONDS))
 
     keeper = InventoryKeeper(manager, dispatcher.state, settings.kueue_namespace, dispatcher.event)
 
