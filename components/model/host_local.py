@@ -13,6 +13,7 @@ the stack builds it, with a note that says so; delete the file to use the stack'
       nodeImage: 127.0.0.1:5001/kindest/node:v1.36.4@sha256:...
       registryMirrors:
         registry.k8s.io: http://mkf-registry:5000
+        quay.io: {url: https://mirror.lab:5443, ca: "-----BEGIN CERTIFICATE-----..."}
     dispatcher:
       baseImage: localhost/multikueue-fleet/stand-in/docker.io/library/python:3.11-slim-bookworm
 """
@@ -29,10 +30,10 @@ import yaml
 from pydantic import Field, ValidationError
 
 from components.model import yaml_v3
-from components.model.fieldtypes import Image, MirrorUrl, RegistryHost
+from components.model.fieldtypes import Image, RegistryHost
 from components.model.problems import FleetConfigError, Problem
 from components.model.project import project_root
-from components.model.spec import FleetSpec, _Model
+from components.model.spec import FleetSpec, Mirror, _Model, loc_path
 
 # Set to "off" to read stacks as committed (the test suite does: a contributor's own host
 # settings must not change what the tests see).
@@ -46,7 +47,9 @@ HEADER = (
 
 class LocalKind(_Model):
     node_image: Image
-    registry_mirrors: dict[RegistryHost, MirrorUrl] = Field(default_factory=dict)
+    # As a stack's own: a URL, or the URL with containerd's host options (a mirror of this
+    # host's with a private CA is the common case for them).
+    registry_mirrors: dict[RegistryHost, Mirror] = Field(default_factory=dict)
 
 
 class LocalDispatcher(_Model):
@@ -87,14 +90,18 @@ def read_host_settings(stack: str, root: Path | None = None) -> HostSettings | N
     try:
         return HostSettings.model_validate(data)
     except ValidationError as exc:
+        general = (
+            f"it holds kind.nodeImage, kind.registryMirrors and dispatcher.baseImage only; {fix}"
+        )
         problems = [
             Problem(
-                ".".join(str(p) for p in error["loc"]),
+                loc_path(tuple(error["loc"])),
                 error["msg"],
-                "it holds kind.nodeImage, kind.registryMirrors and dispatcher.baseImage only; "
-                + fix,
+                # A value's own rule says how to mend it (a mirror's options), and the file
+                # can always be written again; the rest is the file's shape.
+                f"{own}; or {fix}" if (own := (error.get("ctx") or {}).get("fix")) else general,
             )
-            for error in exc.errors()
+            for error in exc.errors(include_url=False)
         ]
         raise FleetConfigError(problems, where) from None
 
@@ -165,7 +172,9 @@ def with_host_settings(
         cluster["kind"] = {
             **(kind or {}),
             "nodeImage": settings.kind.node_image,
-            "registryMirrors": dict(settings.kind.registry_mirrors),
+            "registryMirrors": settings.kind.model_dump(
+                by_alias=True, mode="json", exclude_defaults=True
+            ).get("registryMirrors", {}),
         }
         touched.append(str(cluster.get("name", "manager")))
     base = settings.dispatcher.base_image if settings.dispatcher else None

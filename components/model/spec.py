@@ -1229,7 +1229,8 @@ def _bracketed(part: str | int) -> bool:
     return isinstance(part, str) and part.startswith("[") and part.endswith("]")
 
 
-def _path_of(loc: tuple[str | int, ...]) -> str:
+def loc_path(loc: tuple[str | int, ...]) -> str:
+    """A pydantic error's location as a config path, without the parts it adds."""
     path = ""
     for part in loc:
         if _bracketed(part):
@@ -1267,5 +1268,5 @@ def problems_of(exc: ValidationError) -> list[Problem]:
             fix = f"{did_you_mean(str(value), choices)}use one of {', '.join(choices)}"
         else:
             message, fix = err["msg"], ""
-        out.append(Problem(_path_of(loc), message, fix))
+        out.append(Problem(loc_path(loc), message, fix))
     return out

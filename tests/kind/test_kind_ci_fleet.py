@@ -21,6 +21,7 @@ import yaml
 
 from components.model.versions import SECRETREADER_PLUGIN_IMAGE
 from components.objects.kueue_install import PLUGIN_VOLUME
+from controller.profiles import SAMPLE_SECONDS
 from kindnode import images
 from tests.helpers.kind_tier import (
     engine_leftovers,
@@ -141,7 +142,7 @@ def _dispatches_through(
 
 def _quiet_across_reconciles(out: Path, mount: str) -> None:
     """Unchanged profile reconciles write nothing (controller/profiles.py writes status only
-    when it changes; the dispatcher reconciles every 10 s): across three of them each
+    when it changes; the dispatcher samples every SAMPLE_SECONDS): across four of them each
     ClusterProfile keeps its resourceVersion and each MultiKueueCluster its Active condition's
     lastTransitionTime, so Kueue never drops the connection it made through the profile."""
     manager = out / "kubeconfigs" / "manager.yaml"
@@ -165,7 +166,7 @@ def _quiet_across_reconciles(out: Path, mount: str) -> None:
     before = snapshot()
     assert before[0] and before[1], f"{mount}: no ClusterProfile or MultiKueueCluster"
     assert all(status == "True" for status, _ in before[1].values()), (mount, before)
-    time.sleep(35)
+    time.sleep(4 * SAMPLE_SECONDS + 1)
     assert snapshot() == before, f"{mount}: written by an unchanged reconcile"
 
 

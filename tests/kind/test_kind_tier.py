@@ -451,6 +451,12 @@ def _on_every_node(path: str) -> list[bool]:
     ]
 
 
+def _node_file(node: str, path: str) -> str:
+    return subprocess.run(
+        ["docker", "exec", node, "cat", path], capture_output=True, text=True, check=True
+    ).stdout
+
+
 def _pulumi(fleet: DevFleet, command: str) -> subprocess.CompletedProcess[str]:
     """A pulumi command on the dev stack from a shell set up as the docs say, with a TMPDIR
     of its own: a plain pulumi leaves a kubeconfig there per cluster (pulumi-kubernetes, as
@@ -465,16 +471,22 @@ def _pulumi(fleet: DevFleet, command: str) -> subprocess.CompletedProcess[str]:
 def test_a_mirror_added_then_removed_changes_only_the_mirrors_in_preview_and_up(
     fleet: DevFleet,
 ) -> None:
-    """A registry mirror added to the host's settings, then removed: `pulumi preview` shows
+    """A registry mirror added to the host's settings with containerd's host options (a
+    private CA, a URL whose path is the API's root), then removed: `pulumi preview` shows
     each kind cluster's mirrors updated and nothing replaced (the cluster's Kubernetes
     provider reads nothing that changed), `up` updates those alone, and the registry's
-    hosts.toml appears on every node, then goes from every node."""
+    hosts.toml and CA file appear on every node as containerd reads them, then go from
+    every node."""
     local = fleet.project / "stacks" / "local" / "dev.yaml"
     before = local.read_text()
     settings = yaml.safe_load(before)
-    mirrors = settings["kind"]["registryMirrors"]
-    mirrors["quay.io"] = mirrors["docker.io"]
+    # A real CA certificate to name: the cluster's own (what signs the mirror's certificate
+    # does not matter here, nothing is pulled through it).
+    ca = _node_file(fleet_containers(f"{FLEET}-")[0], "/etc/kubernetes/pki/ca.crt")
+    url = "https://mkf-registry.invalid:5443/v2/quay"
+    settings["kind"]["registryMirrors"]["quay.io"] = {"url": url, "ca": ca, "overridePath": True}
     hosts = "/etc/containerd/certs.d/quay.io/hosts.toml"
+    ca_file = "/etc/containerd/certs.d/quay.io/mirror-ca.crt"
     clusters = 3  # the dev stack's manager and two workers
     try:
         local.write_text(yaml.safe_dump(settings, sort_keys=False))
@@ -487,13 +499,21 @@ def test_a_mirror_added_then_removed_changes_only_the_mirrors_in_preview_and_up(
         up = _pulumi(fleet, "up --yes --skip-preview")
         assert up.returncode == 0, up.stdout[-4000:] + up.stderr[-4000:]
         assert f"~ {clusters} updated" in up.stdout and "replaced" not in up.stdout, up.stdout
-        assert all(_on_every_node(hosts))
+        for node in fleet_containers(f"{FLEET}-"):
+            assert _node_file(node, hosts) == (
+                'server = "https://quay.io"\n\n'
+                f'[host."{url}"]\n'
+                '  capabilities = ["pull", "resolve"]\n'
+                f'  ca = "{ca_file}"\n'
+                "  override_path = true\n"
+            ), node
+            assert _node_file(node, ca_file).strip() == ca.strip(), node
     finally:
         local.write_text(before)
     up = _pulumi(fleet, "up --yes --skip-preview")
     assert up.returncode == 0, up.stdout[-4000:] + up.stderr[-4000:]
     assert f"~ {clusters} updated" in up.stdout, up.stdout
-    assert not any(_on_every_node(hosts))
+    assert not any(_on_every_node(hosts)) and not any(_on_every_node(ca_file))
     assert all(_on_every_node("/etc/containerd/certs.d/docker.io/hosts.toml"))
 
 

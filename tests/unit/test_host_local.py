@@ -9,11 +9,13 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
 from components.checks import kind_host
 from components.checks.load import load_stack
 from components.model import host_local
 from components.model.problems import FleetConfigError
+from loopback.pki import Authority
 from tests.helpers.stack_texts import ROOT
 
 NODE = "127.0.0.1:5001/kindest/node:v1.36.4@sha256:" + "e4" * 32
@@ -66,6 +68,33 @@ def test_every_kind_cluster_takes_the_hosts_node_image_and_mirrors(project: Path
     assert "stacks/local/dev.yaml" in note.message and "delete" in note.hint
     # The stack file itself is never written.
     assert (project / "stacks" / "Pulumi.dev.yaml").read_text() == before
+
+
+def test_a_hosts_mirror_may_carry_containerds_host_options(project: Path, tmp_path: Path) -> None:
+    """A mirror of this host's with a private CA: the options form, as a stack's own, goes to
+    each kind cluster whole (components/objects/kind_config.py writes its hosts.toml)."""
+    path = project / "stacks" / "local" / "dev.yaml"
+    path.parent.mkdir()
+    pem = Authority(tmp_path, "mirror-ca", "mirror-ca").pem().decode()
+    quay = {"url": "https://mirror.example:5443/v2/quay", "ca": pem, "overridePath": True}
+    path.write_text(yaml.safe_dump({"kind": {"nodeImage": NODE, "registryMirrors": {
+        **MIRRORS, "quay.io": quay}}}))  # fmt: skip
+    spec, _ = load_stack("stacks/Pulumi.dev.yaml")
+    for cluster in spec.clusters:
+        assert cluster.kind is not None
+        mirror = cluster.kind.registry_mirrors["quay.io"]
+        assert not isinstance(mirror, str)
+        assert (mirror.url, mirror.ca, mirror.override_path) == (quay["url"], pem, True)
+        assert cluster.kind.registry_mirrors["docker.io"] == MIRRORS["docker.io"]
+    # What containerd refuses to do as meant is refused here too, naming the file.
+    path.write_text(yaml.safe_dump({"kind": {"nodeImage": NODE, "registryMirrors": {
+        "quay.io": {"url": "http://mirror.example:5000", "ca": pem}}}}))  # fmt: skip
+    with pytest.raises(FleetConfigError) as caught:
+        load_stack("stacks/Pulumi.dev.yaml")
+    message = str(caught.value)
+    assert "stacks/local/dev.yaml" in message
+    assert "error: kind.registryMirrors.quay.io.ca: is for an https mirror" in message
+    assert "fix: remove it, or give the mirror's https:// URL" in message
 
 
 def test_clusters_that_are_not_kind_are_left_alone(project: Path) -> None:
