@@ -354,9 +354,20 @@ def test_an_existing_context_this_machines_kubeconfig_lacks_stops_up_first(
 ) -> None:
     """`validate` leaves the default kubeconfig alone (it is the reviewing machine's, not
     the deploying one's); `mkf up` checks it before it creates a stack."""
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text("contexts:\n- {name: other, context: {cluster: c, user: u}}\n")
-    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+    kubeconfig = "contexts:\n- {name: other, context: {cluster: c, user: u}}\n"
+    line = _existing_up_refused(fake, tmp_path, monkeypatch, kubeconfig)
+    assert line.startswith("manager.existing.context: the kubeconfig ")
+    assert "has no context 'lab-manager' (it has: other)" in line and "fix: " in line
+
+
+def _existing_up_refused(
+    fake: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kubeconfig: str
+) -> str:
+    """`mkf up --base existing` with `kubeconfig` as this machine's: the one line it is
+    refused with, once it is seen to have created nothing."""
+    path = tmp_path / "kubeconfig"
+    path.write_text(kubeconfig)
+    monkeypatch.setenv("KUBECONFIG", str(path))
     monkeypatch.setattr(driver_module, "missing_cloud_sdks", lambda *_: [])
     options = Options(base="existing", name="ex-t", out=tmp_path / "out", backend=tmp_path / "s")
     driver = Driver(
@@ -364,10 +375,9 @@ def test_an_existing_context_this_machines_kubeconfig_lacks_stops_up_first(
     )
     with pytest.raises(DriverError) as info:
         driver.up()
-    (line,) = str(info.value).splitlines()
-    assert line.startswith("manager.existing.context: the kubeconfig ")
-    assert "has no context 'lab-manager' (it has: other)" in line and "fix: " in line
     assert driver.stack_touched is False  # nothing was created
+    (line,) = str(info.value).splitlines()
+    return line
 
 
 def test_a_kubeconfig_client_go_would_refuse_stops_up_before_anything_is_created(
@@ -389,20 +399,9 @@ def test_a_kubeconfig_client_go_would_refuse_stops_up_before_anything_is_created
         "users": [{"name": "u", "user": {"token": "t"}}],
         "contexts": [{"name": n, "context": {"cluster": n, "user": "u"}} for n in contexts],
     }  # fmt: skip
-    path = tmp_path / "kubeconfig"
-    path.write_text(yaml.safe_dump(kubeconfig))
-    monkeypatch.setenv("KUBECONFIG", str(path))
-    monkeypatch.setattr(driver_module, "missing_cloud_sdks", lambda *_: [])
-    options = Options(base="existing", name="ex-t", out=tmp_path / "out", backend=tmp_path / "s")
-    driver = Driver(
-        options, automation=fake, log=lambda _: None, tools=lambda *_: None, host_check=lambda _: []
-    )
-    with pytest.raises(DriverError) as info:
-        driver.up()
-    (line,) = str(info.value).splitlines()
+    line = _existing_up_refused(fake, tmp_path, monkeypatch, yaml.safe_dump(kubeconfig))
     assert line.startswith("workers[0].existing: ") and "gone-ca.crt" in line, line
     assert "fix: " in line
-    assert driver.stack_touched is False  # nothing was created
 
 
 def test_cli_exit_codes(monkeypatch: pytest.MonkeyPatch) -> None:
