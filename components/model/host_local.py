@@ -26,10 +26,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import Field, ValidationError
 
-from components.model import yaml_v3
+from components.model import stack_yaml, yaml_v3
 from components.model.fieldtypes import Image, RegistryHost
 from components.model.problems import FleetConfigError, Problem
 from components.model.project import project_root
@@ -82,11 +81,19 @@ def read_host_settings(stack: str, root: Path | None = None) -> HostSettings | N
         return None
     where = _shown(path)
     fix = f"delete it and run `python -m kindnode build --for-stack {stack}` to write it again"
+    # Read as the stack files are (YAML 1.2, as Pulumi reads them: components/model/
+    # stack_yaml.py), so a value means the same here as it would in the stack file.
     try:
-        data = yaml.safe_load(path.read_text())
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        data = stack_yaml.load(path.read_text()).data
+    except (OSError, UnicodeDecodeError) as exc:
         reason = str(exc).splitlines()[0]
         raise FleetConfigError([Problem("", f"cannot read it: {reason}", fix)], where) from None
+    except stack_yaml.StackTextError as exc:
+        problems = [
+            Problem("", f"cannot read it{f' (line {p.line})' if p.line else ''}: {p.message}", fix)
+            for p in exc.problems
+        ]
+        raise FleetConfigError(problems, where) from None
     try:
         return HostSettings.model_validate(data)
     except ValidationError as exc:
