@@ -532,7 +532,7 @@ def test_a_pinned_pulumi_on_path_is_used_over_an_older_one_in_the_tools_folder(
     result = run_up(
         project,
         tmp_path,
-        in_tools=("kind",),
+        in_tools=("kind", "kubectl"),  # no kubectl of the machine's is needed
         tools_on_path=False,
         env={"SYSTEM_PATH": f"{mine}:{os.environ['PATH']}"},
     )
