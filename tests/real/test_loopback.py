@@ -147,6 +147,7 @@ def test_down_stops_what_was_recorded_and_nothing_else(tmp_path: Path) -> None:
         stranger = {"name": "t/x", "pid": other.pid, "argv0": "/usr/bin/not-sleep", "log": ""}
         state = tmp_path / "state"
         state.mkdir()
+        (state / fleet.MARK).touch()  # as `up` marks it: down removes only a folder so marked
         (state / fleet.RECORD).write_text(
             json.dumps({"stack": "t", "clusters": {}, "processes": [ours.as_dict(), stranger]})
         )
