@@ -143,8 +143,9 @@ def measure(
 ) -> dict[str, float]:
     """The measures of one run. `manager`: every version of the manager's Workloads seen;
     `workers`: per worker, every version of its Workloads seen (local work included);
-    `served`: namespace/name of the LeaderWorkerSets the replay deleted once they had run
-    their time (they never finish by themselves): their Workloads end when deleted;
+    `served`: namespace/name of the objects the replay deleted once they had run their time
+    (LeaderWorkerSets, which never finish by themselves; JobSets where nothing runs them):
+    their Workloads end when deleted;
     `deleted`: namespace/name -> when a manager Workload's deletion was seen, for one whose
     versions never showed a deletionTimestamp (deleted with no finalizer left).
 

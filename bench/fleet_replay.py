@@ -126,9 +126,9 @@ def _true(obj: dict[str, Any], kind: str) -> bool:
     )
 
 
-def _owned_by(obj: dict[str, Any], name: str) -> bool:
+def _owned_by(obj: dict[str, Any], kind: str, name: str) -> bool:
     return any(
-        o.get("kind") == "LeaderWorkerSet" and o.get("name") == name
+        o.get("kind") == kind and o.get("name") == name
         for o in (obj.get("metadata") or {}).get("ownerReferences") or []
     )
 
@@ -147,10 +147,12 @@ async def replay(
     priority_classes: dict[int, str],
     image: str,
     timeout: float,
+    served_kinds: frozenset[str] = frozenset({"LeaderWorkerSet"}),
 ) -> tuple[dict[str, float], set[str]]:
-    """Submits the stream at its times, serves each LeaderWorkerSet its run time from its
-    admission, and waits until every manager Workload has finished (or `timeout`).
-    Returns the measures and the LeaderWorkerSets served."""
+    """Submits the stream at its times, serves each object of `served_kinds` (by default the
+    LeaderWorkerSets, which never end by themselves) its run time from its admission, and
+    waits until every manager Workload has finished (or `timeout`). Returns the measures
+    and the objects served."""
     recorders = {
         "": Recorder(manager, namespace),
         **{n: Recorder(k, namespace) for n, k in workers.items()},
@@ -159,20 +161,20 @@ async def replay(
     served: set[str] = set()
     pending: list[asyncio.Task] = []
 
-    async def serve(name: str, seconds: float, groups: int) -> None:
-        """Delete LeaderWorkerSet `name` `seconds` after the last of its `groups` Workloads
-        is admitted: every group has run at least its time (the earlier ones longer), and
-        none is deleted before it ran."""
+    async def serve(kind: str, name: str, seconds: float, groups: int) -> None:
+        """Delete `kind` `name` `seconds` after the last of its `groups` Workloads is
+        admitted: every group has run at least its time (the earlier ones longer), and none
+        is deleted before it ran."""
         admitted: set[str] = set()
         while len(admitted) < groups:
             admitted |= {
                 key
                 for key, o in recorders[""].latest.items()
-                if _owned_by(o, name) and _true(o, "Admitted")
+                if _owned_by(o, kind, name) and _true(o, "Admitted")
             }
             await asyncio.sleep(0.5)
         await asyncio.sleep(seconds)
-        await manager.request("DELETE", LEADER_WORKER_SETS.path(namespace, name))
+        await manager.request("DELETE", KINDS[kind].path(namespace, name))
         served.add(f"{namespace}/{name}")
 
     try:
@@ -193,10 +195,12 @@ async def replay(
         for arrival, kube, obj in sorted(submissions, key=lambda s: s[0]):
             await _at(start, arrival)
             await kube.create(KINDS[obj["kind"]], obj, namespace, answer="none")
-            if obj["kind"] == "LeaderWorkerSet":
+            if obj["kind"] in served_kinds and kube is manager:
                 name = obj["metadata"]["name"]
                 job = jobs[name]
-                pending.append(asyncio.create_task(serve(name, job.duration, job.parts)))
+                pending.append(
+                    asyncio.create_task(serve(obj["kind"], name, job.duration, job.parts))
+                )
         # Every workload the stream makes on the manager (a LeaderWorkerSet one per group)
         # finished, or deleted after serving its time.
         expected = sum(j.parts for j in stream.scenario.jobs)

@@ -22,6 +22,7 @@ from typing import Any
 from dq_trace import Job, LocalJob, Scenario, WorkerSpec, jobs_poisson, local_work
 
 from controller.model import MILLI
+from loopback.kwok import RUN_ANNOTATION
 
 TRACE_CORES = 64  # a trace worker's cores (dq_trace.fleet)
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"  # pkg/controller/constants/constants.go 23, v0.19.2
@@ -187,6 +188,18 @@ def _pod(
     }
 
 
+def _template(
+    name: str, requests: dict[str, int], seconds: float, image: str, unit: float
+) -> dict[str, Any]:
+    """A pod template that runs `seconds`: its container sleeps that long on a kubelet, and
+    KWOK's pod-complete stage reads the same time from RUN_ANNOTATION on simulated nodes
+    (loopback/kwok.py)."""
+    return {
+        "metadata": {"annotations": {RUN_ANNOTATION: f"{max(seconds, 1.0):.0f}s"}},
+        "spec": _pod(name, requests, seconds, image, unit),
+    }
+
+
 def _meta(name: str, namespace: str, queue: str, priority_class: str) -> dict[str, Any]:
     return {
         "name": name,
@@ -228,9 +241,7 @@ def job_object(
                         "parallelism": pods,
                         "completions": pods,
                         "backoffLimit": 0,
-                        "template": {
-                            "spec": _pod(name, requests, job.duration, image, stream.unit)
-                        },
+                        "template": _template(name, requests, job.duration, image, stream.unit),
                     }
                 },
             }
@@ -268,7 +279,7 @@ def job_object(
         "spec": {
             "suspend": True,  # Kueue unsuspends it once admitted
             "backoffLimit": 0,
-            "template": {"spec": _pod("job", job.requests, job.duration, image, stream.unit)},
+            "template": _template("job", job.requests, job.duration, image, stream.unit),
         },
     }
 
@@ -296,6 +307,6 @@ def local_object(
         "spec": {
             "suspend": True,
             "backoffLimit": 0,
-            "template": {"spec": _pod("local", job.requests, job.duration, image, unit)},
+            "template": _template("local", job.requests, job.duration, image, unit),
         },
     }

@@ -13,9 +13,10 @@ import sys
 from pathlib import Path
 
 from components.model.problems import FleetConfigError
-from components.upstream import toolchain
+from components.upstream import gomodule, toolchain
 from loopback import fleet
 from loopback.controlplane import StartError
+from loopback.kwok import NodeShape
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -47,6 +48,12 @@ def _parser() -> argparse.ArgumentParser:
         help="also run the LeaderWorkerSet controller where the stack enables it (build it "
         "first: python -m loopback build " + " ".join(toolchain.FRAMEWORK_CONTROLLERS) + ")",
     )
+    up.add_argument(
+        "--kwok",
+        action="store_true",
+        help="give every worker simulated nodes, a scheduler and KWOK, so that admitted Jobs "
+        "run and complete (build them first: python -m loopback build kwok kube-scheduler)",
+    )
     down = sub.add_parser("down", help="stop what `up` started and remove its state")
     down.add_argument("--state", type=Path, default=fleet.DEFAULT_STATE, help=state_help)
     kubeconfig = sub.add_parser("kubeconfig", help="the path of a cluster's admin kubeconfig")
@@ -68,6 +75,7 @@ def main(argv: list[str] | None = None) -> int:
                 args.state,
                 timeout=args.timeout,
                 framework_controllers=args.framework_controllers,
+                kwok=NodeShape() if args.kwok else None,
             )
             for name, cluster in started.clusters.items():
                 print(f"  {name:<16} {cluster['server']:<26} {cluster['kubeconfig']}")
@@ -88,7 +96,13 @@ def main(argv: list[str] | None = None) -> int:
     except FleetConfigError as exc:
         print(exc, file=sys.stderr)
         return 2
-    except (toolchain.ToolchainError, fleet.FleetError, StartError, RuntimeError) as exc:
+    except (
+        toolchain.ToolchainError,
+        gomodule.ModuleSourceError,
+        fleet.FleetError,
+        StartError,
+        RuntimeError,
+    ) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

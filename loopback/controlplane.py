@@ -28,6 +28,9 @@ from loopback.processes import Started, free_port, log_tail, start, stop_all
 
 ADMIN = pki.Identity("admin", "loopback-admin", ("system:masters",))
 CONTROLLER_MANAGER = pki.Identity("kube-controller-manager", "system:kube-controller-manager")
+# The user the API server's bootstrap RBAC binds system:kube-scheduler to (a worker with
+# simulated nodes runs one: loopback/kwok.py).
+SCHEDULER = pki.Identity("kube-scheduler", "system:kube-scheduler")
 # Kueue's install binds its ClusterRole to this ServiceAccount (config/components/rbac at
 # v0.19.2); RBAC matches a ServiceAccount subject by this user name, so a certificate with it
 # has exactly the rights the pod's token would have.
@@ -91,7 +94,7 @@ class ControlPlane:
         )
         front.issue(pki_dir, "front-proxy-client", "front-proxy-client")
         pki.service_account_key(pki_dir)
-        for identity in (ADMIN, CONTROLLER_MANAGER, KUEUE):
+        for identity in (ADMIN, CONTROLLER_MANAGER, SCHEDULER, KUEUE):
             cert, key = ca.issue(pki_dir, identity.file, identity.user, identity.groups)
             self.kubeconfig_path(identity).write_text(
                 yaml.safe_dump(self._kubeconfig(ca.pem(), cert, key, identity), sort_keys=False)

@@ -30,6 +30,7 @@ from components.upstream import gomodule, releases, toolchain
 from loopback.client import Client
 from loopback.controlplane import ADMIN, ControlPlane, StartError
 from loopback.kueue import VISIBILITY_CERT_DIR, Kueue, ensure_visibility_certs
+from loopback.kwok import NodeShape, start_nodes
 from loopback.operators import OPERATORS, OperatorProcess, install_manifest
 from loopback.processes import Started, others_running, stop_all
 
@@ -195,13 +196,16 @@ def up(
     spec: FleetSpec | None = None,
     timeout: float = 180,
     framework_controllers: bool = False,
+    kwok: NodeShape | None = None,
     log: Log = print,
     fetch: Fetch = releases.fetch,
 ) -> Fleet:
     """Starts a control plane and Kueue for each cluster of the stack (or of `spec`), and
     returns once every Kueue serves its webhooks; with `framework_controllers`, also the
     controller of each framework a cluster enables that has one here (loopback/operators.py),
-    once Kueue is ready (its webhooks admit their kinds too). Anything started is stopped
+    once Kueue is ready (its webhooks admit their kinds too); with `kwok`, simulated nodes of
+    that shape on every worker, with a scheduler and KWOK running their pods
+    (loopback/kwok.py). Anything started is stopped
     again when a step fails; the logs stay in `state` until `down`."""
     began = time.monotonic()
     if read_record(state) is not None:
@@ -256,6 +260,11 @@ def up(
         if framework_controllers:
             operators = _start_operators(spec, planes, timeout)
             _save(state, record, planes)
+        if kwok is not None:
+            workers = {c.name for c in spec.workers}
+            start_nodes([p for p in planes if p.name in workers], kwok, timeout)
+            _save(state, record, planes)
+            log(f"  simulated nodes ready on {len(workers)} workers")
     except BaseException:
         stop_all([p.as_dict() for plane in planes for p in plane.started])
         record["processes"] = []

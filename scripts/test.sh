@@ -148,7 +148,7 @@ builds() {
   # Every Go binary the real and kind tiers use, here, before they run side by side: two
   # tiers building the same binary at once would each write it while the other runs it.
   phase "build: real engines (loopback build)" "$ENV/bin/python" -m loopback build etcd \
-    kube-apiserver kube-controller-manager kueue lws promtool kustomize \
+    kube-apiserver kube-controller-manager kube-scheduler kueue lws kwok promtool kustomize \
     pulumi pulumi-language-python pulumi-resource-kubernetes || return 1
   export KUBEBUILDER_ASSETS="$PWD/.tools/bin"
   case " $tiers " in *" kind "*) ;; *) return 0 ;; esac

@@ -123,6 +123,18 @@ PROMTOOL = Tool(
     tags="netgo",
 )
 
+# KWOK v0.8.0's node and pod simulator: the loopback fleet's workers with nodes and pods that
+# run for a set time without a kubelet (loopback/kwok.py; issue 39's fleet for dispatch
+# quality). A module of its own: KWOK pins the k8s.io libraries at v0.36.1. Stamped as its
+# hack/releases.sh stamps a release (LDFLAGS: pkg/consts.Version).
+KWOK = Tool(
+    "kwok",
+    "sigs.k8s.io/kwok/cmd/kwok",
+    "sigs.k8s.io/kwok",
+    ("sigs.k8s.io/kwok/pkg/consts.Version={version}",),
+    TOOLS_MODULE / "kwok",
+)
+
 KIND_TOOLS_DIR = TOOLS_MODULE / "kind-tier"
 CNI_PLUGINS = "github.com/containernetworking/plugins"
 CONTAINERD = "github.com/containerd/containerd/v2"
@@ -272,6 +284,7 @@ TOOLS: dict[str, Tool] = {
             generator="generate.go",
         ),
         PROMTOOL,
+        KWOK,
         *KIND_TIER_TOOLS,
     )
 }

@@ -38,14 +38,26 @@ def _condition(kind: str) -> dict[str, Any]:
     return {"type": kind, "status": "True", "lastTransitionTime": _now(), "reason": kind}
 
 
+# The kinds whose Workloads the fake Kueue below never finishes: they go when their owner does.
+PLURALS = {
+    "LeaderWorkerSet": "leaderworkerset.x-k8s.io/leaderworkersets",
+    "JobSet": "jobset.x-k8s.io/jobsets",
+}
+
+
 def admit(
-    manager: Emulator, worker: Emulator, cluster: str, obj: dict[str, Any], name: str
+    manager: Emulator,
+    worker: Emulator,
+    cluster: str,
+    obj: dict[str, Any],
+    name: str,
+    never_end: frozenset[str],
 ) -> None:
     """A Workload `name` for `obj`: reserved on the manager, its copy reserved on `worker`,
     then admitted there."""
     meta: dict[str, Any] = {"name": name, "namespace": NS}
-    if obj["kind"] == "LeaderWorkerSet":
-        meta["ownerReferences"] = [{"kind": "LeaderWorkerSet", "name": obj["metadata"]["name"]}]
+    if obj["kind"] in never_end:
+        meta["ownerReferences"] = [{"kind": obj["kind"], "name": obj["metadata"]["name"]}]
     reserved = {"conditions": [_condition("QuotaReserved")]}
     manager.put(WORKLOADS, {"metadata": dict(meta), "status": reserved})
     copy = {"name": name, "namespace": NS, "labels": {ORIGIN_LABEL: "manager"}}
@@ -58,11 +70,16 @@ def admit(
 
 
 async def kueue(
-    manager: Emulator, workers: dict[str, Emulator], run_for: float, finalizer: bool = True
+    manager: Emulator,
+    workers: dict[str, Emulator],
+    run_for: float,
+    finalizer: bool = True,
+    never_end: frozenset[str] = frozenset({"LeaderWorkerSet"}),
 ) -> None:
     """Each Job, JobSet and LeaderWorkerSet on the manager gets a Workload, reserved, a
-    copy on a worker, admitted there, and (but a LeaderWorkerSet's) finished `run_for`
-    later; a LeaderWorkerSet's Workload goes when it does, as Kueue's owner reference
+    copy on a worker, admitted there, and (but those of `never_end`: a LeaderWorkerSet's,
+    and a JobSet's where nothing runs JobSets) finished `run_for` later; a never-ending
+    Workload goes when its owner does, as Kueue's owner reference
     makes it (leaderworkerset_reconciler.go 363): marked for deletion first while a
     finalizer holds it, or (`finalizer` False) removed at once, its last version showing no
     deletionTimestamp."""
@@ -82,13 +99,14 @@ async def kueue(
                 worker = names[len(started) % len(names)]
                 groups = obj["spec"]["replicas"] if obj["kind"] == "LeaderWorkerSet" else 1
                 for group in range(groups):
-                    admit(manager, workers[worker], worker, obj, f"{name}-{group}")
+                    admit(manager, workers[worker], worker, obj, f"{name}-{group}", never_end)
         for wl in manager.items(WORKLOADS):
             name = wl["metadata"]["name"]
             owner = name.rsplit("-", 1)[0]
             status = wl.get("status") or {}
             if wl["metadata"].get("ownerReferences"):
-                if manager.get("leaderworkerset.x-k8s.io/leaderworkersets", owner, NS) is None:
+                plural = PLURALS[wl["metadata"]["ownerReferences"][0]["kind"]]
+                if manager.get(plural, owner, NS) is None:
                     if not finalizer:
                         manager.remove(WORKLOADS, name, NS)
                         continue
@@ -102,21 +120,44 @@ async def kueue(
         await asyncio.sleep(0.05)
 
 
-@pytest.mark.parametrize("finalizer", [True, False])
-def test_a_stream_is_replayed_recorded_and_measured(finalizer: bool) -> None:
+@pytest.mark.parametrize(
+    ("finalizer", "never_end"),
+    [
+        (True, frozenset({"LeaderWorkerSet"})),
+        (False, frozenset({"LeaderWorkerSet"})),
+        # A fleet where nothing runs JobSets (the loopback fleet: bench/kwok_compare.py).
+        (True, frozenset({"LeaderWorkerSet", "JobSet"})),
+    ],
+)
+def test_a_stream_is_replayed_recorded_and_measured(
+    finalizer: bool, never_end: frozenset[str]
+) -> None:
     # Half a minute of arrivals on a time scale of 1/3600: a trace hour per second.
     stream = draw({"w1": 4.0, "w2": 6.0, "w3": 8.0}, minutes=0.05, time=3600, seed=3)
-    lws = [j for j in stream.scenario.jobs if j.kind == "lws"]
+    kinds = {"LeaderWorkerSet": "lws", "JobSet": "multi"}
+    lws = [j for j in stream.scenario.jobs if j.kind in {kinds[k] for k in never_end}]
     assert lws and len(stream.scenario.jobs) > 5
+    assert {j.kind for j in lws} == {kinds[k] for k in never_end}
 
     async def main() -> dict[str, float]:
         bench = await BenchFleet.start()
         manager, workers, kube, kubes = bench.manager, bench.workers, bench.kube, bench.kubes
-        fake = asyncio.create_task(kueue(manager, workers, run_for=0.3, finalizer=finalizer))
+        fake = asyncio.create_task(
+            kueue(manager, workers, run_for=0.3, finalizer=finalizer, never_end=never_end)
+        )
         try:
             began = time.monotonic()
             found, served = await fleet_replay.replay(
-                stream, kube, kubes, NS, "user-queue", "user-queue", CLASSES, "busybox", 30
+                stream,
+                kube,
+                kubes,
+                NS,
+                "user-queue",
+                "user-queue",
+                CLASSES,
+                "busybox",
+                30,
+                served_kinds=never_end,
             )
             assert time.monotonic() - began < 20  # it ended when all were done, not at 30 s
             assert served == {f"{NS}/{j.name}" for j in lws}

@@ -1,0 +1,303 @@
+"""The real-fleet comparison on control planes that are not starved (issue 39, item 3): the
+stream of bench/fleet_compare.py through Kueue's AllAtOnce and our dispatcher on loopback
+fleets whose workers have simulated nodes (loopback/kwok.py): real kube-apiservers, etcds,
+controller managers and schedulers, Kueue v0.19.2 with MultiKueue and our dispatcher, and
+pods that run for their job's time without a container.
+
+    .venv-dev/bin/python -m loopback build kwok kube-scheduler lws
+    .venv-dev/bin/python bench/kwok_compare.py [--workers 3] [--seeds 1,2,3] \\
+        [--minutes 3] [--csv runs.csv]
+    .venv-dev/bin/python bench/fleet_compare.py --table runs.csv     # the table again
+
+Each run has a fleet of its own, brought up for it and down after it (about a minute), so
+nothing of one run is left for the next; the dispatchers run in a turned order per seed, as
+on kind. The workers' ClusterQueues hold 3, 4 and 5 cores in turn (bench's fleet at
+`--cpu-unit 1`: a simulated node holds whole cores, so the stream is the simulation's at
+full size), 4 GiB of memory per core as the simulation's workers have, and preempt lower
+priorities within a ClusterQueue. Jobs run `duration` from the moment their pod is Running
+(RUN_ANNOTATION on the pod template, read by KWOK's pod-complete stage).
+
+What differs from the kind fleet, and why:
+- JobSets are served as LeaderWorkerSets are, deleted their run time after admission:
+  JobSet v0.12.0 cannot run as a process beside others (loopback/operators.py), so nothing
+  makes a JobSet's Jobs here, and Kueue admits and MultiKueue dispatches it all the same.
+  The LeaderWorkerSet controller runs (its webhook defaults what the CRD requires); its
+  pods serve on the simulated nodes until the replay deletes their LeaderWorkerSet;
+- no waitForPodsReady: a JobSet's Workload has no pods here to become ready.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import copy
+import math
+import signal
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from fleet_compare import (
+    PRIORITY_CLASSES,
+    Fleet,
+    _csv,
+    _names,
+    _seeds,
+    canary,
+    default_dispatchers,
+    ensure_priority_classes,
+    rotated,
+    table,
+    usage_of,
+    worker_queues,
+)
+from fleet_replay import RUN_ERRORS, _predicted, replay, report_error
+from fleet_stream import Stream, draw
+
+from components.upstream.gomodule import ModuleSourceError
+from components.upstream.toolchain import ToolchainError
+from controller.kube import Kube
+from loopback.controlplane import StartError
+from loopback.fleet import FleetError
+
+# What stops a run, said in one line: the stream's and the recording's, and the fleet's own.
+ERRORS = (*RUN_ERRORS, FleetError, StartError, ToolchainError, ModuleSourceError, RuntimeError)
+
+ROOT = Path(__file__).resolve().parent.parent
+BASE_STACK = ROOT / "stacks" / "Pulumi.loopback.yaml"
+QUOTAS = (3, 4, 5)  # cores of worker i: QUOTAS[i % 3]
+SERVED = frozenset({"LeaderWorkerSet", "JobSet"})
+
+
+def stack_document(dispatcher: str, workers: int) -> dict[str, Any]:
+    """The loopback stack as the comparison's fleet: `workers` workers of QUOTAS cores, the
+    frameworks the stream uses, preemption of lower priorities; AllAtOnce: no dispatcher of
+    ours, so Kueue's default."""
+    document = yaml.safe_load(BASE_STACK.read_text())
+    document.pop("encryptionsalt", None)
+    config = document["config"]
+    first = config["multikueue-fleet:workers"][0]
+    listed = []
+    for index in range(workers):
+        worker = copy.deepcopy(first)
+        name = f"worker{index + 1}"
+        cores = QUOTAS[index % len(QUOTAS)]
+        worker["name"] = name
+        worker["labels"] = {"region": f"local-{index + 1}"}
+        worker["existing"] = {"context": name, "kubeconfigPath": "unused.kubeconfig"}
+        worker["quotas"] = {
+            "cluster-queue": {"default-flavor": {"cpu": cores, "memory": f"{cores * 4}Gi"}}
+        }
+        listed.append(worker)
+    config["multikueue-fleet:workers"] = listed
+    config["multikueue-fleet:frameworks"] = ["batch", "jobset", "leaderworkerset"]
+    queues = config["multikueue-fleet:queues"]
+    queues["clusterQueues"] = [q for q in queues["clusterQueues"] if q["name"] == "cluster-queue"]
+    queues["clusterQueues"][0]["preemption"] = {"withinClusterQueue": "LowerPriority"}
+    queues["localQueues"] = [lq for lq in queues["localQueues"] if lq["namespace"] == "team-a"]
+    if dispatcher != "policy":
+        config["multikueue-fleet:dispatcher"] = {"enabled": False}
+    return document
+
+
+class KwokFleet:
+    """One run's loopback fleet with simulated nodes: up on enter, down on exit."""
+
+    def __init__(self, dispatcher: str, workers: int, folder: Path) -> None:
+        self.dispatcher, self.workers, self.folder = dispatcher, workers, folder
+        self.loopback: Any = None
+        self.local: Any = None
+
+    def up(self) -> Fleet:
+        from components.checks.load import load_stack
+        from loopback import fleet as loopback_fleet
+        from loopback.kwok import NodeShape
+        from tests.helpers.real_fleet import (
+            connect_multikueue,
+            not_active_message,
+            start_dispatcher,
+        )
+
+        def spec_for(dispatcher: str) -> Any:
+            stack = self.folder / dispatcher / "Pulumi.kwok.yaml"
+            stack.parent.mkdir(parents=True, exist_ok=True)
+            document = stack_document(dispatcher, self.workers)
+            stack.write_text(yaml.safe_dump(document, sort_keys=False))
+            return load_stack(str(stack))[0]
+
+        spec = spec_for(self.dispatcher)
+        # The objects are always those of a fleet with our dispatcher (its reader identity on
+        # the workers included), which AllAtOnce ignores.
+        objects_spec = spec if self.dispatcher == "policy" else spec_for("policy")
+        self.loopback = loopback_fleet.up(
+            str(self.folder / self.dispatcher / "Pulumi.kwok.yaml"),
+            self.folder / "fleet",
+            spec=spec,
+            framework_controllers=True,
+            kwok=NodeShape(cpu="64", memory="256Gi", pods="500"),
+            log=lambda _line: None,
+        )
+        connected = connect_multikueue(self.loopback, objects_spec)
+        if not connected.all_active():
+            raise RuntimeError(f"MultiKueue not Active: {not_active_message(connected)}")
+        if self.dispatcher == "policy":
+            self.local = start_dispatcher(connected)
+            self.local.wait_ready(120)
+        return self.loopback
+
+    def usage(self) -> dict[str, float]:
+        if self.local is None:
+            return {"cpu": math.nan, "rss": math.nan}
+        return usage_of(self.local.metrics_text())
+
+    def down(self) -> None:
+        from loopback import fleet as loopback_fleet
+
+        if self.local is not None:
+            self.local.stop()
+        if self.loopback is not None:
+            loopback_fleet.down(self.folder / "fleet", log=lambda _line: None)
+
+
+async def open_fleet(loopback: Any) -> Fleet:
+    kubes = {
+        name: await Kube.from_kubeconfig(yaml.safe_load(Path(c["kubeconfig"]).read_text()), name)
+        for name, c in loopback.clusters.items()
+    }
+    manager = next(n for n, c in loopback.clusters.items() if c["role"] == "manager")
+    return Fleet(kubes.pop(manager), kubes)
+
+
+async def one_run(
+    dispatcher: str, seed: int, args: argparse.Namespace, folder: Path
+) -> tuple[dict[str, float], Stream]:
+    """A fleet up, the seed's stream through it, the fleet down."""
+    run = KwokFleet(dispatcher, args.workers, folder)
+    try:
+        # In this thread, blocking the loop: a SIGTERM meanwhile cancels the run once `up` has
+        # returned, so that `down` below stops what it started (`up` in another thread would
+        # go on starting processes after the cancelled run had cleaned up).
+        loopback = run.up()
+        fleet = await open_fleet(loopback)
+        try:
+            quotas, queues = await worker_queues(fleet, args.namespace, args.local_queue)
+            stream = draw(quotas, args.minutes, args.time_scale, seed, queues=queues)
+            await ensure_priority_classes(fleet)
+            waited = await canary(fleet, args)
+            print(f"  {dispatcher}: the fleet dispatches ({waited:.0f} s)", flush=True)
+            before = run.usage()
+            found, _ = await replay(
+                stream,
+                fleet.manager,
+                fleet.workers,
+                args.namespace,
+                args.queue,
+                args.local_queue,
+                PRIORITY_CLASSES,
+                args.image,
+                args.timeout,
+                served_kinds=SERVED,
+            )
+            after = run.usage()
+            found["cpu_s"] = after["cpu"] - before["cpu"]
+            found["rss_mib"] = after["rss"] / 2**20
+            return found, stream
+        finally:
+            await fleet.close()
+    finally:
+        run.down()
+
+
+async def compare(args: argparse.Namespace) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    dispatchers = args.dispatchers or default_dispatchers(args.workers)
+    with tempfile.TemporaryDirectory(prefix="mkf-kwok-") as tmp:
+        for index, seed in enumerate(args.seeds):
+            order = rotated(dispatchers, index)
+            print(f"seed {seed}: {args.workers} workers; in this order: {', '.join(order)}")
+            for number, dispatcher in enumerate(order):
+                started = time.monotonic()
+                folder = Path(tmp) / f"{seed}-{number}"
+                real, stream = await one_run(dispatcher, seed, args, folder)
+                if number == 0:
+                    print(f"  {stream.scenario.about}; {len(stream.scenario.jobs)} jobs")
+                predicted = _predicted(stream, dispatcher)
+                rows.append(
+                    {"dispatcher": dispatcher, "seed": seed, "real": real, "simulated": predicted}
+                )
+                if args.csv:
+                    _csv(args.csv, rows)
+                print(
+                    f"  {dispatcher}: {time.monotonic() - started:.0f} s; unfinished "
+                    f"{real['unfinished']:.0f}, lost {real['lost']:.0f}, "
+                    f"pending {real['pending']:.0f}",
+                    flush=True,
+                )
+    return rows
+
+
+async def _until_stopped(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """compare, cancelled by SIGINT or SIGTERM so that each run's fleet is brought down."""
+    task = asyncio.current_task()
+    assert task is not None
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, task.cancel)
+    return await compare(args)
+
+
+def _workers(text: str) -> int:
+    try:
+        count = int(text)
+    except ValueError:
+        count = 0
+    if not 2 <= count <= 20:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a number of workers from 2 to 20")
+    return count
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--workers", type=_workers, default=3)
+    parser.add_argument(
+        "--dispatchers",
+        type=_names,
+        help="comma-separated (default: AllAtOnce, Incremental where it differs from "
+        "AllAtOnce, policy)",
+    )
+    parser.add_argument("--seeds", type=_seeds, default=[1, 2, 3])
+    parser.add_argument("--minutes", type=float, default=3.0, help="of arrivals, real time")
+    parser.add_argument("--time-scale", type=float, default=60.0)
+    parser.add_argument("--namespace", default="team-a")
+    parser.add_argument("--queue", default="user-queue", help="the manager's LocalQueue")
+    parser.add_argument("--local-queue", default="user-queue", help="the workers' LocalQueue")
+    parser.add_argument("--image", default="busybox:1.36", help="the pods' image (never pulled)")
+    parser.add_argument("--timeout", type=float, default=1200.0, help="seconds per run, at most")
+    parser.add_argument(
+        "--csv", type=Path, help="every run's measures, one row per run, written as each ends"
+    )
+    args = parser.parse_args(argv)
+    started = time.monotonic()
+    try:
+        rows = asyncio.run(_until_stopped(args))
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        print("interrupted: each run's fleet was brought down", file=sys.stderr)
+        return 130
+    except ERRORS as exc:
+        return report_error(
+            exc, "the fleet is the project's loopback stack; its processes' logs went with it"
+        )
+    print(f"\n{len(rows)} runs in {time.monotonic() - started:.0f} s; medians over seeds\n")
+    print(table(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
