@@ -53,8 +53,9 @@ import signal
 import statistics
 import sys
 import time
+from collections.abc import Awaitable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -90,6 +91,7 @@ DISPATCHER_NAMESPACE = "multikueue-fleet-system"
 DISPATCHER_DEPLOYMENT = "multikueue-fleet-dispatcher"
 METRICS_PORT = 8080  # components/objects/dispatcher.py, the container's "metrics" port
 PRIORITY_CLASSES = {0: "bench-low", 100: "bench-normal", 200: "bench-high"}
+T = TypeVar("T")
 
 CONFIG_MAPS = Kind("", "v1", "configmaps", True)
 DEPLOYMENTS = Kind("apps", "v1", "deployments", True)
@@ -362,6 +364,88 @@ async def canary(
             )
 
 
+async def replay_on(
+    fleet: Fleet,
+    stream: Stream,
+    args: argparse.Namespace,
+    served_kinds: frozenset[str] = frozenset({"LeaderWorkerSet"}),
+) -> dict[str, float]:
+    """The stream through the fleet with the options of stream_options; its measures."""
+    found, _ = await replay(
+        stream,
+        fleet.manager,
+        fleet.workers,
+        args.namespace,
+        args.queue,
+        args.local_queue,
+        PRIORITY_CLASSES,
+        args.image,
+        args.timeout,
+        served_kinds=served_kinds,
+    )
+    return found
+
+
+def record_run(
+    rows: list[dict[str, Any]],
+    args: argparse.Namespace,
+    dispatcher: str,
+    seed: int,
+    stream: Stream,
+    real: dict[str, float],
+    started: float,
+) -> None:
+    """One run's row beside the simulation's replay of its stream, written to --csv at once
+    (a comparison stopped later keeps what it measured), and its line."""
+    rows.append(
+        {
+            "dispatcher": dispatcher,
+            "seed": seed,
+            "real": real,
+            "simulated": _predicted(stream, dispatcher),
+        }
+    )
+    if args.csv:
+        _csv(args.csv, rows)
+    print(
+        f"  {dispatcher}: {time.monotonic() - started:.0f} s; unfinished "
+        f"{real['unfinished']:.0f}, lost {real['lost']:.0f}, pending {real['pending']:.0f}",
+        flush=True,
+    )
+
+
+async def until_stopped(work: Awaitable[T]) -> T:
+    """`work`, cancelled by SIGINT or SIGTERM (also where the shell that started it in the
+    background ignores SIGINT), so that its clean-up runs."""
+    task = asyncio.current_task()
+    assert task is not None
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, task.cancel)
+    return await work
+
+
+def stream_options(parser: argparse.ArgumentParser, image_help: str) -> None:
+    """The options of a comparison's runs and stream, the same on every fleet."""
+    parser.add_argument(
+        "--dispatchers",
+        type=_names,
+        help="comma-separated (default: AllAtOnce, Incremental where it differs from "
+        "AllAtOnce, policy)",
+    )
+    parser.add_argument("--seeds", type=_seeds, default=[1, 2, 3])
+    parser.add_argument("--minutes", type=float, default=3.0, help="of arrivals, real time")
+    parser.add_argument("--time-scale", type=float, default=60.0)
+    parser.add_argument("--namespace", default="team-a")
+    parser.add_argument("--queue", default="user-queue", help="the manager's LocalQueue")
+    parser.add_argument("--local-queue", default="user-queue", help="the workers' LocalQueue")
+    parser.add_argument("--image", default="busybox:1.36", help=image_help)
+    parser.add_argument("--timeout", type=float, default=1200.0, help="seconds per run, at most")
+    parser.add_argument(
+        "--csv", type=Path, help="every run's measures, one row per run, written as each ends"
+    )
+
+
 async def one_run(
     fleet: Fleet, switch: Switch, stream: Stream, dispatcher: str, args: argparse.Namespace
 ) -> dict[str, float]:
@@ -375,17 +459,7 @@ async def one_run(
     stop = asyncio.Event()
     sampler = asyncio.create_task(_sampled(fleet.manager, peaks, stop)) if ours else None
     try:
-        found, _ = await replay(
-            stream,
-            fleet.manager,
-            fleet.workers,
-            args.namespace,
-            args.queue,
-            args.local_queue,
-            PRIORITY_CLASSES,
-            args.image,
-            args.timeout,
-        )
+        found = await replay_on(fleet, stream, args)
     finally:
         stop.set()
         if sampler is not None:
@@ -505,18 +579,7 @@ async def compare(args: argparse.Namespace) -> list[dict[str, Any]]:
             for dispatcher in order:
                 started = time.monotonic()
                 real = await one_run(fleet, switch, stream, dispatcher, args)
-                predicted = _predicted(stream, dispatcher)
-                rows.append(
-                    {"dispatcher": dispatcher, "seed": seed, "real": real, "simulated": predicted}
-                )
-                if args.csv:  # as each run ends: a run stopped later keeps what it measured
-                    _csv(args.csv, rows)
-                print(
-                    f"  {dispatcher}: {time.monotonic() - started:.0f} s; unfinished "
-                    f"{real['unfinished']:.0f}, lost {real['lost']:.0f}, "
-                    f"pending {real['pending']:.0f}",
-                    flush=True,
-                )
+                record_run(rows, args, dispatcher, seed, stream, real, started)
     finally:
         try:
             await reset(fleet.every, args.namespace)
@@ -525,18 +588,6 @@ async def compare(args: argparse.Namespace) -> list[dict[str, Any]]:
         finally:
             await fleet.close()
     return rows
-
-
-async def _until_stopped(args: argparse.Namespace) -> list[dict[str, Any]]:
-    """compare, cancelled by SIGINT or SIGTERM (also where the shell that started it in
-    the background ignores SIGINT), so its clean-up runs: the namespace emptied, the
-    fleet's own dispatcher back."""
-    task = asyncio.current_task()
-    assert task is not None
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, task.cancel)
-    return await compare(args)
 
 
 def _names(text: str) -> list[str]:
@@ -565,15 +616,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--table", type=Path, metavar="CSV", help="print the table of a --csv file and exit"
     )
-    parser.add_argument(
-        "--dispatchers",
-        type=_names,
-        help="comma-separated (default: AllAtOnce, Incremental where it differs from "
-        "AllAtOnce, policy)",
-    )
-    parser.add_argument("--seeds", type=_seeds, default=[1, 2, 3])
-    parser.add_argument("--minutes", type=float, default=3.0, help="of arrivals, real time")
-    parser.add_argument("--time-scale", type=float, default=60.0)
+    stream_options(parser, "an image with `sleep`")
     parser.add_argument(
         "--cpu-unit", type=float, default=0.1, help="real cores per simulated core (bench: 0.1)"
     )
@@ -582,14 +625,6 @@ def main(argv: list[str] | None = None) -> int:
         type=float,
         help="size the stream as if every worker's cpu quota were this many cores (a fleet "
         "whose quotas are more than its nodes hold)",
-    )
-    parser.add_argument("--namespace", default="team-a")
-    parser.add_argument("--queue", default="user-queue", help="the manager's LocalQueue")
-    parser.add_argument("--local-queue", default="user-queue", help="the workers' LocalQueue")
-    parser.add_argument("--image", default="busybox:1.36", help="an image with `sleep`")
-    parser.add_argument("--timeout", type=float, default=1200.0, help="seconds per run, at most")
-    parser.add_argument(
-        "--csv", type=Path, help="every run's measures, one row per run, written as each ends"
     )
     parser.add_argument("--check", action="store_true", help="exit 1 on any unfinished job")
     args = parser.parse_args(argv)
@@ -605,7 +640,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--fleet is required (the `mkf up --out` folder of the bench fleet)")
     started = time.monotonic()
     try:
-        rows = asyncio.run(_until_stopped(args))
+        # Stopped, the namespace is emptied and the fleet's own dispatcher put back.
+        rows = asyncio.run(until_stopped(compare(args)))
     except (KeyboardInterrupt, asyncio.CancelledError):
         print(
             "interrupted: the namespace was emptied and the fleet put back to its own "

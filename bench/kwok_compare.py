@@ -32,7 +32,6 @@ import argparse
 import asyncio
 import copy
 import math
-import signal
 import sys
 import tempfile
 import time
@@ -45,20 +44,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from fleet_compare import (
-    PRIORITY_CLASSES,
     Fleet,
-    _csv,
-    _names,
-    _seeds,
     canary,
     default_dispatchers,
     ensure_priority_classes,
+    record_run,
+    replay_on,
     rotated,
+    stream_options,
     table,
+    until_stopped,
     usage_of,
     worker_queues,
 )
-from fleet_replay import RUN_ERRORS, _predicted, replay, report_error
+from fleet_replay import RUN_ERRORS, report_error
 from fleet_stream import Stream, draw
 
 from components.upstream.gomodule import ModuleSourceError
@@ -193,18 +192,7 @@ async def one_run(
             waited = await canary(fleet, args)
             print(f"  {dispatcher}: the fleet dispatches ({waited:.0f} s)", flush=True)
             before = run.usage()
-            found, _ = await replay(
-                stream,
-                fleet.manager,
-                fleet.workers,
-                args.namespace,
-                args.queue,
-                args.local_queue,
-                PRIORITY_CLASSES,
-                args.image,
-                args.timeout,
-                served_kinds=SERVED,
-            )
+            found = await replay_on(fleet, stream, args, served_kinds=SERVED)
             after = run.usage()
             found["cpu_s"] = after["cpu"] - before["cpu"]
             found["rss_mib"] = after["rss"] / 2**20
@@ -228,29 +216,8 @@ async def compare(args: argparse.Namespace) -> list[dict[str, Any]]:
                 real, stream = await one_run(dispatcher, seed, args, folder)
                 if number == 0:
                     print(f"  {stream.scenario.about}; {len(stream.scenario.jobs)} jobs")
-                predicted = _predicted(stream, dispatcher)
-                rows.append(
-                    {"dispatcher": dispatcher, "seed": seed, "real": real, "simulated": predicted}
-                )
-                if args.csv:
-                    _csv(args.csv, rows)
-                print(
-                    f"  {dispatcher}: {time.monotonic() - started:.0f} s; unfinished "
-                    f"{real['unfinished']:.0f}, lost {real['lost']:.0f}, "
-                    f"pending {real['pending']:.0f}",
-                    flush=True,
-                )
+                record_run(rows, args, dispatcher, seed, stream, real, started)
     return rows
-
-
-async def _until_stopped(args: argparse.Namespace) -> list[dict[str, Any]]:
-    """compare, cancelled by SIGINT or SIGTERM so that each run's fleet is brought down."""
-    task = asyncio.current_task()
-    assert task is not None
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, task.cancel)
-    return await compare(args)
 
 
 def _workers(text: str) -> int:
@@ -266,27 +233,12 @@ def _workers(text: str) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--workers", type=_workers, default=3)
-    parser.add_argument(
-        "--dispatchers",
-        type=_names,
-        help="comma-separated (default: AllAtOnce, Incremental where it differs from "
-        "AllAtOnce, policy)",
-    )
-    parser.add_argument("--seeds", type=_seeds, default=[1, 2, 3])
-    parser.add_argument("--minutes", type=float, default=3.0, help="of arrivals, real time")
-    parser.add_argument("--time-scale", type=float, default=60.0)
-    parser.add_argument("--namespace", default="team-a")
-    parser.add_argument("--queue", default="user-queue", help="the manager's LocalQueue")
-    parser.add_argument("--local-queue", default="user-queue", help="the workers' LocalQueue")
-    parser.add_argument("--image", default="busybox:1.36", help="the pods' image (never pulled)")
-    parser.add_argument("--timeout", type=float, default=1200.0, help="seconds per run, at most")
-    parser.add_argument(
-        "--csv", type=Path, help="every run's measures, one row per run, written as each ends"
-    )
+    stream_options(parser, "the pods' image (never pulled)")
     args = parser.parse_args(argv)
     started = time.monotonic()
     try:
-        rows = asyncio.run(_until_stopped(args))
+        # Stopped, each run's fleet is brought down.
+        rows = asyncio.run(until_stopped(compare(args)))
     except (KeyboardInterrupt, asyncio.CancelledError):
         print("interrupted: each run's fleet was brought down", file=sys.stderr)
         return 130
