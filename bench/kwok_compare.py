@@ -45,6 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from fleet_compare import (
     Fleet,
+    agreement,
     canary,
     default_dispatchers,
     ensure_priority_classes,
@@ -248,6 +249,8 @@ def main(argv: list[str] | None = None) -> int:
         )
     print(f"\n{len(rows)} runs in {time.monotonic() - started:.0f} s; medians over seeds\n")
     print(table(rows))
+    print("\nreal over simulated, medians over seeds:\n")
+    print(agreement(rows))
     return 0
 
 

@@ -164,6 +164,25 @@ def test_the_table_holds_medians_over_seeds_beside_the_simulation() -> None:
     assert "local preemptions" in text.splitlines()[0]
 
 
+def test_agreement_is_the_real_median_over_the_simulations_marked_beyond_a_quarter() -> None:
+    def run(seed: int, p95: float, preemptions: float) -> dict[str, Any]:
+        real = {"p95": p95, "p99": 12.0, "copies": 1.0, "preemptions": preemptions}
+        simulated = {"p95": 10.0, "p99": 10.0, "copies": 1.0, "preemptions": 0.0}
+        return {"dispatcher": "policy", "seed": seed, "real": real, "simulated": simulated}
+
+    text = fleet_compare.agreement([run(1, 8.0, 0.0), run(2, 11.0, 0.0), run(3, 40.0, 0.0)])
+    head, _, row = text.splitlines()
+    assert head == (
+        "| dispatcher | admit P50 s | admit P95 s | admit P99 s | JCT P95 s | copies/wl "
+        "| preemptions |"
+    )
+    # P50 and JCT unmeasured; P95's median 11 against 10; P99 1.2 is within a quarter;
+    # preemptions 0 against 0 agree.
+    assert row == "| policy | n/a | 1.10 | 1.20 | n/a | 1.00 | = |"
+    off = fleet_compare.agreement([run(1, 13.0, 2.0)]).splitlines()[2]
+    assert off == "| policy | n/a | 1.30 **off** | 1.20 | n/a | 1.00 | vs 0 **off** |"
+
+
 def test_each_seed_runs_the_dispatchers_in_a_turned_order() -> None:
     """Interleaved: over three seeds each dispatcher runs once first, once second, once
     last, so a drift across the runs lands on none of them alone."""
@@ -243,7 +262,13 @@ def test_the_table_comes_back_from_the_csv(tmp_path: Path, capsys: pytest.Captur
     path = tmp_path / "runs.csv"
     fleet_compare._csv(path, rows)
     assert fleet_compare.main(["--table", str(path)]) == 0
-    assert capsys.readouterr().out.strip() == fleet_compare.table(rows)
+    # The table, and the real runs against the simulation measure by measure.
+    table, agreement = (
+        capsys.readouterr().out.strip().split("\n\nreal over simulated, medians over seeds:\n\n")
+    )
+    assert table == fleet_compare.table(rows)
+    assert agreement == fleet_compare.agreement(rows)
+    assert "| policy | n/a | 0.44 **off** |" in agreement
     (tmp_path / "other.csv").write_text("a,b\n1,2\n")
     assert fleet_compare.main(["--table", str(tmp_path / "other.csv")]) == 2
     assert "not a --csv file of this script" in capsys.readouterr().err
