@@ -62,6 +62,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import yaml
 from dq_dispatchers import STEP
+from dq_sim import Settings
 from fleet_replay import (
     COLUMNS,
     JOBS,
@@ -394,6 +395,7 @@ def record_run(
     stream: Stream,
     real: dict[str, float],
     started: float,
+    settings: Settings | None = None,
 ) -> None:
     """One run's row beside the simulation's replay of its stream, written to --csv at once
     (a comparison stopped later keeps what it measured), and its line."""
@@ -402,7 +404,7 @@ def record_run(
             "dispatcher": dispatcher,
             "seed": seed,
             "real": real,
-            "simulated": _predicted(stream, dispatcher),
+            "simulated": _predicted(stream, dispatcher, settings),
         }
     )
     if args.csv:

@@ -302,9 +302,12 @@ def table(dispatcher: str, real: dict[str, float], predicted: dict[str, float]) 
     return "\n".join([head, rule, *rows])
 
 
-def _predicted(stream: Stream, dispatcher: str) -> dict[str, float]:
-    """The simulation's measures of the same stream, in the same units (seconds)."""
-    found = simulated(Sim(stream.scenario, SIMULATED[dispatcher](), Settings()).run())
+def _predicted(
+    stream: Stream, dispatcher: str, settings: Settings | None = None
+) -> dict[str, float]:
+    """The simulation's measures of the same stream, in the same units (seconds); `settings`:
+    the delays of the fleet it stands for (a kind fleet's by default)."""
+    found = simulated(Sim(stream.scenario, SIMULATED[dispatcher](), settings or Settings()).run())
     return {
         **{k: float(v) for k, v in found.items() if isinstance(v, int | float)},
         "unfinished": float(found["never"]),

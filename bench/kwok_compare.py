@@ -43,12 +43,14 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from dq_sim import Settings
 from fleet_compare import (
     Fleet,
     agreement,
     canary,
     default_dispatchers,
     ensure_priority_classes,
+    read_csv,
     record_run,
     replay_on,
     rotated,
@@ -58,7 +60,7 @@ from fleet_compare import (
     usage_of,
     worker_queues,
 )
-from fleet_replay import RUN_ERRORS, report_error
+from fleet_replay import RUN_ERRORS, _predicted, report_error
 from fleet_stream import Stream, draw
 
 from components.upstream.gomodule import ModuleSourceError
@@ -74,6 +76,12 @@ ROOT = Path(__file__).resolve().parent.parent
 BASE_STACK = ROOT / "stacks" / "Pulumi.loopback.yaml"
 QUOTAS = (3, 4, 5)  # cores of worker i: QUOTAS[i % 3]
 SERVED = frozenset({"LeaderWorkerSet", "JobSet"})
+# The simulation's delays for this fleet (bench/dq_sim.py Settings; a kind fleet's are the
+# defaults): an evicted or deleted workload's pods are gone within a second, as KWOK's
+# pod-delete stage deletes a pod at once (no kubelet, no grace), not the ten seconds kind's
+# pods take; and a worker's Kueue admits within a second of the event, which is the real
+# runs' median wait (every run's P50 is 1 s).
+KWOK_SETTINGS = Settings(admission_delay=1.0, release_delay=1.0)
 
 
 def stack_document(dispatcher: str, workers: int) -> dict[str, Any]:
@@ -217,8 +225,25 @@ async def compare(args: argparse.Namespace) -> list[dict[str, Any]]:
                 real, stream = await one_run(dispatcher, seed, args, folder)
                 if number == 0:
                     print(f"  {stream.scenario.about}; {len(stream.scenario.jobs)} jobs")
-                record_run(rows, args, dispatcher, seed, stream, real, started)
+                record_run(rows, args, dispatcher, seed, stream, real, started, KWOK_SETTINGS)
     return rows
+
+
+def stream_of(args: argparse.Namespace, seed: int) -> Stream:
+    """The stream a run of seed `seed` drew on the fleet stack_document makes (the quotas
+    and queue settings it gives every worker), without the fleet."""
+    quotas = {f"worker{i + 1}": float(QUOTAS[i % len(QUOTAS)]) for i in range(args.workers)}
+    queues = dict.fromkeys(quotas, ("BestEffortFIFO", "LowerPriority"))
+    return draw(quotas, args.minutes, args.time_scale, seed, queues=queues)
+
+
+def simulated_again(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
+    """Each row's simulated side computed again with KWOK_SETTINGS, from the stream its seed
+    draws: the simulation is a function of the stream alone, so a --csv of an earlier model
+    reads against the current one."""
+    for row in rows:
+        stream = stream_of(args, row["seed"])
+        row["simulated"] = _predicted(stream, row["dispatcher"], KWOK_SETTINGS)
 
 
 def _workers(text: str) -> int:
@@ -235,7 +260,26 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--workers", type=_workers, default=3)
     stream_options(parser, "the pods' image (never pulled)")
+    parser.add_argument(
+        "--table",
+        type=Path,
+        metavar="CSV",
+        help="print the table of a --csv file of this script, the simulation run again with "
+        "the same --workers, --minutes and --time-scale, and exit",
+    )
     args = parser.parse_args(argv)
+    if args.table:
+        try:
+            rows = read_csv(args.table)
+            simulated_again(rows, args)
+        except (OSError, KeyError, ValueError) as exc:
+            print(f"error: --table {args.table}: not a --csv file of this script ({exc})",
+                  file=sys.stderr)  # fmt: skip
+            return 2
+        print(table(rows))
+        print("\nreal over simulated, medians over seeds:\n")
+        print(agreement(rows))
+        return 0
     started = time.monotonic()
     try:
         # Stopped, each run's fleet is brought down.

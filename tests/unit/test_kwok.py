@@ -156,3 +156,36 @@ def test_a_missing_kwok_build_is_one_line(
     monkeypatch.setattr(fleet, "up", up)
     assert cli.main(["up", "--kwok"]) == 2
     assert capsys.readouterr().err == "error: kwok not built from the current pins: run `x`\n"
+
+
+def test_the_table_simulates_again_the_stream_each_seed_drew(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import argparse
+
+    import fleet_compare
+    import kwok_compare
+
+    # What stream_of assumes of the fleet is what stack_document gives it.
+    document = stack_document("policy", 4)
+    queue = document["config"]["multikueue-fleet:queues"]["clusterQueues"][0]
+    assert queue["preemption"] == {"withinClusterQueue": "LowerPriority"}
+    assert "queueingStrategy" not in queue  # Kueue's default, BestEffortFIFO
+    quotas = [w["quotas"]["cluster-queue"]["default-flavor"]["cpu"] for w in
+              document["config"]["multikueue-fleet:workers"]]  # fmt: skip
+    assert quotas == [3, 4, 5, 3]
+
+    real = {"p50": 1.0, "p95": 9.0, "copies": 1.0, "unfinished": 0.0}
+    rows = [{"dispatcher": "policy", "seed": 2, "real": real, "simulated": {"p95": 99.0}}]
+    path = tmp_path / "runs.csv"
+    fleet_compare._csv(path, rows)
+    assert kwok_compare.main(["--table", str(path), "--minutes", "1"]) == 0
+    out = capsys.readouterr().out
+    args = argparse.Namespace(workers=3, minutes=1.0, time_scale=60.0)
+    expected = kwok_compare._predicted(
+        kwok_compare.stream_of(args, 2), "policy", kwok_compare.KWOK_SETTINGS
+    )
+    simulated_row = next(line for line in out.splitlines() if "simulated" in line)
+    assert f"| {fleet_compare._cell(expected['p95'])} |" in simulated_row
+    assert "| 99 |" not in simulated_row  # the CSV's own simulated side is not used
+    assert kwok_compare.main(["--table", str(tmp_path / "none.csv")]) == 2
