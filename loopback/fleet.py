@@ -15,7 +15,7 @@ import json
 import shutil
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -254,8 +254,7 @@ def up(
             _save(state, record, planes)
             record["clusters"][cluster.name]["kueueConfigChanges"] = kueue.changes
             kueues.append((kueue, client))
-        for kueue, client in kueues:
-            kueue.wait_ready(client, timeout)
+        wait_all_ready(kueues, timeout)
         _save(state, record, planes)
         if framework_controllers:
             operators = _start_operators(spec, planes, timeout)
@@ -297,11 +296,34 @@ def _start_operators(
             process.apply_install(client)
             process.start(client)
             started.setdefault(cluster.name, []).append(process)
-    for cluster_name, processes in started.items():
-        plane = next(p for p in planes if p.name == cluster_name)
-        for process in processes:
-            process.wait_ready(Client(plane.kubeconfig_path(ADMIN)), timeout)
+    wait_all_ready(
+        [
+            (process, Client(next(p for p in planes if p.name == name).kubeconfig_path(ADMIN)))
+            for name, processes in started.items()
+            for process in processes
+        ],
+        timeout,
+    )
     return started
+
+
+def wait_all_ready(
+    started: Sequence[tuple[Kueue | OperatorProcess, Client]], timeout: float
+) -> None:
+    """Until each of the controllers started is ready, in turn, mounting every one's
+    certificates meanwhile, as each pod's kubelet would on its own, not only the one waited
+    for: a controller's cert-controller looks for them with a backoff doubling from 1 s over
+    ten tries (open-policy-agent/cert-controller v0.16.0 pkg/rotator/rotator.go,
+    ensureCertsMounted, in Kueue v0.19.2 and the LeaderWorkerSet controller alike), so
+    certificates mounted a minute late are seen up to two minutes later still, and after ten
+    tries (seventeen minutes or more) never: ten workers did not start before."""
+
+    def mount_all(_client: Client) -> None:
+        for controller, client in started:
+            controller.mount_cert_secret(client)
+
+    for controller, client in started:
+        controller.wait_ready(client, timeout, mount=mount_all)
 
 
 def down(state: Path = DEFAULT_STATE, *, log: Log = print) -> bool:

@@ -324,15 +324,19 @@ class Kueue:
         if name:
             mount_secret(client, name, NAMESPACE, Path(self.config["webhook"]["certDir"]))
 
-    def wait_ready(self, client: Any, timeout: float) -> None:
+    def wait_ready(
+        self, client: Any, timeout: float, mount: Callable[[Any], object] | None = None
+    ) -> None:
         """Until Kueue's readiness probe answers and the API server has called its webhook
-        for a (dry-run) ResourceFlavor: certificates made, injected and served."""
+        for a (dry-run) ResourceFlavor: certificates made, injected and served. `mount`
+        mounts them (default: this Kueue's; a fleet's mounts every Kueue's, see
+        loopback/fleet.py)."""
         wait_webhook_ready(
             self.plane,
             client,
             "Kueue",
             self.ports["health"],
-            self.mount_cert_secret,
+            mount or self.mount_cert_secret,
             {
                 "apiVersion": "kueue.x-k8s.io/v1beta2",
                 "kind": "ResourceFlavor",

@@ -29,6 +29,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -212,15 +213,20 @@ class OperatorProcess:
         self.plane.started = [p for p in self.plane.started if p not in records]
         self.start(client)
 
-    def wait_ready(self, client: Any, timeout: float) -> None:
+    def mount_cert_secret(self, client: Any) -> None:
+        mount_secret(client, self.secret_name, self.operator.namespace, self.cert_dir)
+
+    def wait_ready(
+        self, client: Any, timeout: float, mount: Callable[[Any], object] | None = None
+    ) -> None:
         """Until its readiness probe answers and the API server has called its webhook for
-        a (dry-run) object of its kind."""
+        a (dry-run) object of its kind; `mount` mounts its certificates (default: its own)."""
         wait_webhook_ready(
             self.plane,
             client,
             self.name,
             self.ports["health"],
-            lambda c: mount_secret(c, self.secret_name, self.operator.namespace, self.cert_dir),
+            mount or self.mount_cert_secret,
             self.operator.probe,
             self.log,
             timeout,
