@@ -98,6 +98,12 @@ class LocalDispatcher:
         self.kubeconfig_file.chmod(0o600)
 
     def start(self) -> Started:
+        # The kubernetes clients write a kubeconfig's inline certificate to a temporary file
+        # and remove it only at a normal exit (kubernetes_asyncio config/kube_config.py,
+        # _create_temp_file_with_content, atexit): a dispatcher killed would leave it in
+        # /tmp. Its own folder, inside the fleet's, goes with the fleet.
+        scratch = self.folder / f"{self.name}-tmp"
+        scratch.mkdir(exist_ok=True)
         self.started = start(
             self.name,
             [
@@ -112,7 +118,7 @@ class LocalDispatcher:
             ],
             self.log,
             # The pod's name is its leader-election identity (the Deployment's POD_NAME).
-            env={"PYTHONPATH": str(ROOT), "POD_NAME": f"{self.name}-local"},
+            env={"PYTHONPATH": str(ROOT), "POD_NAME": f"{self.name}-local", "TMPDIR": str(scratch)},
         )
         return self.started
 
