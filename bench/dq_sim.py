@@ -235,6 +235,8 @@ class Stats:
     decision_seconds: float = 0.0
     nominations: list[tuple[float, str, tuple[str, ...]]] = field(default_factory=list)
     admitted: list[tuple[str, str]] = field(default_factory=list)  # (workload, cluster)
+    # Each of `preemptions`: (time, worker, victim, preemptor), workload keys.
+    victims: list[tuple[float, str, str, str]] = field(default_factory=list)
 
 
 def queue_order(copy: Copy) -> tuple[int, float, float]:
@@ -624,6 +626,7 @@ class Sim:
                 continue  # preemption ongoing: not evicted again
             if copy.owner is not None:
                 self.stats.preemptions += 1
+                self.stats.victims.append((self.now, worker.spec.name, victim.key, copy.key))
             victim.state = EVICTING
             self.at(self.now + self.s.release_delay, "release", victim)
             if victim.owner is not None:

@@ -78,13 +78,11 @@ from fleet_replay import (
 )
 from fleet_stream import PRIORITY_LABEL, QUEUE_LABEL, Stream, StreamError, draw
 
+from components.checks.dispatcher import BUILTIN_DISPATCHERS
 from controller.kinds import CLUSTER_QUEUES, LOCAL_QUEUES, WORKLOADS, Kind
 from controller.kube import ApiError, Kube
 
-BUILT_IN = {  # configuration_types.go at v0.19.2, lines 395-399
-    "AllAtOnce": "kueue.x-k8s.io/multikueue-dispatcher-all-at-once",
-    "Incremental": "kueue.x-k8s.io/multikueue-dispatcher-incremental",
-}
+BUILT_IN = BUILTIN_DISPATCHERS  # configuration_types.go at v0.19.2, lines 395-399
 KUEUE_NAMESPACE = "kueue-system"
 KUEUE_CONFIG = ("kueue-manager-config", "controller_manager_config.yaml")
 KUEUE_DEPLOYMENT = "kueue-controller-manager"
@@ -370,8 +368,10 @@ async def replay_on(
     stream: Stream,
     args: argparse.Namespace,
     served_kinds: frozenset[str] = frozenset({"LeaderWorkerSet"}),
+    run: str = "",
 ) -> dict[str, float]:
-    """The stream through the fleet with the options of stream_options; its measures."""
+    """The stream through the fleet with the options of stream_options; its measures. With
+    --keep-workloads, every Workload version seen is kept as DIR/`run`.json."""
     found, _ = await replay(
         stream,
         fleet.manager,
@@ -383,6 +383,7 @@ async def replay_on(
         args.image,
         args.timeout,
         served_kinds=served_kinds,
+        keep=args.keep_workloads / f"{run}.json" if args.keep_workloads and run else None,
     )
     return found
 
@@ -446,10 +447,22 @@ def stream_options(parser: argparse.ArgumentParser, image_help: str) -> None:
     parser.add_argument(
         "--csv", type=Path, help="every run's measures, one row per run, written as each ends"
     )
+    parser.add_argument(
+        "--keep-workloads",
+        type=Path,
+        metavar="DIR",
+        help="every version of every Workload each run saw, as DIR/SEED-DISPATCHER.json "
+        "(bench/fleet_metrics.py preemptions_of reads who preempted whom)",
+    )
 
 
 async def one_run(
-    fleet: Fleet, switch: Switch, stream: Stream, dispatcher: str, args: argparse.Namespace
+    fleet: Fleet,
+    switch: Switch,
+    stream: Stream,
+    dispatcher: str,
+    args: argparse.Namespace,
+    seed: int = 0,
 ) -> dict[str, float]:
     await switch.to(dispatcher)
     await reset(fleet.every, args.namespace)
@@ -461,7 +474,7 @@ async def one_run(
     stop = asyncio.Event()
     sampler = asyncio.create_task(_sampled(fleet.manager, peaks, stop)) if ours else None
     try:
-        found = await replay_on(fleet, stream, args)
+        found = await replay_on(fleet, stream, args, run=f"{seed}-{dispatcher}")
     finally:
         stop.set()
         if sampler is not None:
@@ -617,7 +630,7 @@ async def compare(args: argparse.Namespace) -> list[dict[str, Any]]:
             )
             for dispatcher in order:
                 started = time.monotonic()
-                real = await one_run(fleet, switch, stream, dispatcher, args)
+                real = await one_run(fleet, switch, stream, dispatcher, args, seed)
                 record_run(rows, args, dispatcher, seed, stream, real, started)
     finally:
         try:

@@ -79,8 +79,9 @@ class _History:
     reserved: list[float] = field(default_factory=list)  # QuotaReserved transitions
     admitted: list[float] = field(default_factory=list)  # Admitted transitions
     evicted: list[tuple[float, str]] = field(default_factory=list)  # (time, reason)
-    # Per preemption (an eviction with reason Preempted): the preemptor's UID, "" unnamed.
-    preemptors: list[str] = field(default_factory=list)
+    # Per preemption (an eviction with reason Preempted): when, and the preemptor's UID
+    # ("" unnamed).
+    preemptors: list[tuple[float, str]] = field(default_factory=list)
     uid: str = ""
     finished: float | None = None
     clusters: set[str] = field(default_factory=set)  # clusterName values seen (manager)
@@ -104,7 +105,7 @@ class _History:
             self.evicted.append(evicted[:2])
             if evicted[1] == "Preempted":
                 named = PREEMPTOR.search(evicted[2])
-                self.preemptors.append(named.group(1) if named else "")
+                self.preemptors.append((evicted[0], named.group(1) if named else ""))
         finished = _true_since(obj, "Finished")
         if finished and self.finished is None:
             self.finished = finished[0]
@@ -125,6 +126,25 @@ def _histories(objects: Iterable[Obj]) -> dict[str, _History]:
         meta = obj.get("metadata") or {}
         out.setdefault(f"{_name(obj)}/{meta.get('uid', '')}", _History()).see(obj)
     return out
+
+
+def preemptions_of(workers: dict[str, list[Obj]]) -> list[tuple[float, str, str, str]]:
+    """Each preemption on the workers, as the simulation lists them (dq_sim Stats.victims):
+    (time, worker, victim, preemptor), each workload named by its owner (the stream's job
+    name), the preemptor "" where no watch recorded it; local work preempting local work
+    included (its preemptor names a job of the local stream)."""
+    found = []
+    for worker, objects in workers.items():
+        histories = _histories(objects)
+        by_uid = {h.uid: h for h in histories.values() if h.uid}
+
+        def owner(h: _History | None) -> str:
+            return min(h.owners).split("/", 1)[1] if h is not None and h.owners else ""
+
+        for h in histories.values():
+            for when, uid in h.preemptors:
+                found.append((when, worker, owner(h), owner(by_uid.get(uid))))
+    return sorted(found)
 
 
 def percentile(values: list[float], p: float) -> float:
@@ -184,7 +204,7 @@ def measure(
         histories = _histories(objects)
         copy_uids = {h.uid for h in histories.values() if h.origin and h.uid}
         for key, h in histories.items():
-            by_copy = sum(1 for uid in h.preemptors if uid in copy_uids)
+            by_copy = sum(1 for _, uid in h.preemptors if uid in copy_uids)
             preemptions += by_copy
             local_preemptions += len(h.preemptors) - by_copy
             if not h.origin:

@@ -148,11 +148,13 @@ async def replay(
     image: str,
     timeout: float,
     served_kinds: frozenset[str] = frozenset({"LeaderWorkerSet"}),
+    keep: Path | None = None,
 ) -> tuple[dict[str, float], set[str]]:
     """Submits the stream at its times, serves each object of `served_kinds` (by default the
     LeaderWorkerSets, which never end by themselves) its run time from its admission, and
     waits until every manager Workload has finished (or `timeout`). Returns the measures
-    and the objects served."""
+    and the objects served; `keep`: a JSON file for every version of every Workload seen,
+    by cluster ("" the manager), to read a run again (bench/fleet_metrics.py)."""
     recorders = {
         "": Recorder(manager, namespace),
         **{n: Recorder(k, namespace) for n, k in workers.items()},
@@ -221,6 +223,9 @@ async def replay(
         for task in [*watching, *pending]:
             task.cancel()
         await asyncio.gather(*watching, *pending, return_exceptions=True)
+    if keep is not None:
+        keep.parent.mkdir(parents=True, exist_ok=True)
+        keep.write_text(json.dumps({n: r.seen for n, r in recorders.items()}))
     found = measure(
         recorders[""].seen,
         {n: recorders[n].seen for n in workers},

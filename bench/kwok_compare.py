@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import copy
 import math
 import sys
 import tempfile
@@ -73,7 +72,6 @@ from loopback.fleet import FleetError
 ERRORS = (*RUN_ERRORS, FleetError, StartError, ToolchainError, ModuleSourceError, RuntimeError)
 
 ROOT = Path(__file__).resolve().parent.parent
-BASE_STACK = ROOT / "stacks" / "Pulumi.loopback.yaml"
 QUOTAS = (3, 4, 5)  # cores of worker i: QUOTAS[i % 3]
 SERVED = frozenset({"LeaderWorkerSet", "JobSet"})
 # The simulation's delays for this fleet (bench/dq_sim.py Settings; the defaults are a kind
@@ -84,96 +82,58 @@ SERVED = frozenset({"LeaderWorkerSet", "JobSet"})
 KWOK_SETTINGS = Settings(release_delay=1.0)
 
 
-def stack_document(dispatcher: str, workers: int) -> dict[str, Any]:
+def stack_document(workers: int) -> dict[str, Any]:
     """The loopback stack as the comparison's fleet: `workers` workers of QUOTAS cores, the
-    frameworks the stream uses, preemption of lower priorities; AllAtOnce: no dispatcher of
-    ours, so Kueue's default."""
-    document = yaml.safe_load(BASE_STACK.read_text())
-    document.pop("encryptionsalt", None)
+    frameworks the stream uses, preemption of lower priorities, our dispatcher enabled
+    (tests/helpers/real_fleet.dispatched_fleet runs Kueue's instead where asked)."""
+    from tests.helpers.real_fleet import loopback_document
+
+    document = loopback_document(workers)
     config = document["config"]
-    first = config["multikueue-fleet:workers"][0]
-    listed = []
-    for index in range(workers):
-        worker = copy.deepcopy(first)
-        name = f"worker{index + 1}"
+    for index, worker in enumerate(config["multikueue-fleet:workers"]):
         cores = QUOTAS[index % len(QUOTAS)]
-        worker["name"] = name
-        worker["labels"] = {"region": f"local-{index + 1}"}
-        worker["existing"] = {"context": name, "kubeconfigPath": "unused.kubeconfig"}
         worker["quotas"] = {
             "cluster-queue": {"default-flavor": {"cpu": cores, "memory": f"{cores * 4}Gi"}}
         }
-        listed.append(worker)
-    config["multikueue-fleet:workers"] = listed
     config["multikueue-fleet:frameworks"] = ["batch", "jobset", "leaderworkerset"]
     queues = config["multikueue-fleet:queues"]
     queues["clusterQueues"] = [q for q in queues["clusterQueues"] if q["name"] == "cluster-queue"]
     queues["clusterQueues"][0]["preemption"] = {"withinClusterQueue": "LowerPriority"}
     queues["localQueues"] = [lq for lq in queues["localQueues"] if lq["namespace"] == "team-a"]
-    if dispatcher != "policy":
-        config["multikueue-fleet:dispatcher"] = {"enabled": False}
     return document
 
 
 class KwokFleet:
-    """One run's loopback fleet with simulated nodes: up on enter, down on exit."""
+    """One run's loopback fleet with simulated nodes: up, then down."""
 
     def __init__(self, dispatcher: str, workers: int, folder: Path, timeout: float) -> None:
         self.dispatcher, self.workers, self.folder = dispatcher, workers, folder
         self.timeout = timeout  # for each step of `up` to be ready
-        self.loopback: Any = None
-        self.local: Any = None
+        self.running: Any = None  # tests/helpers/real_fleet.DispatchedFleet, once up
 
-    def up(self) -> Fleet:
-        from components.checks.load import load_stack
-        from loopback import fleet as loopback_fleet
+    def up(self) -> Any:
+        """The loopback fleet, every worker Active, dispatched by self.dispatcher."""
         from loopback.kwok import NodeShape
-        from tests.helpers.real_fleet import (
-            connect_multikueue,
-            not_active_message,
-            start_dispatcher,
-        )
+        from tests.helpers.real_fleet import dispatched_fleet
 
-        def spec_for(dispatcher: str) -> Any:
-            stack = self.folder / dispatcher / "Pulumi.kwok.yaml"
-            stack.parent.mkdir(parents=True, exist_ok=True)
-            document = stack_document(dispatcher, self.workers)
-            stack.write_text(yaml.safe_dump(document, sort_keys=False))
-            return load_stack(str(stack))[0]
-
-        spec = spec_for(self.dispatcher)
-        # The objects are always those of a fleet with our dispatcher (its reader identity on
-        # the workers included), which AllAtOnce ignores.
-        objects_spec = spec if self.dispatcher == "policy" else spec_for("policy")
-        self.loopback = loopback_fleet.up(
-            str(self.folder / self.dispatcher / "Pulumi.kwok.yaml"),
-            self.folder / "fleet",
-            spec=spec,
+        self.running = dispatched_fleet(
+            stack_document(self.workers),
+            self.folder,
+            dispatcher=self.dispatcher,
             timeout=self.timeout,
             framework_controllers=True,
             kwok=NodeShape(cpu="64", memory="256Gi", pods="500"),
-            log=lambda _line: None,
         )
-        connected = connect_multikueue(self.loopback, objects_spec)
-        if not connected.all_active():
-            raise RuntimeError(f"MultiKueue not Active: {not_active_message(connected)}")
-        if self.dispatcher == "policy":
-            self.local = start_dispatcher(connected)
-            self.local.wait_ready(120)
-        return self.loopback
+        return self.running.fleet
 
     def usage(self) -> dict[str, float]:
-        if self.local is None:
+        if self.running is None or self.running.local is None:
             return {"cpu": math.nan, "rss": math.nan}
-        return usage_of(self.local.metrics_text())
+        return usage_of(self.running.local.metrics_text())
 
     def down(self) -> None:
-        from loopback import fleet as loopback_fleet
-
-        if self.local is not None:
-            self.local.stop()
-        if self.loopback is not None:
-            loopback_fleet.down(self.folder / "fleet", log=lambda _line: None)
+        if self.running is not None:
+            self.running.down()
 
 
 async def open_fleet(loopback: Any) -> Fleet:
@@ -203,7 +163,9 @@ async def one_run(
             waited = await canary(fleet, args)
             print(f"  {dispatcher}: the fleet dispatches ({waited:.0f} s)", flush=True)
             before = run.usage()
-            found = await replay_on(fleet, stream, args, served_kinds=SERVED)
+            found = await replay_on(
+                fleet, stream, args, served_kinds=SERVED, run=f"{seed}-{dispatcher}"
+            )
             after = run.usage()
             found["cpu_s"] = after["cpu"] - before["cpu"]
             found["rss_mib"] = after["rss"] / 2**20

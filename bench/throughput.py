@@ -30,7 +30,6 @@ admission. No kubelet runs, so the Jobs' pods stay Pending, which admission does
 from __future__ import annotations
 
 import argparse
-import copy
 import csv
 import math
 import signal
@@ -43,12 +42,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-ROOT = Path(__file__).resolve().parent.parent
-BASE_STACK = ROOT / "stacks" / "Pulumi.loopback.yaml"
 NAMESPACE = "team-a"
 QUEUE = "user-queue"
 DISPATCHERS = ("AllAtOnce", "policy")
@@ -115,26 +110,6 @@ def table(rows: list[dict[str, Any]]) -> str:
         lines.append(f"\nours / AllAtOnce, workloads per second: {ratio:.2f}")
     lines.append(f"Kueue's own harness, same shape: {KUEUE_PUBLISHED}")
     return "\n".join(lines)
-
-
-def shape_document(dispatcher: str, workers: int = 3) -> dict[str, Any]:
-    """The loopback stack with `workers` workers (the third and later copies of the last,
-    each in a region of its own); AllAtOnce: no dispatcher of ours, so Kueue's default."""
-    document = yaml.safe_load(BASE_STACK.read_text())
-    document.pop("encryptionsalt", None)
-    config = document["config"]
-    listed = config["multikueue-fleet:workers"]
-    while len(listed) < workers:
-        extra = copy.deepcopy(listed[-1])
-        number = len(listed) + 1
-        extra["name"] = f"worker{number}"
-        extra["labels"] = {"region": f"local-{chr(ord('a') + number - 1)}"}
-        extra["existing"] = {"context": extra["name"], "kubeconfigPath": "unused.kubeconfig"}
-        listed.append(extra)
-    del listed[workers:]
-    if dispatcher == "AllAtOnce":
-        config["multikueue-fleet:dispatcher"] = {"enabled": False}
-    return document
 
 
 def job(name: str) -> dict[str, Any]:
@@ -228,39 +203,15 @@ def _watch(kubeconfig: Path, stop: threading.Event, on_event: Any) -> None:
 
 
 def measure(dispatcher: str, workloads: int, folder: Path, timeout: float, log: Any) -> Run:
-    from components.checks.load import load_stack
-    from loopback import fleet as loopback_fleet
-    from tests.helpers.real_fleet import (
-        connect_multikueue,
-        not_active_message,
-        start_dispatcher,
-    )
+    from tests.helpers.real_fleet import dispatched_fleet, loopback_document
 
-    def spec_for(name: str) -> tuple[Path, Any]:
-        stack = folder / name / "Pulumi.throughput.yaml"
-        stack.parent.mkdir(parents=True)
-        stack.write_text(yaml.safe_dump(shape_document(name), sort_keys=False))
-        return stack, load_stack(str(stack))[0]
-
-    # Kueue runs as the dispatcher's stack renders it; the objects are always those of a
-    # fleet with our dispatcher (its reader identity on the workers included), which
-    # AllAtOnce ignores.
-    stack, spec = spec_for(dispatcher)
-    objects_spec = spec if dispatcher == "policy" else spec_for("policy")[1]
-    state = folder / "fleet"
     began = time.monotonic()
-    fleet = loopback_fleet.up(str(stack), state, spec=spec, log=lambda _line: None)
-    local = None
+    running = dispatched_fleet(loopback_document(3), folder, dispatcher=dispatcher)
+    fleet, spec, local = running.fleet, running.connected.spec, running.local
     run = Run(dispatcher)
     stop = threading.Event()
     try:
-        connected = connect_multikueue(fleet, objects_spec)
-        if not connected.all_active():
-            raise SystemExit(f"error: MultiKueue not Active: {not_active_message(connected)}")
         manager = spec.manager.name
-        if dispatcher != "AllAtOnce":
-            local = start_dispatcher(connected)
-            local.wait_ready(120)
         ready = time.monotonic() - began
         log(f"  {dispatcher}: fleet of {len(spec.clusters)} clusters ready in {ready:.0f} s")
         lock = threading.Lock()
@@ -314,9 +265,7 @@ def measure(dispatcher: str, workloads: int, folder: Path, timeout: float, log: 
         return run
     finally:
         stop.set()
-        if local is not None:
-            local.stop()
-        loopback_fleet.down(state, log=lambda _line: None)
+        running.down()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -344,10 +293,17 @@ def main(argv: list[str] | None = None) -> int:
     # A TERM (a CI job cancelled, `kill`) ends the run as Ctrl-C does: each fleet is torn
     # down by measure()'s finally, not left running.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
+    from loopback.controlplane import StartError
+    from loopback.fleet import FleetError
+
     rows = []
     for dispatcher in chosen:
-        with tempfile.TemporaryDirectory(prefix="mkf-throughput-") as tmp:
-            run = measure(dispatcher, args.workloads, Path(tmp), args.timeout, print)
+        try:
+            with tempfile.TemporaryDirectory(prefix="mkf-throughput-") as tmp:
+                run = measure(dispatcher, args.workloads, Path(tmp), args.timeout, print)
+        except (FleetError, StartError, RuntimeError) as exc:  # the fleet is down again
+            print(f"error: {dispatcher}: {exc}", file=sys.stderr)
+            return 2
         rows.append(run.row())
         print(f"  {dispatcher}: {rows[-1]}")
     print(table(rows))

@@ -13,17 +13,19 @@ from components.model.problems import Problem
 from components.model.spec import FleetSpec
 from controller.api import MAX_SELECTOR_LABELS, WORKER_LOST_TIMEOUT_MAX
 
-BUILTIN_DISPATCHERS = (
-    "kueue.x-k8s.io/multikueue-dispatcher-all-at-once",
-    "kueue.x-k8s.io/multikueue-dispatcher-incremental",
-)
+# Kueue v0.19.2's own dispatchers, by their names in its configuration
+# (apis/config/v1beta2/configuration_types.go 395-399).
+BUILTIN_DISPATCHERS = {
+    "AllAtOnce": "kueue.x-k8s.io/multikueue-dispatcher-all-at-once",
+    "Incremental": "kueue.x-k8s.io/multikueue-dispatcher-incremental",
+}
 
 
 def dispatcher(spec: FleetSpec) -> Iterator[Problem]:
     d = spec.dispatcher
     if not d.enabled:
         return
-    if d.name in BUILTIN_DISPATCHERS:
+    if d.name in BUILTIN_DISPATCHERS.values():
         yield error(
             "dispatcher.name",
             f"'{d.name}' is a built-in Kueue dispatcher",

@@ -11,36 +11,22 @@ import time
 from pathlib import Path
 from typing import Any
 
-import yaml
 from kubernetes import client as k8s
 
-from components.checks.load import load_stack
 from components.upstream import toolchain
-from loopback import fleet as loopback_fleet
 from loopback.kwok import RUN_ANNOTATION, NodeShape
 from tests.helpers.real_fleet import (
     binaries,
-    connect_multikueue,
+    dispatched_fleet,
     keep_logs,
+    loopback_document,
     manifest,
-    not_active_message,
     real_fetch,
-    start_dispatcher,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN_SECONDS = 6
 NAMESPACE = "team-a"
-
-
-def _one_worker_stack(folder: Path) -> Path:
-    document = yaml.safe_load((ROOT / "stacks" / "Pulumi.loopback.yaml").read_text())
-    document.pop("encryptionsalt", None)
-    config = document["config"]
-    del config["multikueue-fleet:workers"][1:]
-    stack = folder / "Pulumi.kwok-real.yaml"
-    stack.write_text(yaml.safe_dump(document, sort_keys=False))
-    return stack
 
 
 def _job() -> dict[str, Any]:
@@ -91,22 +77,14 @@ def _until(what: str, check: Any, timeout: float = 120) -> Any:
 def test_a_job_runs_its_time_on_a_simulated_node_and_completes(tmp_path: Path) -> None:
     binaries((*toolchain.CONTROL_PLANE, "kube-scheduler", "kwok"))
     manifest()
-    stack = _one_worker_stack(tmp_path)
-    spec, _ = load_stack(str(stack))
-    state = tmp_path / "fleet"
-    fleet = loopback_fleet.up(
-        str(stack),
-        state,
-        spec=spec,
+    dispatched = dispatched_fleet(
+        loopback_document(1),
+        tmp_path,
         kwok=NodeShape(cpu="2", memory="4Gi", pods="10"),
-        log=lambda _line: None,
         fetch=real_fetch,
     )
+    fleet, spec = dispatched.fleet, dispatched.connected.spec
     try:
-        connected = connect_multikueue(fleet, spec)
-        assert connected.all_active(), not_active_message(connected)
-        dispatcher = start_dispatcher(connected)
-        dispatcher.wait_ready(120)
         worker = spec.workers[0].name
         nodes = k8s.CoreV1Api(_api(fleet.kubeconfig(worker))).list_node().items
         assert [n.metadata.name for n in nodes] == [f"{worker}-kwok-0"]
@@ -147,6 +125,6 @@ def test_a_job_runs_its_time_on_a_simulated_node_and_completes(tmp_path: Path) -
     finally:
         try:
             (tmp_path / "logs").mkdir()
-            keep_logs(state, tmp_path / "logs")
+            keep_logs(fleet.state, tmp_path / "logs")
         finally:
-            loopback_fleet.down(state, log=lambda _line: None)
+            dispatched.down()

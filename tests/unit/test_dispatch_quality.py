@@ -181,6 +181,8 @@ def test_preemption_admits_only_after_the_victims_quota_is_released(
     sim = Sim(Scenario("p", "", worker, (job,), local), OurPolicy(), Settings(release_delay=20.0))
     sim.run()
     assert sim.stats.preemptions == 1
+    # Who preempted whom, as bench/fleet_metrics.py preemptions_of lists a real run's.
+    assert sim.stats.victims == [(12.0, "worker-00", "local/1", "job-00-0")]
     # Nominated at 10 s; the cycle at 12 s evicts; the victim's pods are gone at 32 s; the
     # cycle that release starts admits it at 34 s.
     assert sim.wls[0].admitted_at == pytest.approx(10.0 + 2.0 + 20.0 + 2.0)

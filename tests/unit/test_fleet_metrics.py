@@ -11,7 +11,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
-from fleet_metrics import ORIGIN_LABEL, RecordError, measure
+from fleet_metrics import ORIGIN_LABEL, RecordError, _time, measure, preemptions_of
 
 
 def at(second: int) -> str:
@@ -180,3 +180,29 @@ def test_preemptions_for_a_copy_are_told_from_local_work_preempting_local_work()
     }
     found = measure(manager, workers)
     assert (found["preemptions"], found["local_preemptions"]) == (1, 4)
+
+
+def test_who_preempted_whom_is_listed_by_the_jobs_names_as_the_simulation_lists_it() -> None:
+    def owned(obj: dict[str, Any], job: str) -> dict[str, Any]:
+        obj["metadata"]["ownerReferences"] = [{"kind": "Job", "name": job}]
+        return obj
+
+    local = "local-w1-0000"
+    evicted = [(5, "copy"), (5, "copy"), (30, "x")]  # two versions of one eviction, a second
+    workers = {
+        "w1": [
+            owned(workload("job-a", 1, uid="copy", origin=True, Admitted=9), "a"),
+            owned(workload("job-l0", 0, uid="l0", Admitted=1), local),
+            *(
+                owned(
+                    workload("job-l0", 0, uid="l0", Evicted=(t, "Preempted", preempted_by(u))),
+                    local,
+                )
+                for t, u in evicted
+            ),
+        ],
+    }
+    assert preemptions_of(workers) == [
+        (_time(at(5), "t"), "w1", "local-w1-0000", "a"),
+        (_time(at(30), "t"), "w1", "local-w1-0000", ""),
+    ]

@@ -114,16 +114,16 @@ def test_every_pod_the_stream_makes_carries_its_run_time() -> None:
 
 @pytest.mark.parametrize("workers", [3, 10])
 def test_the_comparisons_fleet_is_a_stack_the_project_accepts(workers: int, tmp_path: Path) -> None:
-    for dispatcher in ("policy", "AllAtOnce"):
-        stack = tmp_path / f"Pulumi.kwok-{dispatcher.lower()}.yaml"
-        stack.write_text(yaml.safe_dump(stack_document(dispatcher, workers), sort_keys=False))
-        spec, _ = load_stack(str(stack))
-        assert [w.name for w in spec.workers] == [f"worker{i + 1}" for i in range(workers)]
-        cores = [w.quotas["cluster-queue"]["default-flavor"]["cpu"] for w in spec.workers]
-        assert [str(c) for c in cores[:3]] == ["3", "4", "5"]
-        assert spec.dispatcher.enabled is (dispatcher == "policy")
-        queue = next(q for q in spec.queues.cluster_queues if q.name == "cluster-queue")
-        assert queue.preemption.within_cluster_queue == "LowerPriority"
+    stack = tmp_path / "Pulumi.kwok.yaml"
+    stack.write_text(yaml.safe_dump(stack_document(workers), sort_keys=False))
+    spec, _ = load_stack(str(stack))
+    assert [w.name for w in spec.workers] == [f"worker{i + 1}" for i in range(workers)]
+    assert len({w.labels["region"] for w in spec.workers}) == workers
+    cores = [w.quotas["cluster-queue"]["default-flavor"]["cpu"] for w in spec.workers]
+    assert [str(c) for c in cores[:3]] == ["3", "4", "5"]
+    assert spec.dispatcher.enabled  # Kueue's own are chosen by dispatched_fleet
+    queue = next(q for q in spec.queues.cluster_queues if q.name == "cluster-queue")
+    assert queue.preemption.within_cluster_queue == "LowerPriority"
 
 
 @pytest.mark.parametrize(("flag", "shape"), [([], None), (["--kwok"], kwok.NodeShape())])
@@ -167,7 +167,7 @@ def test_the_table_simulates_again_the_stream_each_seed_drew(
     import kwok_compare
 
     # What stream_of assumes of the fleet is what stack_document gives it.
-    document = stack_document("policy", 4)
+    document = stack_document(4)
     queue = document["config"]["multikueue-fleet:queues"]["clusterQueues"][0]
     assert queue["preemption"] == {"withinClusterQueue": "LowerPriority"}
     assert "queueingStrategy" not in queue  # Kueue's default, BestEffortFIFO

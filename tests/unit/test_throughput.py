@@ -19,17 +19,19 @@ from components.checks.load import load_stack  # noqa: E402
 from components.objects.kueue_config import configuration  # noqa: E402
 
 
-def _spec(tmp_path: Path, dispatcher: str):  # type: ignore[no-untyped-def]
-    stack = tmp_path / f"{dispatcher}" / "Pulumi.throughput.yaml"
+def _spec(tmp_path: Path, document: dict):  # type: ignore[no-untyped-def,type-arg]
+    stack = tmp_path / f"{len(list(tmp_path.iterdir()))}" / "Pulumi.throughput.yaml"
     stack.parent.mkdir()
-    stack.write_text(yaml.safe_dump(throughput.shape_document(dispatcher), sort_keys=False))
+    stack.write_text(yaml.safe_dump(document, sort_keys=False))
     spec, _ = load_stack(str(stack))
     return spec
 
 
 def test_the_fleet_is_kueues_shape_and_only_the_dispatcher_differs(tmp_path: Path) -> None:
-    ours = _spec(tmp_path, "policy")
-    theirs = _spec(tmp_path, "AllAtOnce")
+    from tests.helpers.real_fleet import loopback_document, without_our_dispatcher
+
+    ours = _spec(tmp_path, loopback_document(3))
+    theirs = _spec(tmp_path, without_our_dispatcher(loopback_document(3)))
     for spec in (ours, theirs):
         assert [w.name for w in spec.workers] == ["worker1", "worker2", "worker3"]
         assert len({w.labels["region"] for w in spec.workers}) == 3
