@@ -128,23 +128,73 @@ def _histories(objects: Iterable[Obj]) -> dict[str, _History]:
     return out
 
 
-def preemptions_of(workers: dict[str, list[Obj]]) -> list[tuple[float, str, str, str]]:
+def _admitted_on_workers(
+    ours: dict[str, _History], workers: Mapping[str, Iterable[Obj]]
+) -> dict[int, list[float]]:
+    """Per manager Workload (by id of its history): the first Admitted of each copy it took
+    (on a worker in its clusterName values), as that worker stamped it."""
+    found: dict[int, list[float]] = {}
+    for worker, objects in workers.items():
+        for key, h in _histories(objects).items():
+            owner = ours.get(key.rsplit("/", 1)[0])
+            if h.origin and h.admitted and owner is not None and worker in owner.clusters:
+                found.setdefault(id(owner), []).append(h.admitted[0])
+    return found
+
+
+def preemptions_of(
+    manager: Iterable[Obj], workers: dict[str, list[Obj]]
+) -> list[tuple[float, str, str, str]]:
     """Each preemption on the workers, as the simulation lists them (dq_sim Stats.victims):
     (time, worker, victim, preemptor), each workload named by its owner (the stream's job
-    name), the preemptor "" where no watch recorded it; local work preempting local work
-    included (its preemptor names a job of the local stream)."""
+    name; a MultiKueue copy, which has none on its worker, by its manager Workload's), the
+    preemptor "" where no watch recorded it; local work preempting local work included
+    (its preemptor names a job of the local stream)."""
+    ours = {key.rsplit("/", 1)[0]: h for key, h in _histories(manager).items()}
     found = []
     for worker, objects in workers.items():
         histories = _histories(objects)
-        by_uid = {h.uid: h for h in histories.values() if h.uid}
+        by_uid = {h.uid: (key.rsplit("/", 1)[0], h) for key, h in histories.items() if h.uid}
 
-        def owner(h: _History | None) -> str:
-            return min(h.owners).split("/", 1)[1] if h is not None and h.owners else ""
+        def owner(name: str, h: _History) -> str:
+            if h.origin and name in ours:
+                h = ours[name]
+            return min(h.owners).split("/", 1)[1] if h.owners else ""
 
-        for h in histories.values():
+        for key, h in histories.items():
             for when, uid in h.preemptors:
-                found.append((when, worker, owner(h), owner(by_uid.get(uid))))
+                victim = owner(key.rsplit("/", 1)[0], h)
+                preemptor = owner(*by_uid[uid]) if uid in by_uid else ""
+                found.append((when, worker, victim, preemptor))
     return sorted(found)
+
+
+def delays(manager: Iterable[Obj], workers: dict[str, list[Obj]]) -> dict[str, list[float]]:
+    """The delays the simulation's Settings stand for, as a run shows them (seconds; the
+    objects' times are whole seconds, so each is a mean over many, not one reading):
+    - sync: a copy's creation on a worker after its manager Workload's QuotaReserved
+      (Settings.sync_delay, manager to worker);
+    - admission: a copy's QuotaReserved after its creation, for copies that preempted
+      nothing and were reserved within 2 s, so no wait for quota is counted
+      (Settings.admission_delay);
+    - back: the manager's Admitted after the chosen copy's Admitted on its worker
+      (Settings.sync_delay, worker to manager)."""
+    ours = {key.rsplit("/", 1)[0]: h for key, h in _histories(manager).items()}
+    found: dict[str, list[float]] = {"sync": [], "admission": [], "back": []}
+    for worker, objects in workers.items():
+        histories = _histories(objects)
+        preemptors = {uid for h in histories.values() for _, uid in h.preemptors}
+        for key, h in histories.items():
+            owner = ours.get(key.rsplit("/", 1)[0])
+            if not h.origin or owner is None:
+                continue
+            if owner.reserved and not math.isnan(h.created):
+                found["sync"].append(h.created - owner.reserved[0])
+            if h.reserved and h.uid not in preemptors and h.reserved[0] - h.created <= 2:
+                found["admission"].append(h.reserved[0] - h.created)
+            if h.admitted and owner.admitted and worker in owner.clusters:
+                found["back"].append(owner.admitted[0] - h.admitted[0])
+    return found
 
 
 def percentile(values: list[float], p: float) -> float:
@@ -169,8 +219,12 @@ def measure(
     `deleted`: namespace/name -> when a manager Workload's deletion was seen, for one whose
     versions never showed a deletionTimestamp (deleted with no finalizer left).
 
-    - waits (seconds): first QuotaReserved on the manager to its first Admitted (the first
-      admission on a worker, as the simulation's `admit` columns);
+    - waits (seconds): first QuotaReserved on the manager to the first admission of the
+      copy it took, on that worker, as the simulation's `admit` columns count it; not to
+      the manager's Admitted, which comes when MultiKueue has seen that admission (half a
+      second to a second later on the KWOK fleet, bench/preemption_compare.py), a way back
+      the simulation's admission time does not include. Where no copy it took was seen,
+      the manager's first Admitted;
     - jct (seconds): creation of the manager Workload to its Finished;
     - copies per workload: distinct MultiKueue copies created on workers, per manager
       Workload (re-creations after an eviction included);
@@ -196,9 +250,14 @@ def measure(
             h.deleted = (deleted or {}).get(key.rsplit("/", 1)[0])
         if h.finished is None and h.deleted is not None and h.owners & served:
             h.finished = h.deleted
-    waits = [h.admitted[0] - h.reserved[0] for h in ours.values() if h.reserved and h.admitted]
-    jct = [h.finished - h.created for h in ours.values() if h.finished is not None]
     by_name = {key.rsplit("/", 1)[0]: h for key, h in ours.items()}
+    on_worker = _admitted_on_workers(by_name, workers)
+    waits = [
+        min(on_worker.get(id(h), h.admitted[:1])) - h.reserved[0]
+        for h in ours.values()
+        if h.reserved and h.admitted
+    ]
+    jct = [h.finished - h.created for h in ours.values() if h.finished is not None]
     copies = preemptions = local_preemptions = lost = 0
     for worker, objects in workers.items():
         histories = _histories(objects)

@@ -181,6 +181,15 @@ def test_agreement_is_the_real_median_over_the_simulations_marked_beyond_a_quart
     assert row == "| policy | n/a | 1.10 | 1.20 | n/a | 1.00 | = |"
     off = fleet_compare.agreement([run(1, 13.0, 2.0)]).splitlines()[2]
     assert off == "| policy | n/a | 1.30 **off** | 1.20 | n/a | 1.00 | vs 0 **off** |"
+    # Kueue's times are whole seconds: 0 s against 0.5 s is the same reading, 2 against 0.5
+    # is not; a count has no such tolerance.
+    small = [run(1, 0.0, 1.0)]
+    small[0]["simulated"].update(p95=0.5, preemptions=0.5)
+    assert fleet_compare.agreement(small).splitlines()[2].split(" | ")[2] == "0.00"
+    small[0]["real"]["p95"] = 2.0
+    assert fleet_compare.agreement(small).splitlines()[2] == (
+        "| policy | n/a | 4.00 **off** | 1.20 | n/a | 1.00 | 2.00 **off** |"
+    )
 
 
 def test_each_seed_runs_the_dispatchers_in_a_turned_order() -> None:

@@ -11,7 +11,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
-from fleet_metrics import ORIGIN_LABEL, RecordError, _time, measure, preemptions_of
+from fleet_metrics import ORIGIN_LABEL, RecordError, _time, delays, measure, preemptions_of
 
 
 def at(second: int) -> str:
@@ -189,9 +189,11 @@ def test_who_preempted_whom_is_listed_by_the_jobs_names_as_the_simulation_lists_
 
     local = "local-w1-0000"
     evicted = [(5, "copy"), (5, "copy"), (30, "x")]  # two versions of one eviction, a second
+    # MultiKueue's copy has no owner on its worker: it is named by its manager Workload's.
+    manager = [owned(workload("job-a-1f2e3", 1, QuotaReserved=1), "a")]
     workers = {
         "w1": [
-            owned(workload("job-a", 1, uid="copy", origin=True, Admitted=9), "a"),
+            workload("job-a-1f2e3", 1, uid="copy", origin=True, Admitted=9),
             owned(workload("job-l0", 0, uid="l0", Admitted=1), local),
             *(
                 owned(
@@ -202,7 +204,42 @@ def test_who_preempted_whom_is_listed_by_the_jobs_names_as_the_simulation_lists_
             ),
         ],
     }
-    assert preemptions_of(workers) == [
-        (_time(at(5), "t"), "w1", "local-w1-0000", "a"),
-        (_time(at(30), "t"), "w1", "local-w1-0000", ""),
+    assert preemptions_of(manager, workers) == [
+        (_time(at(5), "t"), "w1", local, "a"),
+        (_time(at(30), "t"), "w1", local, ""),
     ]
+
+
+def test_the_delays_a_run_shows_are_read_from_its_copies() -> None:
+    manager = [
+        workload("a", 0, QuotaReserved=10, Admitted=13, cluster="w1"),
+        workload("b", 0, QuotaReserved=20, Admitted=40, cluster="w1"),
+    ]
+    workers = {
+        "w1": [
+            # Created 1 s after the manager reserved it, reserved at once, admitted at 12.
+            workload("a", 11, uid="ca", origin=True, QuotaReserved=11, Admitted=12),
+            # Waited 15 s for quota: a sync reading, not an admission one.
+            workload("b", 20, uid="cb", origin=True, QuotaReserved=35, Admitted=35),
+            workload("local", 0, uid="l", Admitted=1),
+        ],
+        # A copy that lost the race counts for sync, and for admission, not for back.
+        "w2": [workload("a", 12, uid="ca2", origin=True, QuotaReserved=12, Admitted=12)],
+    }
+    found = delays(manager, workers)
+    assert sorted(found["sync"]) == [0.0, 1.0, 2.0]
+    assert sorted(found["admission"]) == [0.0, 0.0]
+    assert sorted(found["back"]) == [1.0, 5.0]
+
+
+def test_the_wait_ends_at_the_admission_on_the_worker_its_copy_won_on() -> None:
+    # Reserved at 10; admitted on w1 at 12 (the copy it took), on w2 at 11 (a copy that
+    # lost: not the one it took); the manager saw it at 14.
+    manager = [workload("a", 0, QuotaReserved=10, Admitted=14, cluster="w1")]
+    workers = {
+        "w1": [workload("a", 10, uid="c1", origin=True, QuotaReserved=12, Admitted=12)],
+        "w2": [workload("a", 10, uid="c2", origin=True, QuotaReserved=11, Admitted=11)],
+    }
+    assert measure(manager, workers)["p50"] == 2.0
+    # No copy it took was seen: the manager's Admitted.
+    assert measure(manager, {"w2": workers["w2"]})["p50"] == 4.0
