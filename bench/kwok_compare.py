@@ -7,7 +7,9 @@ pods that run for their job's time without a container.
     .venv-dev/bin/python -m loopback build kwok kube-scheduler lws
     .venv-dev/bin/python bench/kwok_compare.py [--workers 3] [--seeds 1,2,3] \\
         [--minutes 3] [--csv runs.csv]
-    .venv-dev/bin/python bench/fleet_compare.py --table runs.csv     # the table again
+    .venv-dev/bin/python bench/kwok_compare.py --table runs.csv     # the table again
+    .venv-dev/bin/python bench/kwok_compare.py --seeds 1 --keep-workloads kept
+    .venv-dev/bin/python bench/preemption_compare.py kept/1-policy.json  # who preempted whom
 
 Each run has a fleet of its own, brought up for it and down after it (about a minute), so
 nothing of one run is left for the next; the dispatchers run in a turned order per seed, as

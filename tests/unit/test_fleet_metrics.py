@@ -243,3 +243,15 @@ def test_the_wait_ends_at_the_admission_on_the_worker_its_copy_won_on() -> None:
     assert measure(manager, workers)["p50"] == 2.0
     # No copy it took was seen: the manager's Admitted.
     assert measure(manager, {"w2": workers["w2"]})["p50"] == 4.0
+
+
+def test_a_workload_the_manager_finished_without_admitting_it_waited_for_its_copy() -> None:
+    # Seen with ten KWOK workers on two cores: the copy ran and finished on w1 while the
+    # manager's MultiKueue check stayed Pending; the manager then took Finished over.
+    manager = [workload("a", 0, QuotaReserved=10, Finished=40)]
+    workers = {
+        "w1": [workload("a", 11, uid="c1", origin=True, Admitted=17, Finished=37)],
+        "w2": [workload("a", 11, uid="c2", origin=True)],
+    }
+    found = measure(manager, workers)
+    assert (found["p50"], found["pending"], found["unfinished"]) == (7.0, 0.0, 0.0)
