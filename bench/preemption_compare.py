@@ -65,6 +65,21 @@ def mean(values: list[float]) -> float:
     return statistics.fmean(values) if values else float("nan")
 
 
+def run_settings(measured: dict[str, list[float]]) -> Settings:
+    """The simulation's delays as the run measured them. The model creates a workload's
+    copies at once and admits each `admission_delay` later, so that delay is the copy's
+    way to its worker and the worker's admission together; `sync_delay` is a change's way
+    back (the manager seeing an admission). Where the run has no reading, the KWOK
+    settings' value stands."""
+    to_worker = mean(measured["sync"]) + mean(measured["admission"])
+    back = mean(measured["back"])
+    return Settings(
+        release_delay=KWOK_SETTINGS.release_delay,
+        admission_delay=to_worker if to_worker == to_worker else KWOK_SETTINGS.admission_delay,
+        sync_delay=back if back == back else KWOK_SETTINGS.sync_delay,
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("kept", type=Path, help="SEED-DISPATCHER.json from --keep-workloads")
@@ -84,15 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     stream = stream_of(args, int(seed_text))
     copies = {job.name for job in stream.scenario.jobs}
     measured = delays(manager, workers)
-    # Where the run has no reading of a delay, the KWOK settings' stands.
-    admission, sync = mean(measured["admission"]), mean(measured["sync"] + measured["back"])
-    fitted = Settings(
-        release_delay=KWOK_SETTINGS.release_delay,
-        admission_delay=(
-            max(admission, 0.05) if admission == admission else KWOK_SETTINGS.admission_delay
-        ),
-        sync_delay=sync if sync == sync else KWOK_SETTINGS.sync_delay,
-    )
+    fitted = run_settings(measured)
     sides = {
         "real": summary(preemptions_of(manager, workers), copies),
         "simulated": summary(simulated(stream, dispatcher, KWOK_SETTINGS), copies),
