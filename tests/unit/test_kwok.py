@@ -189,3 +189,39 @@ def test_the_table_simulates_again_the_stream_each_seed_drew(
     assert f"| {fleet_compare._cell(expected['p95'])} |" in simulated_row
     assert "| 99 |" not in simulated_row  # the CSV's own simulated side is not used
     assert kwok_compare.main(["--table", str(tmp_path / "none.csv")]) == 2
+
+
+@pytest.mark.parametrize(
+    ("dispatcher", "name"),
+    [
+        ("policy", "ours"),  # the stack's own dispatcher name
+        ("AllAtOnce", None),  # no dispatcherName: Kueue v0.19.2's default
+        ("Incremental", "kueue.x-k8s.io/multikueue-dispatcher-incremental"),
+    ],
+)
+def test_each_dispatcher_gets_the_kueue_configuration_that_names_it(
+    dispatcher: str, name: str | None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from components.objects.kueue_config import configuration
+    from tests.helpers import real_fleet
+
+    started: list[object] = []
+
+    def up(_stack: str, _state: Path, *, spec: object, **_options: object) -> None:
+        started.append(spec)
+        raise RuntimeError("stop here")
+
+    downed: list[Path] = []
+    monkeypatch.setattr(real_fleet.loopback_fleet, "up", up)
+    monkeypatch.setattr(real_fleet.loopback_fleet, "down", lambda state, **_: downed.append(state))
+    with pytest.raises(RuntimeError, match="stop here"):
+        real_fleet.dispatched_fleet(stack_document(4), tmp_path, dispatcher=dispatcher)
+    (spec,) = started
+    manager = spec.manager  # type: ignore[attr-defined]
+    found = (configuration(spec, manager).get("multiKueue") or {}).get("dispatcherName")
+    if name == "ours":
+        name = spec.dispatcher.name  # type: ignore[attr-defined]
+    assert found == name
+    assert downed == []  # nothing was up to bring down
+    with pytest.raises(ValueError, match="'Random': not policy, AllAtOnce or Incremental"):
+        real_fleet.dispatched_fleet(stack_document(4), tmp_path, dispatcher="Random")
