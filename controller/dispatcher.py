@@ -390,7 +390,11 @@ class Dispatcher:
         # concurrently, a bounded number at once, at most one per workload.
         self.demand.record(key, decision, view)
         settles = fleet if decision.outcome == "nominated" else None
-        await self.writer.start(key, lambda: self._actuate(wl, key, decision, current, settles))
+        await self.writer.start(
+            key,
+            lambda: self._actuate(wl, key, decision, current, settles),
+            abandoned=lambda: self.demand.uncount(key),
+        )
 
     async def _actuate(
         self,

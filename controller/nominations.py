@@ -63,18 +63,38 @@ class NominationWriter:
         self.slots = asyncio.Semaphore(concurrent)
         self.writing: set[str] = set()
         self.tasks: set[asyncio.Task] = set()
+        self._open: dict[str, asyncio.Task] = {}  # started, `done` not yet called
 
-    async def start(self, key: str, write: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    async def start(
+        self,
+        key: str,
+        write: Callable[[], Coroutine[Any, Any, None]],
+        abandoned: Callable[[], None] = lambda: None,
+    ) -> None:
         """Runs `write()` (which calls `done(key)` when its write is answered) in the
         background once a slot is free; made only then, so a stop while waiting for a
-        slot leaves no coroutine never awaited."""
+        slot leaves no coroutine never awaited. A task cancelled before its first step
+        (leadership lost in the same turn of the loop: `Dispatcher.stop_writing`) never
+        runs its coroutine, `finally` included, so `done` is called for it here, and
+        `abandoned` undoes what its caller counted; otherwise its slot would be lost and
+        its workload never written again (a flapping leader starved of CPU did exactly
+        that: tests/unit/test_dispatch_units.py)."""
         self.writing.add(key)
         await self.slots.acquire()
         task = asyncio.create_task(write())
+        self._open[key] = task
         self.tasks.add(task)
-        task.add_done_callback(self.tasks.discard)
+
+        def finished(task: asyncio.Task) -> None:
+            self.tasks.discard(task)
+            if self._open.get(key) is task:
+                self.done(key)
+                abandoned()
+
+        task.add_done_callback(finished)
 
     def done(self, key: str) -> None:
+        self._open.pop(key, None)
         self.slots.release()
         self.writing.discard(key)
 

@@ -144,6 +144,39 @@ def test_writes_run_a_bounded_number_at_once() -> None:
     asyncio.run(main())
 
 
+def test_a_write_cancelled_before_it_began_gives_its_slot_and_workload_back() -> None:
+    """Leadership lost in the same turn of the loop that started a write: the task is
+    cancelled before its first step, so its coroutine (and its `finally`) never runs. The
+    writer must still free the slot and the workload, and undo what the caller counted;
+    before, the workload was never written again and the slot was gone (the emulated
+    restart test, on a loaded host, waited 30 s for one workload)."""
+
+    async def main() -> None:
+        writer = NominationWriter(_Manager({}), Metrics(), concurrent=1)  # type: ignore[arg-type]
+        ran: list[str] = []
+        abandoned: list[str] = []
+
+        async def write(key: str) -> None:
+            ran.append(key)
+            writer.done(key)
+
+        await writer.start("ns/a", lambda: write("ns/a"), abandoned=lambda: abandoned.append("a"))
+        tasks = list(writer.tasks)
+        for task in tasks:  # what Dispatcher.stop_writing does
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        assert (ran, abandoned, writer.writing, writer.tasks) == ([], ["a"], set(), set())
+        # Its slot is free and the workload can be written again.
+        await asyncio.wait_for(
+            writer.start("ns/a", lambda: write("ns/a"), abandoned=lambda: abandoned.append("x")),
+            1,
+        )
+        await asyncio.gather(*writer.tasks)
+        assert (ran, abandoned, writer.writing) == (["ns/a"], ["a"], set())
+
+    asyncio.run(main())
+
+
 def _views(strict_fifo: bool) -> dict[str, WorkerView]:
     queue = QueueCapacity(
         "cq",
