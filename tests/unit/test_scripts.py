@@ -787,3 +787,45 @@ def test_a_cluster_that_never_answers_fails_after_the_second_up(
     ups = [c for c in calls_of(tmp_path) if c.startswith("pulumi up --yes")]
     assert len(ups) == 2, ups
     assert "The fleet is up" not in result.stdout
+
+
+def test_each_tier_runs_in_a_temporary_folder_of_its_own_removed_after(
+    project: Path, tmp_path: Path
+) -> None:
+    """A test process that ends without its atexit hooks (an xdist worker) leaves what the
+    kubernetes clients' kubeconfig loaders wrote to $TMPDIR: the tier's own folder takes it,
+    and goes when the tier ends, so the machine's /tmp is as it was."""
+    for name in ("requirements-dev.txt", "pyproject.toml"):
+        shutil.copy(ROOT / name, project / name)
+    env_dir = project / ".venv-dev"
+    log = tmp_path / "tiers.log"
+    _fake(
+        env_dir / "bin" / "python",
+        'case "$1 $2" in\n'
+        '  "-m pytest") echo "$3 $TMPDIR" >> ' + str(log) + "\n"
+        '    echo "-----BEGIN CERTIFICATE-----" > "$(mktemp)"; exit 0 ;;\n'
+        "esac\nexit 0\n",
+    )
+    _fake(env_dir / "bin" / "ruff", "exit 0\n")
+    (env_dir / ".made-by-test.sh").touch()
+    (env_dir / ".pins").write_text(
+        "".join(
+            (project / n).read_text()
+            for n in ("requirements-cloud.txt", "requirements-dev.txt", "requirements.txt")
+        )
+        + (project / "pyproject.toml").read_text()
+    )
+    machine_tmp = tmp_path / "machine-tmp"
+    machine_tmp.mkdir()
+    result = subprocess.run(
+        ["bash", str(project / "scripts" / "test.sh"), "--fast"],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "TMPDIR": str(machine_tmp)},
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    ((tier, used),) = [line.split() for line in log.read_text().splitlines()]
+    assert tier == "tests/unit"
+    assert Path(used).parent == machine_tmp and Path(used).name.startswith("mkf-test-unit.")
+    assert list(machine_tmp.iterdir()) == []
