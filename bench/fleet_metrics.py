@@ -128,15 +128,24 @@ def _histories(objects: Iterable[Obj]) -> dict[str, _History]:
     return out
 
 
+def _by_name(histories: dict[str, _History]) -> dict[str, _History]:
+    """The histories by namespace/name: what a worker's copy is matched by."""
+    return {key.rsplit("/", 1)[0]: h for key, h in histories.items()}
+
+
+def _per_worker(workers: Mapping[str, Iterable[Obj]]) -> dict[str, dict[str, _History]]:
+    return {worker: _histories(objects) for worker, objects in workers.items()}
+
+
 def _admitted_on_workers(
-    ours: dict[str, _History], workers: Mapping[str, Iterable[Obj]]
+    ours: dict[str, _History], workers: dict[str, dict[str, _History]]
 ) -> dict[int, list[float]]:
     """Per manager Workload (by id of its history): the first Admitted of each copy it took,
     as that worker stamped it: on a worker in its clusterName values or, where the manager
     never named one, a copy that ran to Finished."""
     found: dict[int, list[float]] = {}
-    for worker, objects in workers.items():
-        for key, h in _histories(objects).items():
+    for worker, histories in workers.items():
+        for key, h in histories.items():
             owner = ours.get(key.rsplit("/", 1)[0])
             if not h.origin or not h.admitted or owner is None:
                 continue
@@ -153,10 +162,9 @@ def preemptions_of(
     name; a MultiKueue copy, which has none on its worker, by its manager Workload's), the
     preemptor "" where no watch recorded it; local work preempting local work included
     (its preemptor names a job of the local stream)."""
-    ours = {key.rsplit("/", 1)[0]: h for key, h in _histories(manager).items()}
+    ours = _by_name(_histories(manager))
     found = []
-    for worker, objects in workers.items():
-        histories = _histories(objects)
+    for worker, histories in _per_worker(workers).items():
         by_uid = {h.uid: (key.rsplit("/", 1)[0], h) for key, h in histories.items() if h.uid}
 
         def owner(name: str, h: _History) -> str:
@@ -182,10 +190,9 @@ def delays(manager: Iterable[Obj], workers: dict[str, list[Obj]]) -> dict[str, l
       (Settings.admission_delay);
     - back: the manager's Admitted after the chosen copy's Admitted on its worker
       (Settings.sync_delay, worker to manager)."""
-    ours = {key.rsplit("/", 1)[0]: h for key, h in _histories(manager).items()}
+    ours = _by_name(_histories(manager))
     found: dict[str, list[float]] = {"sync": [], "admission": [], "back": []}
-    for worker, objects in workers.items():
-        histories = _histories(objects)
+    for worker, histories in _per_worker(workers).items():
         preemptors = {uid for h in histories.values() for _, uid in h.preemptors}
         for key, h in histories.items():
             owner = ours.get(key.rsplit("/", 1)[0])
@@ -256,8 +263,9 @@ def measure(
             h.deleted = (deleted or {}).get(key.rsplit("/", 1)[0])
         if h.finished is None and h.deleted is not None and h.owners & served:
             h.finished = h.deleted
-    by_name = {key.rsplit("/", 1)[0]: h for key, h in ours.items()}
-    on_worker = _admitted_on_workers(by_name, workers)
+    by_name = _by_name(ours)
+    per_worker = _per_worker(workers)
+    on_worker = _admitted_on_workers(by_name, per_worker)
     waits = [
         min(on_worker.get(id(h), h.admitted[:1])) - h.reserved[0]
         for h in ours.values()
@@ -265,8 +273,7 @@ def measure(
     ]
     jct = [h.finished - h.created for h in ours.values() if h.finished is not None]
     copies = preemptions = local_preemptions = lost = 0
-    for worker, objects in workers.items():
-        histories = _histories(objects)
+    for worker, histories in per_worker.items():
         copy_uids = {h.uid for h in histories.values() if h.origin and h.uid}
         for key, h in histories.items():
             by_copy = sum(1 for _, uid in h.preemptors if uid in copy_uids)
