@@ -52,6 +52,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from dq_clients import CREATE_JOB, REMOVE_ADMITTED, REMOVE_PENDING, Clients
 from dq_trace import GPU, Job, Resources, Scenario, WorkerSpec, res
 
 from controller.model import FlavorCapacity, QueueCapacity, WorkerView
@@ -87,11 +88,22 @@ class Settings:
     staleness: float = 5.0  # the dispatcher's view of the workers is this old at most
     sync_delay: float = 1.0  # a change reaching the other side (manager <-> worker informers)
     release_delay: float = 10.0  # an evicted or deleted admitted workload's pods going away
+    # The manager's client to each worker (dq_clients.py): Kueue v0.19.2's send at most 5
+    # requests a second, 10 at once, and every reconcile reads from every worker. 0: no
+    # limit, every request at once (the default: the hours-long scenarios of section 4).
+    worker_qps: float = 0.0
+    worker_burst: int = 10
+    # A copy's pods start when the manager, having seen its admission, makes its job on the
+    # worker (workload.go syncAdmittingRemoteState -> the adapter's SyncJob): until then it
+    # holds the worker's quota with nothing running. False: they start at the admission
+    # itself, as the model had it when section 4's tables were made.
+    job_on_seen: bool = False
     horizon: float = 12 * 3600.0  # stop; what has not run by then never ran
 
 
-# Where a copy is on its worker.
+# Where a copy is on its worker; CREATING: the manager's Create has not gone out yet.
 PENDING, ADMITTED, EVICTING, DELETING, GONE = "pending", "admitted", "evicting", "deleting", "gone"
+CREATING = "creating"
 
 
 @dataclass(eq=False)
@@ -253,6 +265,7 @@ class Sim:
         self.rng = random.Random(f"ties/{scenario.name}/{scenario.seed}")
         self.workers = {w.name: Worker(w) for w in scenario.workers}
         self.clusters = list(self.workers)  # the MultiKueueConfig's order
+        self.clients = Clients(self.clusters, settings.worker_qps, settings.worker_burst)
         self.now = 0.0
         self.events: list[tuple[float, int, str, object]] = []
         self.seq = itertools.count()
@@ -309,12 +322,15 @@ class Sim:
             "local": self._local,
             "pass": self._pass,
             "sync": self._sync,
+            "seen": self._seen,
+            "create": self._create,
             "finish": self._finish,
             "round": self._round,
             "refresh": self._refresh,
             "gone": self._gone,
             "release": self._release,
             "evicted": self._evicted,
+            "requeue": self._requeue,
         }
         while self.events:
             t, _, kind, payload = heapq.heappop(self.events)
@@ -389,9 +405,11 @@ class Sim:
             wl.nominated_at = self.now
         wl.nominated = chosen
         self.stats.nominations.append((self.now, wl.key, chosen))
+        # The reconcile the new list starts reads the workload from every worker first.
+        at = self.clients.read_group(self.now)
         for cluster in list(wl.copies):
             if cluster not in chosen:
-                self._delete_copy(wl, wl.copies.pop(cluster))
+                self._delete_copy(wl, wl.copies.pop(cluster), at)
         for cluster in chosen:
             if cluster not in wl.copies:
                 copy = self._copy(
@@ -399,16 +417,51 @@ class Sim:
                 )
                 wl.copies[cluster] = copy
                 self.stats.copies += 1
-                self.workers[cluster].pending.append(copy)
-                self._wake(cluster)
+                sent = self.clients.send(cluster, at)
+                if sent > self.now:
+                    copy.state = CREATING
+                    self.at(sent, "create", copy)
+                else:
+                    self.workers[cluster].pending.append(copy)
+                    self._wake(cluster)
 
-    def _delete_copy(self, wl: Wl, copy: Copy) -> None:
-        """The manager deletes a remote copy: its worker's Kueue learns of it later."""
+    def _create(self, copy: Copy) -> None:
+        """The manager's Create reaches the worker (created then: its place in the queue),
+        and the worker's answer starts another reconcile on the manager."""
+        if copy.state != CREATING:
+            return
+        copy.state = PENDING
+        copy.created = self.now
+        self.workers[copy.worker].pending.append(copy)
+        self._wake(copy.worker)
+        self._background_reads(self.now + self.s.sync_delay)
+
+    def _background_reads(self, at: float) -> None:
+        """A reconcile that changes nothing here still reads from every worker: where the
+        clients are limited, it takes their tokens."""
+        if self.clients.limited:
+            self.clients.read_group(at)
+
+    def _delete_copy(self, wl: Wl, copy: Copy, at: float | None = None) -> None:
+        """The manager deletes a remote copy (its requests sent from `at`, by default now):
+        its worker's Kueue learns of it later."""
         copy.wanted = False
         wl.dying.append(copy)
-        self.at(self.now + self.s.sync_delay, "gone", copy)
+        # A copy whose Create has not gone out yet is made, then removed: the requests to
+        # a worker go out in the order asked (dq_clients.Bucket).
+        requests = REMOVE_PENDING if copy.state == PENDING else REMOVE_ADMITTED
+        sent = self.clients.send(copy.worker, self.now if at is None else at, requests)
+        self.at(sent + self.s.sync_delay, "gone", copy)
 
     def _sync(self, wl: Wl) -> None:
+        """A worker's admission reaches the manager: its reconcile reads every worker
+        first, then `_seen` decides."""
+        if not self.clients.limited:
+            self._seen(wl)
+            return
+        self.at(self.clients.read_group(self.now), "seen", wl)
+
+    def _seen(self, wl: Wl) -> None:
         """The manager sees an admitted copy: the first one admitted wins (to the second,
         ties in no set order)."""
         if wl.cluster or wl.reserved_at is None:
@@ -427,6 +480,10 @@ class Sim:
                 return
             winner = admitted[0]
         wl.cluster = winner.worker
+        # Its job is made on the worker (the adapter's SyncJob): its pods start then.
+        made = self.clients.send(winner.worker, self.now, CREATE_JOB)
+        if self.s.job_on_seen:
+            self.at(made + winner.duration, "finish", winner)
         self.waiting.pop(wl.key, None)
         if wl.admitted_at is None:
             wl.admitted_at = winner.admitted_at
@@ -442,8 +499,15 @@ class Sim:
                 self._dispatch(member)
 
     def _evicted(self, copy: Copy) -> None:
-        """The manager sees its admitted copy evicted on the worker: Retry, evicted on the
-        manager, requeued; its remote copies are deleted."""
+        """The manager sees its admitted copy evicted on the worker: its reconcile reads
+        every worker first, then `_requeue`."""
+        if not self.clients.limited:
+            self._requeue(copy)
+            return
+        self.at(self.clients.read_group(self.now), "requeue", copy)
+
+    def _requeue(self, copy: Copy) -> None:
+        """Retry, evicted on the manager, requeued; its remote copies are deleted."""
         wl = copy.owner
         if wl is None or wl.cluster != copy.worker:
             return
@@ -514,7 +578,10 @@ class Sim:
         """A deletion reaches the worker's Kueue: a pending copy leaves the queue, an
         admitted one starts releasing its quota."""
         worker = self.workers[copy.worker]
-        if copy.state == PENDING:
+        if copy.state == CREATING:  # cannot be: its Create went out first (kept safe)
+            copy.state = GONE
+            self._forget(copy)
+        elif copy.state == PENDING:
             worker.pending.remove(copy)
             copy.state = GONE
             self._forget(copy)
@@ -579,7 +646,8 @@ class Sim:
             worker.pending.remove(copy)
             worker.running.append(copy)
             self.dirty = True
-            self.at(self.now + copy.duration, "finish", copy)
+            if copy.owner is None or not self.s.job_on_seen:
+                self.at(self.now + copy.duration, "finish", copy)
             if copy.owner is not None:
                 self.at(self.now + self.s.sync_delay, "sync", copy.owner)
 
@@ -649,6 +717,10 @@ class Sim:
         if wl is not None and won and wl.cluster == copy.worker:
             wl.copies.pop(copy.worker, None)
             wl.finished_at = self.now
+            # The manager sees it finished and removes what is left on the worker.
+            if self.clients.limited:
+                at = self.clients.read_group(self.now + self.s.sync_delay)
+                self.clients.send(copy.worker, at, REMOVE_ADMITTED)
             self._release_manager(wl)
             self._admit_on_manager()
 

@@ -76,12 +76,15 @@ ERRORS = (*RUN_ERRORS, FleetError, StartError, ToolchainError, ModuleSourceError
 ROOT = Path(__file__).resolve().parent.parent
 QUOTAS = (3, 4, 5)  # cores of worker i: QUOTAS[i % 3]
 SERVED = frozenset({"LeaderWorkerSet", "JobSet"})
-# The simulation's delays for this fleet (bench/dq_sim.py Settings; the defaults are a kind
-# fleet's): an evicted or deleted workload's pods are gone within a second, as KWOK's
-# pod-delete stage deletes a pod at once (no kubelet, no grace period), not in the ten
-# seconds kind's pods take. Only that one, which follows from how KWOK works; the others
-# are kept, not fitted to the runs.
-KWOK_SETTINGS = Settings(release_delay=1.0)
+# The simulation's settings for this fleet (bench/dq_sim.py Settings; the defaults are a kind
+# fleet's, and leave out the manager's clients):
+# - an evicted or deleted workload's pods are gone within a second, as KWOK's pod-delete
+#   stage deletes a pod at once (no kubelet, no grace period), not in the ten seconds
+#   kind's pods take;
+# - the manager reaches each worker through Kueue v0.19.2's clients, 5 QPS and burst 10
+#   (bench/dq_clients.py), and a copy's pods start only when the manager has made its job
+#   on the worker: both read in Kueue's source, not fitted to the runs.
+KWOK_SETTINGS = Settings(release_delay=1.0, worker_qps=5.0, worker_burst=10, job_on_seen=True)
 
 
 def stack_document(workers: int) -> dict[str, Any]:

@@ -20,6 +20,7 @@ import json
 import statistics
 import sys
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -66,16 +67,15 @@ def mean(values: list[float]) -> float:
 
 
 def run_settings(measured: dict[str, list[float]]) -> Settings:
-    """The simulation's delays as the run measured them. The model creates a workload's
-    copies at once and admits each `admission_delay` later, so that delay is the copy's
-    way to its worker and the worker's admission together; `sync_delay` is a change's way
-    back (the manager seeing an admission). Where the run has no reading, the KWOK
-    settings' value stands."""
-    to_worker = mean(measured["sync"]) + mean(measured["admission"])
-    back = mean(measured["back"])
-    return Settings(
-        release_delay=KWOK_SETTINGS.release_delay,
-        admission_delay=to_worker if to_worker == to_worker else KWOK_SETTINGS.admission_delay,
+    """The simulation's delays as the run measured them. A copy's way to its worker (the
+    manager's reads and its Create) is the clients' model (dq_clients.py), so the measured
+    `admission` alone is `admission_delay` (the worker's Kueue: creation to admission) and
+    `back` is `sync_delay` (the manager seeing an admission). Where the run has no reading,
+    the KWOK settings' value stands."""
+    admission, back = mean(measured["admission"]), mean(measured["back"])
+    return replace(
+        KWOK_SETTINGS,
+        admission_delay=admission if admission == admission else KWOK_SETTINGS.admission_delay,
         sync_delay=back if back == back else KWOK_SETTINGS.sync_delay,
     )
 
@@ -112,11 +112,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| {row} | " + " | ".join(side[row] for side in sides.values()) + " |")
     print("\n| delay (s) | measured mean | readings | the KWOK settings | Settings field |")
     print("|---|---:|---:|---:|---|")
-    for name, field in (("sync", "sync_delay"), ("admission", "admission_delay"),
-                        ("back", "sync_delay")):  # fmt: skip
+    clients = f"{KWOK_SETTINGS.worker_qps:g} QPS, burst {KWOK_SETTINGS.worker_burst}"
+    for name, field in (("sync", ""), ("admission", "admission_delay"), ("back", "sync_delay")):
         values = measured[name]
-        print(f"| {name} | {mean(values):.2f} | {len(values)} | "
-              f"{getattr(KWOK_SETTINGS, field):g} | {field} |")  # fmt: skip
+        model = f"{getattr(KWOK_SETTINGS, field):g}" if field else f"clients: {clients}"
+        print(f"| {name} | {mean(values):.2f} | {len(values)} | {model} | "
+              f"{field or 'worker_qps, worker_burst'} |")  # fmt: skip
     return 0
 
 

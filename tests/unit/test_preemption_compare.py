@@ -50,7 +50,8 @@ def test_a_kept_run_is_compared_with_the_simulation_of_its_stream(
     real, simulated, _ = (cell.strip() for cell in row.split("|")[2:5])
     assert real == "1"
     assert int(simulated) > 0  # seed 1's stream preempts under AllAtOnce
-    assert "| sync | 1.00 | 1 | 1 | sync_delay |" in out
+    # The way to a worker is the clients' model now, not a delay of its own.
+    assert "| sync | 1.00 | 1 | clients: 5 QPS, burst 10 | worker_qps, worker_burst |" in out
     # A copy that preempted is no reading of how fast a worker admits.
     assert "| admission | nan | 0 | 2 | admission_delay |" in out
 
