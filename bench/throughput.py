@@ -8,6 +8,7 @@ our dispatcher, each on a fleet of its own, one after the other in the same run.
     .venv-dev/bin/python -m loopback build          # once: the binaries, from tools/go.mod
     .venv-dev/bin/python bench/throughput.py [--workloads 1000] \\
         [--dispatchers AllAtOnce,policy] [--csv runs.csv]
+    .venv-dev/bin/python bench/throughput.py --simulate [--workloads 1000]  # the model's
 
 Kueue measures the same shape with its own harness (kubernetes-sigs/kueue commit c85dcf7e34,
 after v0.19.2: test/performance/multikueue/README.md): a manager and three envtest
@@ -110,6 +111,32 @@ def table(rows: list[dict[str, Any]]) -> str:
         lines.append(f"\nours / AllAtOnce, workloads per second: {ratio:.2f}")
     lines.append(f"Kueue's own harness, same shape: {KUEUE_PUBLISHED}")
     return "\n".join(lines)
+
+
+def simulated(dispatcher: str, workloads: int) -> Run:
+    """The same shape in the simulation (bench/dq_sim.py) with the KWOK comparison's
+    settings, Kueue v0.19.2's worker clients among them (bench/dq_clients.py: 5 QPS, burst
+    10, a read of every worker per reconcile): what those clients alone allow. A workload
+    counts as admitted when its worker admits it (the real run's clock stops at the
+    manager's Admitted, a way back later)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from dq_sim import Sim
+    from dq_trace import Job, Scenario, WorkerSpec
+    from fleet_replay import SIMULATED
+    from kwok_compare import KWOK_SETTINGS
+
+    workers = tuple(WorkerSpec(f"worker{i + 1}", 1000, 4000) for i in range(3))
+    # 1m of CPU each, as the real Jobs ask; running longer than the simulation looks.
+    never = KWOK_SETTINGS.horizon * 2
+    jobs = [Job(f"job-{i:04}", 0.0, {"cpu": 1, "memory": 1}, never) for i in range(workloads)]
+    scenario = Scenario("throughput", "", workers, tuple(jobs), ())
+    sim = Sim(scenario, SIMULATED[dispatcher](), KWOK_SETTINGS).run()
+    return Run(
+        dispatcher,
+        created={wl.key: 0.0 for wl in sim.wls},
+        admitted={wl.key: wl.admitted_at for wl in sim.wls if wl.admitted_at is not None},
+        copies={str(n) for n in range(sim.stats.copies)},
+    )
 
 
 def job(name: str) -> dict[str, Any]:
@@ -274,6 +301,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dispatchers", default=",".join(DISPATCHERS))
     parser.add_argument("--timeout", type=float, default=1800, help="seconds per run")
     parser.add_argument("--csv", type=Path)
+    parser.add_argument(
+        "--simulate",
+        action="store_true",
+        help="print the simulation of the same shape (Kueue's worker clients modelled) and exit",
+    )
     args = parser.parse_args(argv)
     chosen = [d.strip() for d in args.dispatchers.split(",") if d.strip()]
     unknown = [d for d in chosen if d not in DISPATCHERS]
@@ -281,6 +313,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--dispatchers: {', '.join(unknown) or 'none'}: choose from {DISPATCHERS}")
     if args.workloads < 1:
         parser.error("--workloads: at least 1")
+    if args.simulate:
+        print(table([simulated(d, args.workloads).row() for d in chosen]))
+        return 0
     from components.upstream import toolchain
 
     missing = [t for t in toolchain.CONTROL_PLANE if not toolchain.path_of(t).exists()]

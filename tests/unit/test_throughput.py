@@ -105,3 +105,26 @@ def test_the_dispatchers_cost_is_read_from_its_metrics_page() -> None:
         'mkf_write_errors_total{kind="Event"} 1.0\n'
     )
     assert throughput.dispatcher_metrics(page) == {"cpu": 12.3, "write_errors": 3.0}
+
+
+def test_the_simulation_of_the_shape_is_bound_by_kueues_worker_clients(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`--simulate`: the same shape in the simulation, with Kueue's worker clients (5 QPS,
+    burst 10 per worker). 60 workloads at once: AllAtOnce's copy on every worker spends
+    each worker's budget on every workload, ours one copy each, so ours admits them all
+    sooner; nothing needs the binaries."""
+    assert throughput.main(["--simulate", "--workloads", "60"]) == 0
+    out = capsys.readouterr().out
+    rows = {
+        cells[0]: cells
+        for line in out.splitlines()
+        if line.startswith("| AllAtOnce") or line.startswith("| policy")
+        for cells in [[c.strip() for c in line.strip("|").split("|")]]
+    }
+    assert rows["AllAtOnce"][1:3] == ["60", "60"] and rows["policy"][1:3] == ["60", "60"]
+    assert rows["AllAtOnce"][8] == "3.0" and rows["policy"][8] == "1.0"  # copies/wl
+    assert float(rows["policy"][3]) < float(rows["AllAtOnce"][3])  # seconds to the last
+    # 60 workloads, each read from all three workers and copied to each: past the burst
+    # of 10, 5 requests a second per worker; at least (60 * 2 - 10) / 5 s for AllAtOnce.
+    assert float(rows["AllAtOnce"][3]) >= (60 * 2 - 10) / 5
