@@ -113,12 +113,13 @@ def table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def simulated(dispatcher: str, workloads: int) -> Run:
+def simulated(dispatcher: str, workloads: int) -> tuple[Run, float]:
     """The same shape in the simulation (bench/dq_sim.py) with the KWOK comparison's
     settings, Kueue v0.19.2's worker clients among them (bench/dq_clients.py: 5 QPS, burst
     10, a read of every worker per reconcile): what those clients alone allow. A workload
     counts as admitted when its worker admits it (the real run's clock stops at the
-    manager's Admitted, a way back later)."""
+    manager's Admitted, a way back later). With it, the requests sent to each worker, on
+    average."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from dq_sim import Sim
     from dq_trace import Job, Scenario, WorkerSpec
@@ -131,12 +132,13 @@ def simulated(dispatcher: str, workloads: int) -> Run:
     jobs = [Job(f"job-{i:04}", 0.0, {"cpu": 1, "memory": 1}, never) for i in range(workloads)]
     scenario = Scenario("throughput", "", workers, tuple(jobs), ())
     sim = Sim(scenario, SIMULATED[dispatcher](), KWOK_SETTINGS).run()
-    return Run(
+    run = Run(
         dispatcher,
         created={wl.key: 0.0 for wl in sim.wls},
         admitted={wl.key: wl.admitted_at for wl in sim.wls if wl.admitted_at is not None},
         copies={str(n) for n in range(sim.stats.copies)},
     )
+    return run, sum(sim.clients.requests.values()) / len(sim.clients.requests)
 
 
 def job(name: str) -> dict[str, Any]:
@@ -314,7 +316,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.workloads < 1:
         parser.error("--workloads: at least 1")
     if args.simulate:
-        print(table([simulated(d, args.workloads).row() for d in chosen]))
+        runs = {d: simulated(d, args.workloads) for d in chosen}
+        print(table([run.row() for run, _ in runs.values()]))
+        print("requests to each worker, simulated: " + ", ".join(
+            f"{d} {sent:.0f} ({sent / args.workloads:.1f} a workload)"
+            for d, (_, sent) in runs.items()))  # fmt: skip
         return 0
     from components.upstream import toolchain
 
