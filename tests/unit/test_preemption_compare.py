@@ -53,7 +53,7 @@ def test_a_kept_run_is_compared_with_the_simulation_of_its_stream(
     # The way to a worker is the clients' model now, not a delay of its own.
     assert "| sync | 1.00 | 1 | clients: 5 QPS, burst 10 | worker_qps, worker_burst |" in out
     # A copy that preempted is no reading of how fast a worker admits.
-    assert "| admission | nan | 0 | 2 | admission_delay |" in out
+    assert "| admission | nan | 0 | 0.1 | admission_delay |" in out
 
 
 def test_a_file_that_is_not_a_kept_run_is_one_line(
