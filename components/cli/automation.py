@@ -60,6 +60,8 @@ from components.cli.pulumi_output import Tracebacks
 from components.model import yaml_v3
 from components.model.spec import PROJECT, ClusterSpec
 from components.model.stack_file import parse_stack_text, stack_path
+from components.resources.commands import CommandFailed
+from components.resources.kind_creates import remove_cut_short, stack_folder
 from components.resources.program_env import (
     missing_cloud_sdks,
     missing_credential_plugins,
@@ -134,7 +136,7 @@ class Options:
     ready_timeout: float = 900
     destroy_timeout: float = 1800
     # How long an interrupted child gets to stop by itself before SIGTERM, then SIGKILL.
-    interrupt_grace: float = 60
+    interrupt_grace: float = field(default_factory=lambda: _seconds("MKF_INTERRUPT_GRACE", 60))
     # How long teardown waits for work holding quota on existing/cloud clusters to end.
     drain_timeout: float = field(
         default_factory=lambda: _seconds("MKF_DRAIN_TIMEOUT", DEFAULT_DRAIN_TIMEOUT)
@@ -729,6 +731,12 @@ class Driver:
             f"destroy of {name}",
             lambda: stack.destroy(on_output=Tracebacks(self.log), show_secrets=False, **extra),
         )
+        # What destroy skips: a kind cluster whose create was cut short (the CLI killed when
+        # an interrupt's grace ran out) is in the state only as a pending create.
+        try:
+            remove_cut_short(stack_folder(name), self.log)
+        except CommandFailed as exc:
+            raise DriverError(str(exc)) from None
         self._bounded(
             STACK_OP_TIMEOUT,
             f"removing stack {name}",

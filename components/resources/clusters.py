@@ -35,6 +35,7 @@ from components.objects.kubeconfig import (
     reduce_to_context,
 )
 from components.resources.commands import CommandFailed, kubeconfig_ca, run
+from components.resources.kind_creates import creating, stack_folder
 from components.resources.program_env import CLOUD_SDKS, missing_message
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -248,7 +249,10 @@ class KindClusterProvider(ResourceProvider):
             return CreateResult(id_=name, outs=outs)
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         create = [kind, "create", "cluster", "--name", name, "--config", "-", "--wait", "5m"]
-        run([*create, "--kubeconfig", path], stdin=props["config"], timeout=KIND_CREATE_TIMEOUT)
+        # Marked while kind runs: a create cut short is removed by the stack's teardown
+        # (components/resources/kind_creates.py), where destroy would skip it.
+        with creating(kind, name, path):
+            run([*create, "--kubeconfig", path], stdin=props["config"], timeout=KIND_CREATE_TIMEOUT)
         return CreateResult(id_=name, outs=self._outputs(props))
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
@@ -286,8 +290,7 @@ class KindClusterProvider(ResourceProvider):
 
 def kind_kubeconfig_path(stack: str, name: str) -> str:
     """The stack's own kubeconfig file for kind's writes, beside the local backend state."""
-    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", stack)
-    return str(ROOT / ".pulumi-state" / "kind" / safe / f"{name}.kubeconfig")
+    return str(stack_folder(stack, ROOT) / f"{name}.kubeconfig")
 
 
 class KindCluster(pulumi.dynamic.Resource, module="kind", name="Cluster"):

@@ -27,6 +27,8 @@ from components.cli.automation import (
 )
 from components.cli.status import Check, FleetStatus
 from components.model import stack_yaml
+from components.resources.commands import CommandFailed
+from components.resources.kind_creates import stack_folder
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -807,3 +809,43 @@ def test_run_refuses_a_users_stack_file_and_keeps_every_file_beside_its_own(cli:
     assert cli.make().run([sys.executable, "-c", "raise SystemExit(0)"]) == 0
     assert {p: p.read_text() for p in beside} == beside
     assert sorted((cli.project / "stacks").iterdir()) == sorted(beside)
+
+
+def test_down_removes_the_kind_clusters_a_cut_short_create_left_after_destroy(
+    fake: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """destroy skips a pending create; the stack's own marks (kind_creates.py) say what it
+    began to make, and go after destroy, before the stack is removed. kind unable to delete
+    one: down fails, naming it and the command."""
+    seen: list[Path] = []
+
+    def remove(folder: Path, log: Any) -> list[str]:
+        fake.calls.append(("remove_cut_short", folder.name))
+        seen.append(folder)
+        return []
+
+    monkeypatch.setattr(driver_module, "remove_cut_short", remove)
+    driver = fake.make(name="ci-cut")
+    driver.up()
+    driver.down("ci-cut")
+    assert [c[0] for c in fake.calls][-3:] == ["destroy", "remove_cut_short", "remove_stack"]
+    assert seen == [stack_folder("ci-cut")]
+
+    def refuse(folder: Path, log: Any) -> list[str]:
+        raise CommandFailed("kind cluster ci-cut2-worker1 was left half made by an "
+                            "interrupted create and could not be deleted (no docker); delete "
+                            "it with `kind delete cluster --name ci-cut2-worker1`")  # fmt: skip
+
+    monkeypatch.setattr(driver_module, "remove_cut_short", refuse)
+    driver = fake.make(name="ci-cut2")
+    driver.up()
+    with pytest.raises(DriverError, match=r"kind delete cluster --name ci-cut2-worker1"):
+        driver.down("ci-cut2")
+
+
+def test_the_interrupt_grace_is_user_settable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MKF_INTERRUPT_GRACE", "5")
+    assert Options().interrupt_grace == 5
+    monkeypatch.setenv("MKF_INTERRUPT_GRACE", "-1")
+    with pytest.raises(DriverError, match="MKF_INTERRUPT_GRACE='-1' is not a number"):
+        Options()

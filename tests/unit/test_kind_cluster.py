@@ -16,7 +16,7 @@ import yaml
 from pulumi.dynamic.dynamic import serialize_provider
 
 from components.objects.kind_config import CONTAINERD_MIRRORS_PATCH, OWNER_LABEL
-from components.resources import clusters
+from components.resources import clusters, kind_creates
 from components.resources.clusters import KindClusterProvider, KindMirrorsProvider
 from components.resources.providers import CommandFailed
 
@@ -427,3 +427,81 @@ def test_a_mirrors_ca_is_written_beside_its_hosts_toml_and_goes_with_the_option(
     )
     (write,) = [c[-1] for c in fake.calls if c[:3] == ["docker", "exec", "-i"]]
     assert f"rm -f '{ca_file}' && cat > " in write
+
+
+def test_a_create_is_marked_while_kind_runs_and_not_after(
+    kind: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The mark is what lets a teardown remove a create cut short (kind_creates.py): there
+    while `kind create` runs, gone once it returned; left when kind failed."""
+    fake = kind()
+    p = props(tmp_path)
+    mark = kind_creates.mark_of(p["kubeconfig_path"])
+    seen: list[bool] = []
+    run = subprocess.run
+
+    def spy(args: list[str], **kw: Any) -> Any:
+        if args[1:3] == ["create", "cluster"]:
+            seen.append(mark.exists())
+        return run(args, **kw)
+
+    monkeypatch.setattr(subprocess, "run", spy)
+    KindClusterProvider().create(dict(p))
+    assert seen == [True] and not mark.exists()
+
+    def failing(args: list[str], **kw: Any) -> Any:
+        if args[1:3] == ["create", "cluster"]:
+            return subprocess.CompletedProcess(args, 1, "", "ERROR: failed to create cluster")
+        return fake(args, **kw)
+
+    fake.existing.clear()
+    monkeypatch.setattr(subprocess, "run", failing)
+    with pytest.raises(CommandFailed):
+        KindClusterProvider().create(dict(p))
+    assert mark.exists()  # kind removed its nodes; the teardown finds none and drops it
+
+
+def test_a_teardown_deletes_what_a_cut_short_create_left_and_nothing_else(
+    kind: Any, tmp_path: Path
+) -> None:
+    """Marked and listed: deleted with the stack's kubeconfig; marked and not listed (kind
+    cleaned up, or never got that far): the mark goes; listed and not marked: not this
+    stack's to delete, left as it is."""
+    fake = kind("dev-w1", "dev-w2", "someone-else")
+    folder = tmp_path / "state" / "kind" / "dev"
+    for name in ("dev-w1", "dev-w3"):
+        path = str(folder / f"{name}.kubeconfig")
+        with pytest.raises(RuntimeError), kind_creates.creating("kind", name, path):
+            Path(path).write_text("kind wrote this much")
+            raise RuntimeError("killed")  # the create never returned
+    logged: list[str] = []
+    assert kind_creates.remove_cut_short(folder, logged.append) == ["dev-w1"]
+    deletes = [c for c in fake.calls if c[1:3] == ["delete", "cluster"]]
+    assert deletes == [["kind", "delete", "cluster", "--name", "dev-w1", "--kubeconfig",
+                        str(folder / "dev-w1.kubeconfig")]]  # fmt: skip
+    assert fake.existing == {"dev-w2", "someone-else"}
+    assert list(folder.iterdir()) == []
+    assert logged == ["kind cluster dev-w1: its create was cut short; deleted"]
+    assert kind_creates.remove_cut_short(tmp_path / "no-such-stack", logged.append) == []
+
+
+def test_a_cut_short_cluster_kind_cannot_delete_is_named_with_the_command(
+    kind: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = kind("dev-w1")
+    folder = tmp_path / "state" / "kind" / "dev"
+    path = str(folder / "dev-w1.kubeconfig")
+    with pytest.raises(RuntimeError), kind_creates.creating("kind", "dev-w1", path):
+        raise RuntimeError("killed")
+
+    def refusing(args: list[str], **kw: Any) -> Any:
+        if args[1:3] == ["delete", "cluster"]:
+            return subprocess.CompletedProcess(args, 1, "", "ERROR: no docker")
+        return fake(args, **kw)
+
+    monkeypatch.setattr(subprocess, "run", refusing)
+    with pytest.raises(CommandFailed) as failed:
+        kind_creates.remove_cut_short(folder, print)
+    assert "kind cluster dev-w1 was left half made" in str(failed.value)
+    assert "`kind delete cluster --name dev-w1`" in str(failed.value)
+    assert kind_creates.mark_of(path).exists()  # the next teardown tries again
