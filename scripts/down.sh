@@ -50,6 +50,9 @@ fi
 step "Destroying stack '$STACK'"
 checkpoints_for "$PROVIDERS"
 pulumi destroy --yes --stack "$STACK" --non-interactive 2>&1 | .venv/bin/python -m components.cli.pulumi_output
+# A kind create cut short (up.sh interrupted while kind was creating) is in the state only
+# as a pending create, which destroy skips; the stack's own marks say what it left.
+.venv/bin/python -m components.resources.kind_creates "$STACK"
 pulumi stack rm --yes --preserve-config --stack "$STACK" --non-interactive
 # The kubeconfigs and summary up.sh wrote for this stack (credentials of clusters that are
 # gone), and nothing else: another stack's, or a file of yours in .fleet/, stays.

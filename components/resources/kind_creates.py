@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -77,3 +78,21 @@ def remove_cut_short(folder: Path, log: Callable[[str], None]) -> list[str]:
         Path(kubeconfig).unlink(missing_ok=True)
         mark.unlink()
     return deleted
+
+
+def main(argv: list[str]) -> int:
+    """`python -m components.resources.kind_creates STACK`: what scripts/down.sh runs after
+    `pulumi destroy`. One line, and 1, when a cluster could not be deleted."""
+    if len(argv) != 1:
+        print("usage: python -m components.resources.kind_creates STACK", file=sys.stderr)
+        return 2
+    try:
+        remove_cut_short(stack_folder(argv[0]), print)
+    except CommandFailed as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

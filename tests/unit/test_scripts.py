@@ -829,3 +829,33 @@ def test_each_tier_runs_in_a_temporary_folder_of_its_own_removed_after(
     assert tier == "tests/unit"
     assert Path(used).parent == machine_tmp and Path(used).name.startswith("mkf-test-unit.")
     assert list(machine_tmp.iterdir()) == []
+
+
+def test_down_deletes_a_kind_cluster_whose_create_up_cut_short(
+    project: Path, tmp_path: Path
+) -> None:
+    """Ctrl-C during up.sh kills kind's create with it; destroy skips the pending create.
+    The mark the provider left (components/resources/kind_creates.py) is what down.sh reads
+    after destroy: that cluster is deleted, with the stack's kubeconfig, and no other."""
+    state = project / ".pulumi-state" / ".pulumi" / "stacks" / "multikueue-fleet" / "dev.json"
+    state.parent.mkdir(parents=True)
+    state.write_text("{}")
+    log = tmp_path / "calls.log"
+    kind = tmp_path / "cut-kind"
+    listed = 'printf "dev-worker1\\nsomeone-else\\n"'
+    _fake(kind, f'echo "cut-kind $*" >> {log}\n[ "$1 $2" = "get clusters" ] && {listed}\nexit 0\n')
+    folder = project / ".pulumi-state" / "kind" / "dev"
+    folder.mkdir(parents=True)
+    kubeconfig = folder / "dev-worker1.kubeconfig"
+    (folder / "dev-worker1.creating").write_text(
+        json.dumps({"kind": str(kind), "name": "dev-worker1", "kubeconfig": str(kubeconfig)})
+    )
+    result = run_up(project, tmp_path, script="down.sh")
+    assert result.returncode == 0, result.stdout + result.stderr
+    calls = [c.split(" | ")[0] for c in calls_of(tmp_path)]
+    destroy = calls.index("pulumi destroy --yes --stack dev --non-interactive")
+    delete = calls.index(f"cut-kind delete cluster --name dev-worker1 --kubeconfig {kubeconfig}")
+    assert destroy < delete
+    assert [c for c in calls if c.startswith("cut-kind delete")] == [calls[delete]]
+    assert "kind cluster dev-worker1: its create was cut short; deleted" in result.stdout
+    assert list(folder.iterdir()) == []
