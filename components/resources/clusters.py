@@ -35,7 +35,7 @@ from components.objects.kubeconfig import (
     reduce_to_context,
 )
 from components.resources.commands import CommandFailed, kubeconfig_ca, run
-from components.resources.kind_creates import creating, stack_folder
+from components.resources.kind_creates import creating, mark_of, stack_folder
 from components.resources.program_env import CLOUD_SDKS, missing_message
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -223,6 +223,10 @@ class KindClusterProvider(ResourceProvider):
 
     def create(self, props: dict[str, Any]) -> CreateResult:
         kind, name, path = props["kind_binary"], props["name"], props["kubeconfig_path"]
+        if mark_of(path).exists() and self._exists(props):
+            # This stack's own create, cut short (its mark is still here): half made, so
+            # deleted and made again.
+            self.delete(name, props)
         if self._exists(props):
             owner = node_owner(kind, name)
             if owner != props["owner"]:

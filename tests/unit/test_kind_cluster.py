@@ -505,3 +505,17 @@ def test_a_cut_short_cluster_kind_cannot_delete_is_named_with_the_command(
     assert "kind cluster dev-w1 was left half made" in str(failed.value)
     assert "`kind delete cluster --name dev-w1`" in str(failed.value)
     assert kind_creates.mark_of(path).exists()  # the next teardown tries again
+
+
+def test_a_create_this_stack_cut_short_is_made_again_not_adopted(kind: Any, tmp_path: Path) -> None:
+    """up interrupted while kind created (its mark left), then up again: what is there is
+    half made by this stack, so it is deleted and created anew, where a cluster without the
+    mark would be refused or adopted by its CA."""
+    fake = kind("dev-w1", owner=None)  # a control-plane node that cannot be read
+    p = props(tmp_path)
+    with pytest.raises(RuntimeError), kind_creates.creating("kind", "dev-w1", p["kubeconfig_path"]):
+        raise RuntimeError("killed")
+    KindClusterProvider().create(dict(p))
+    verbs = [c[1:3] for c in fake.calls if c[1:3] in (["delete", "cluster"], ["create", "cluster"])]
+    assert verbs == [["delete", "cluster"], ["create", "cluster"]]
+    assert not kind_creates.mark_of(p["kubeconfig_path"]).exists()
