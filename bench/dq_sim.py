@@ -449,7 +449,7 @@ class Sim:
         wl.dying.append(copy)
         # A copy whose Create has not gone out yet is made, then removed: the requests to
         # a worker go out in the order asked (dq_clients.Bucket).
-        requests = REMOVE_PENDING if copy.state == PENDING else REMOVE_ADMITTED
+        requests = REMOVE_PENDING if copy.state in (PENDING, CREATING) else REMOVE_ADMITTED
         sent = self.clients.send(copy.worker, self.now if at is None else at, requests)
         self.at(sent + self.s.sync_delay, "gone", copy)
 
