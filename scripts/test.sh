@@ -126,15 +126,20 @@ run_tier() {  # tier
   if ! $fast && { [ "$1" = unit ] || [ "$1" = emulated ]; }; then
     measure=(--cov --cov-append --cov-report=)
   fi
-  # Each tier gets a temporary folder of its own, removed when it ends: a process that ends
-  # without running its atexit hooks (an xdist worker, a server a test SIGKILLs) leaves
+  # Each tier gets a temporary folder of its own, removed when it passes: a process that
+  # ends without running its atexit hooks (an xdist worker, a server a test SIGKILLs) leaves
   # there what the kubernetes clients' kubeconfig loaders wrote (each inline certificate and
   # key as a /tmp/tmpXXXXXXXX file, removed only at a normal exit), not in the machine's /tmp.
+  # A tier that fails keeps it, with its tests' folders and logs, and says where.
   local tmp
   tmp=$(mktemp -d "${TMPDIR:-/tmp}/mkf-test-$1.XXXXXX") || return 1
   TMPDIR="$tmp" "$ENV/bin/python" -m pytest "tests/$1" "${workers[@]}" "${measure[@]}" "${args[@]}"
   local rc=$?
-  rm -rf "$tmp"
+  if [ "$rc" -eq 0 ]; then
+    rm -rf "$tmp"
+  else
+    echo "tier $1 failed: its temporary files (its tests' folders and logs) are kept in $tmp"
+  fi
   # pytest's 5 is "no test collected": a failure, unless -k, -m or --deselect chose so.
   if [ "$rc" -eq 5 ]; then
     local arg

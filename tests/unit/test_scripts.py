@@ -829,6 +829,23 @@ def test_each_tier_runs_in_a_temporary_folder_of_its_own_removed_after(
     assert tier == "tests/unit"
     assert Path(used).parent == machine_tmp and Path(used).name.startswith("mkf-test-unit.")
     assert list(machine_tmp.iterdir()) == []
+    # A tier that fails keeps its folder for a look, and says where.
+    failing = (env_dir / "bin" / "python").read_text().replace("exit 0 ;;", "exit 1 ;;")
+    (env_dir / "bin" / "python").write_text(failing)
+    result = subprocess.run(
+        ["bash", str(project / "scripts" / "test.sh"), "--fast"],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "TMPDIR": str(machine_tmp)},
+    )
+    assert result.returncode == 1, result.stdout + result.stderr
+    (kept,) = machine_tmp.iterdir()
+    assert (
+        f"tier unit failed: its temporary files (its tests' folders and logs) are kept in {kept}"
+        in result.stdout
+    )
+    assert [p.name for p in kept.iterdir()] and kept.name.startswith("mkf-test-unit.")
 
 
 def test_down_deletes_a_kind_cluster_whose_create_up_cut_short(
