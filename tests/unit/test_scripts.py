@@ -817,13 +817,17 @@ def test_each_tier_runs_in_a_temporary_folder_of_its_own_removed_after(
     )
     machine_tmp = tmp_path / "machine-tmp"
     machine_tmp.mkdir()
-    result = subprocess.run(
-        ["bash", str(project / "scripts" / "test.sh"), "--fast"],
-        capture_output=True,
-        text=True,
-        check=False,
-        env={**os.environ, "TMPDIR": str(machine_tmp)},
-    )
+
+    def fast() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["bash", str(project / "scripts" / "test.sh"), "--fast"],
+            capture_output=True,
+            text=True,
+            check=False,
+            env={**os.environ, "TMPDIR": str(machine_tmp)},
+        )
+
+    result = fast()
     assert result.returncode == 0, result.stdout + result.stderr
     ((tier, used),) = [line.split() for line in log.read_text().splitlines()]
     assert tier == "tests/unit"
@@ -832,13 +836,7 @@ def test_each_tier_runs_in_a_temporary_folder_of_its_own_removed_after(
     # A tier that fails keeps its folder for a look, and says where.
     failing = (env_dir / "bin" / "python").read_text().replace("exit 0 ;;", "exit 1 ;;")
     (env_dir / "bin" / "python").write_text(failing)
-    result = subprocess.run(
-        ["bash", str(project / "scripts" / "test.sh"), "--fast"],
-        capture_output=True,
-        text=True,
-        check=False,
-        env={**os.environ, "TMPDIR": str(machine_tmp)},
-    )
+    result = fast()
     assert result.returncode == 1, result.stdout + result.stderr
     (kept,) = machine_tmp.iterdir()
     assert (
