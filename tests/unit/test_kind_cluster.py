@@ -320,6 +320,61 @@ def test_a_kind_failure_is_reported_with_its_stderr(
         KindClusterProvider().create(props(tmp_path))
 
 
+# kind's stderr when kubeadm fails (kind v0.33.0 cmd/kind/app/main.go logError, then kubeadm's
+# own output at --v=6, which ends in a Go stack trace).
+KUBEADM_FAILED = (
+    """Creating cluster "ci-manager" ...
+ ✓ Preparing nodes
+ERROR: failed to create cluster: failed to init node with kubeadm: command "docker exec \
+--privileged ci-manager-control-plane kubeadm init --config=/kind/kubeadm.conf \
+--skip-token-print --v=6" failed with error: exit status 1
+
+Command Output: I1130 21:40:01.000000     215 initconfiguration.go:261] loading configuration
+[wait-control-plane] Waiting for the kubelet to boot up the control plane
+"""
+    + "I1130 21:40:02.000000     215 round_trippers.go:553] GET https://x:6443/healthz\n" * 40
+    + """[kubelet-check] The kubelet is not healthy after 4m0s
+error: error execution phase wait-control-plane: could not initialize a Kubernetes cluster
+k8s.io/kubernetes/cmd/kubeadm/app/cmd/phases/workflow.(*Runner).Run.func1
+\tk8s.io/kubernetes@v1.36.4/cmd/kubeadm/app/cmd/phases/workflow/runner.go:260
+k8s.io/kubernetes/cmd/kubeadm/app.Run
+\tk8s.io/kubernetes@v1.36.4/cmd/kubeadm/app/kubeadm.go:48
+main.main
+\tk8s.io/kubernetes@v1.36.4/cmd/kubeadm/kubeadm.go:25
+runtime.main
+\truntime/proc.go:290
+runtime.goexit
+\truntime/asm_amd64.s:1771
+"""
+)
+
+
+def test_a_failed_kubeadm_is_reported_by_its_words_not_its_stack_trace(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A CI run's kind creates failed with only kubeadm's stack trace to read: the error names
+    kind's failed step and kubeadm's last words above the trace."""
+
+    def failing(args: list[str], **_: Any) -> Any:
+        if args[1:3] == ["create", "cluster"]:
+            return subprocess.CompletedProcess(args, 1, "", KUBEADM_FAILED)
+        return subprocess.CompletedProcess(args, 0, "", "")
+
+    monkeypatch.setattr(subprocess, "run", failing)
+    with pytest.raises(CommandFailed) as info:
+        KindClusterProvider().create(props(tmp_path))
+    said = str(info.value).splitlines()
+    assert said[1].startswith("ERROR: failed to create cluster: failed to init node with kubeadm")
+    assert said[-2:] == [
+        "[kubelet-check] The kubelet is not healthy after 4m0s",
+        "error: error execution phase wait-control-plane: could not initialize a Kubernetes "
+        "cluster",
+    ]
+    assert not any(".go:" in line and line.startswith("\t") for line in said)
+    assert "main.main" not in said and len(said) == 10
+    assert all(len(line) <= 400 for line in said)
+
+
 def test_a_missing_kind_is_named(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     def missing(*_: Any, **__: Any) -> Any:
         raise FileNotFoundError("kind")
