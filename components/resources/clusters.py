@@ -35,7 +35,12 @@ from components.objects.kubeconfig import (
     reduce_to_context,
 )
 from components.resources.commands import CommandFailed, kubeconfig_ca, run
-from components.resources.kind_creates import creating, mark_of, stack_folder
+from components.resources.kind_creates import (
+    KIND_DELETE_TIMEOUT,
+    creating,
+    mark_of,
+    stack_folder,
+)
 from components.resources.program_env import CLOUD_SDKS, missing_message
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -97,11 +102,11 @@ def _provider(
 # --- kind ----------------------------------------------------------------------------------
 
 
-# The bounds of kind's own commands. A dynamic provider gets no custom timeout from the
-# engine (pulumi 3.272.0 sdk/python/lib/pulumi/dynamic/__main__.py ignores it in Create and
-# Delete), so they are enforced here; `--wait 5m` is kind's own wait for the node.
+# The bound of kind's create (its delete's is KIND_DELETE_TIMEOUT, from kind_creates). A
+# dynamic provider gets no custom timeout from the engine (pulumi 3.272.0
+# sdk/python/lib/pulumi/dynamic/__main__.py ignores it in Create and Delete), so they are
+# enforced here; `--wait 5m` is kind's own wait for the node.
 KIND_CREATE_TIMEOUT = 900.0
-KIND_DELETE_TIMEOUT = 300.0
 
 
 def node_owner(kind: str, name: str) -> str | None:
@@ -223,11 +228,13 @@ class KindClusterProvider(ResourceProvider):
 
     def create(self, props: dict[str, Any]) -> CreateResult:
         kind, name, path = props["kind_binary"], props["name"], props["kubeconfig_path"]
-        if mark_of(path).exists() and self._exists(props):
+        exists = self._exists(props)
+        if exists and mark_of(path).exists():
             # This stack's own create, cut short (its mark is still here): half made, so
             # deleted and made again.
             self.delete(name, props)
-        if self._exists(props):
+            exists = False
+        if exists:
             owner = node_owner(kind, name)
             if owner != props["owner"]:
                 whose = "no owner label" if not owner else f"owner {owner!r}"

@@ -27,8 +27,8 @@ from components.resources.commands import CommandFailed, run
 
 ROOT = Path(__file__).resolve().parents[2]
 MARK = ".creating"
-# kind's own bound for a delete (components/resources/clusters.py KIND_DELETE_TIMEOUT).
-DELETE_TIMEOUT = 300.0
+# The bound of a `kind delete cluster`, here and in the provider (clusters.py).
+KIND_DELETE_TIMEOUT = 300.0
 
 
 def stack_folder(stack: str, root: Path = ROOT) -> Path:
@@ -67,7 +67,7 @@ def remove_cut_short(folder: Path, log: Callable[[str], None]) -> list[str]:
         try:
             if name in run([kind, "get", "clusters"]).split():
                 args = [kind, "delete", "cluster", "--name", name, "--kubeconfig", kubeconfig]
-                run(args, timeout=DELETE_TIMEOUT)
+                run(args, timeout=KIND_DELETE_TIMEOUT)
                 log(f"kind cluster {name}: its create was cut short; deleted")
                 deleted.append(name)
         except (CommandFailed, OSError) as exc:
