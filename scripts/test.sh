@@ -135,17 +135,17 @@ run_tier() {  # tier
   tmp=$(mktemp -d "${TMPDIR:-/tmp}/mkf-test-$1.XXXXXX") || return 1
   TMPDIR="$tmp" "$ENV/bin/python" -m pytest "tests/$1" "${workers[@]}" "${measure[@]}" "${args[@]}"
   local rc=$?
-  if [ "$rc" -eq 0 ]; then
-    rm -rf "$tmp"
-  else
-    echo "tier $1 failed: its temporary files (its tests' folders and logs) are kept in $tmp"
-  fi
   # pytest's 5 is "no test collected": a failure, unless -k, -m or --deselect chose so.
   if [ "$rc" -eq 5 ]; then
     local arg
     for arg in "${args[@]}"; do
-      case "$arg" in -k*|-m*|--deselect*) return 0 ;; esac
+      case "$arg" in -k*|-m*|--deselect*) rc=0 ;; esac
     done
+  fi
+  if [ "$rc" -eq 0 ]; then
+    rm -rf "$tmp"
+  else
+    echo "tier $1 failed: its temporary files (its tests' folders and logs) are kept in $tmp"
   fi
   return "$rc"
 }

@@ -818,9 +818,9 @@ def test_each_tier_runs_in_a_temporary_folder_of_its_own_removed_after(
     machine_tmp = tmp_path / "machine-tmp"
     machine_tmp.mkdir()
 
-    def fast() -> subprocess.CompletedProcess[str]:
+    def fast(*pytest_args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            ["bash", str(project / "scripts" / "test.sh"), "--fast"],
+            ["bash", str(project / "scripts" / "test.sh"), "--fast", *pytest_args],
             capture_output=True,
             text=True,
             check=False,
@@ -844,6 +844,14 @@ def test_each_tier_runs_in_a_temporary_folder_of_its_own_removed_after(
         in result.stdout
     )
     assert [p.name for p in kept.iterdir()] and kept.name.startswith("mkf-test-unit.")
+    # No test collected (pytest's 5) because -k chose none passes, and keeps nothing.
+    shutil.rmtree(kept)
+    (env_dir / "bin" / "python").write_text(failing.replace("exit 1 ;;", "exit 5 ;;"))
+    result = fast("-k", "no_such_test")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "failed" not in result.stdout and list(machine_tmp.iterdir()) == []
+    result = fast()
+    assert result.returncode != 0 and "tier unit failed" in result.stdout
 
 
 def test_down_deletes_a_kind_cluster_whose_create_up_cut_short(
