@@ -257,15 +257,32 @@ class Switch:
             await _rolled_out(self.manager, DISPATCHER_NAMESPACE, DISPATCHER_DEPLOYMENT)
 
 
-_SAMPLE = re.compile(r"^(process_cpu_seconds_total|process_resident_memory_bytes) (\S+)$", re.M)
+# What is read of the dispatcher's /metrics: its cost, and the wait it adds between a
+# reservation and its nomination (controller/metrics.py, mkf_nomination_delay_seconds).
+_READ = {
+    "process_cpu_seconds_total": "cpu",
+    "process_resident_memory_bytes": "rss",
+    "mkf_nomination_delay_seconds_sum": "delay_sum",
+    "mkf_nomination_delay_seconds_count": "delay_count",
+}
+_SAMPLE = re.compile(rf"^({'|'.join(_READ)}) (\S+)$", re.M)
 
 
 def usage_of(metrics: str) -> dict[str, float]:
-    """CPU seconds and resident bytes from one process's Prometheus text exposition."""
-    found = {"cpu": 0.0, "rss": 0.0}
+    """CPU seconds, resident bytes and the nomination delays' sum and count from one
+    process's Prometheus text exposition."""
+    found = dict.fromkeys(_READ.values(), 0.0)
     for metric, value in _SAMPLE.findall(metrics):
-        found["cpu" if metric.startswith("process_cpu") else "rss"] += float(value)
+        found[_READ[metric]] += float(value)
     return found
+
+
+def mean_delay(before: dict[str, float], after: dict[str, float]) -> float:
+    """The mean reservation-to-nomination wait between two readings (NaN: none made)."""
+    count = after.get("delay_count", math.nan) - before.get("delay_count", math.nan)
+    if not count > 0:
+        return math.nan
+    return (after["delay_sum"] - before["delay_sum"]) / count
 
 
 async def dispatcher_usage(manager: Kube) -> dict[str, float]:
@@ -276,7 +293,7 @@ async def dispatcher_usage(manager: Kube) -> dict[str, float]:
         PODS.path(DISPATCHER_NAMESPACE),
         query=[("labelSelector", "app.kubernetes.io/name=multikueue-fleet-dispatcher")],
     )
-    total = {"cpu": 0.0, "rss": 0.0}
+    total = dict.fromkeys(_READ.values(), 0.0)
     for pod in pods.get("items") or []:
         if (pod.get("status") or {}).get("phase") != "Running":
             continue
@@ -483,6 +500,7 @@ async def one_run(
         after = await _usage(fleet.manager)
         found["cpu_s"] = after["cpu"] - before["cpu"]
         found["rss_mib"] = max(peaks.get("rss", 0.0), after["rss"]) / 2**20
+        found["nomination_delay_s"] = mean_delay(before, after)
     return found
 
 
@@ -493,11 +511,15 @@ async def _usage(manager: Kube) -> dict[str, float]:
         return await dispatcher_usage(manager)
     except ApiError as exc:
         print(f"  the dispatcher's metrics could not be read ({exc}): its cost is n/a")
-        return {"cpu": math.nan, "rss": math.nan}
+        return dict.fromkeys(_READ.values(), math.nan)
 
 
 MEASURES = (*COLUMNS, ("unfinished", "unfinished"), ("pending", "pending"))
-USAGE = (("cpu_s", "dispatcher CPU s"), ("rss_mib", "dispatcher RSS MiB"))
+USAGE = (
+    ("cpu_s", "dispatcher CPU s"),
+    ("rss_mib", "dispatcher RSS MiB"),
+    ("nomination_delay_s", "reservation to nomination s (mean)"),
+)
 
 
 def _cell(value: float) -> str:

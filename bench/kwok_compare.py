@@ -51,6 +51,7 @@ from fleet_compare import (
     canary,
     default_dispatchers,
     ensure_priority_classes,
+    mean_delay,
     read_csv,
     record_run,
     replay_on,
@@ -138,7 +139,12 @@ class KwokFleet:
 
     def usage(self) -> dict[str, float]:
         if self.running is None or self.running.local is None:
-            return {"cpu": math.nan, "rss": math.nan}
+            return {
+                "cpu": math.nan,
+                "rss": math.nan,
+                "delay_sum": math.nan,
+                "delay_count": math.nan,
+            }
         return usage_of(self.running.local.metrics_text())
 
     def down(self) -> None:
@@ -179,6 +185,7 @@ async def one_run(
             after = run.usage()
             found["cpu_s"] = after["cpu"] - before["cpu"]
             found["rss_mib"] = after["rss"] / 2**20
+            found["nomination_delay_s"] = mean_delay(before, after)
             return found, stream
         finally:
             await fleet.close()

@@ -428,6 +428,10 @@ class Dispatcher:
             answered(nominated(wl, clusters, written) if written else None)
         if written is None:
             return
+        reserved = quota_reserved_at(wl)
+        if not current and reserved is not None:
+            delay = (_now() - reserved).total_seconds()
+            self.metrics.nomination_delay.observe(max(0.0, delay))
         for cluster in decision.nominate:
             if cluster not in current:
                 self.metrics.nominations.labels(cluster).inc()

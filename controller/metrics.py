@@ -18,6 +18,17 @@ class Metrics:
             registry=self.registry,
             buckets=(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 1),
         )
+        # The wait a workload's reservation on the manager spends on this dispatcher, watch,
+        # decision and write together (Kueue's own AllAtOnce has none: it creates copies in
+        # the reconcile that sees the reservation). Measured from the QuotaReserved
+        # condition's lastTransitionTime, which the API server keeps to the second.
+        self.nomination_delay = Histogram(
+            "mkf_nomination_delay_seconds",
+            "Seconds from a workload's quota reservation on the manager to its first "
+            "nomination written",
+            registry=self.registry,
+            buckets=(0.5, 1, 2, 3, 5, 10, 30, 60, 300),
+        )
         self.nominations = Counter(
             "mkf_nominations_total",
             "Clusters nominated for workloads",

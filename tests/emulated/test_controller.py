@@ -689,6 +689,43 @@ async def test_a_leader_that_steps_down_abandons_the_write_under_way(fleet: Flee
     await fleet.stop_controller(stop)
 
 
+def _reserved_ago(wl: dict[str, Any], seconds: float) -> dict[str, Any]:
+    then = (datetime.now(UTC) - timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    for condition in wl["status"]["conditions"]:
+        condition["lastTransitionTime"] = then
+    return wl
+
+
+@fleet_test(TWO)
+async def test_the_nomination_delay_is_counted_once_per_reservation_from_its_time(
+    fleet: Fleet,
+) -> None:
+    """`mkf_nomination_delay_seconds`: from the manager's QuotaReserved to the first write,
+    once per reservation; the dispatcher's own write coming back, and a decision that keeps
+    the nominations, add nothing."""
+    _, metrics = await fleet.run_controller()
+
+    def delays() -> tuple[float, float]:
+        get = metrics.registry.get_sample_value
+        return (
+            get("mkf_nomination_delay_seconds_count") or 0.0,
+            get("mkf_nomination_delay_seconds_sum") or 0.0,
+        )
+
+    fleet.manager.put(WORKLOADS, _reserved_ago(workload("early"), 20))
+    assert await until(lambda: fleet.nominations("early"))
+    assert await until(lambda: delays()[0] == 1)
+    total = delays()[1]
+    assert 19 <= total <= 30, total
+    fleet.manager.put(WORKLOADS, workload("now"))
+    assert await until(lambda: fleet.nominations("now"))
+    assert await until(lambda: delays()[0] == 2)
+    assert delays()[1] - total <= 5
+    fleet.manager.put(WORKLOADS, workload("held", reserved=False))
+    await asyncio.sleep(1.5)  # a resync's look at everything: nothing nominated, nothing counted
+    assert delays()[0] == 2 and not fleet.nominations("held")
+
+
 @fleet_test(TWO)
 async def test_probes_and_metrics_over_http(fleet: Fleet) -> None:
     await fleet.run_controller()

@@ -132,8 +132,15 @@ def test_queues_read_back_and_the_switch_goes_there_and_back() -> None:
 def test_the_dispatchers_cost_is_read_from_its_own_metrics() -> None:
     from prometheus_client import generate_latest
 
-    found = fleet_compare.usage_of(generate_latest(Metrics().registry).decode())
-    assert found["cpu"] > 0 and found["rss"] > 2**20
+    metrics = Metrics()
+    before = fleet_compare.usage_of(generate_latest(metrics.registry).decode())
+    assert before["cpu"] > 0 and before["rss"] > 2**20
+    assert (before["delay_sum"], before["delay_count"]) == (0, 0)
+    for seconds in (1.0, 4.0):
+        metrics.nomination_delay.observe(seconds)
+    after = fleet_compare.usage_of(generate_latest(metrics.registry).decode())
+    assert fleet_compare.mean_delay(before, after) == 2.5
+    assert math.isnan(fleet_compare.mean_delay(after, after))
 
 
 def test_worker_cores_sizes_the_stream_for_every_worker_alike() -> None:
