@@ -107,6 +107,7 @@ class OurPolicy(Dispatcher):
 
     refreshes = True
     reads_snapshot = True
+    writes_nominations = True
 
     def __init__(self, policy: Policy | None = None, name: str = "policy") -> None:
         self.policy = policy or Policy()
@@ -187,6 +188,7 @@ class Oracle(Dispatcher):
 
     name = "oracle"
     refreshes = True
+    writes_nominations = True
 
     def period(self, settings: Settings) -> float:
         return settings.sync_delay

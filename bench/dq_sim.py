@@ -69,6 +69,9 @@ class Dispatcher(ABC):
     name = ""
     refreshes = False  # decides again when its view of the workers changes
     reads_snapshot = False  # decides on the watches' view of the workers (`Sim.snapshot`)
+    # Writes nominatedClusterNames from outside Kueue (an external dispatcher): Kueue's own
+    # two nominate inside the MultiKueue reconcile that sees the reservation.
+    writes_nominations = False
     widen_after = 0.0  # seconds between widenings, if it widens
 
     def period(self, settings: Settings) -> float:
@@ -98,6 +101,13 @@ class Settings:
     # holds the worker's quota with nothing running. False: they start at the admission
     # itself, as the model had it when section 4's tables were made.
     job_on_seen: bool = False
+    # An external dispatcher's turn, from the manager's reservation to its nomination on the
+    # manager (the watch, the decision, the write: controller/metrics.py
+    # mkf_nomination_delay_seconds); the reconcile the reservation starts meanwhile reads
+    # every worker and nominates nothing (Kueue v0.19.2 multikueue/workload.go readGroup,
+    # then nominateAndSynchronizeWorkers with no nominated worker). 0: the section 4 model,
+    # where the nomination is the reservation's own reconcile.
+    nomination_delay: float = 0.0
     horizon: float = 12 * 3600.0  # stop; what has not run by then never ran
 
 
@@ -331,6 +341,7 @@ class Sim:
             "release": self._release,
             "evicted": self._evicted,
             "requeue": self._requeue,
+            "nominated": self._nominated,
         }
         while self.events:
             t, _, kind, payload = heapq.heappop(self.events)
@@ -367,6 +378,8 @@ class Sim:
                 wl.reserved_at = self.now
                 if wl.first_reserved is None:
                     wl.first_reserved = self.now
+                if self.d.writes_nominations and self.s.nomination_delay:
+                    self._background_reads(self.now)
                 self._dispatch(wl)
             else:
                 waiting.append(wl)
@@ -397,7 +410,16 @@ class Sim:
         chosen = self.d.nominate(self, wl)
         self.stats.decision_seconds += time.perf_counter() - started
         self.stats.decisions += 1
-        if chosen != wl.nominated:
+        if self.d.writes_nominations and self.s.nomination_delay:
+            self.at(self.now + self.s.nomination_delay, "nominated", (wl, chosen))
+        elif chosen != wl.nominated:
+            self._set_nominated(wl, chosen)
+
+    def _nominated(self, payload: tuple[Wl, tuple[str, ...]]) -> None:
+        """An external dispatcher's write reaches the manager: MultiKueue's reconcile takes
+        the list, unless the reservation it was for has gone or a worker was chosen."""
+        wl, chosen = payload
+        if wl.reserved_at is not None and not wl.cluster and chosen != wl.nominated:
             self._set_nominated(wl, chosen)
 
     def _set_nominated(self, wl: Wl, chosen: tuple[str, ...]) -> None:

@@ -83,3 +83,23 @@ def test_a_copys_pods_start_when_the_manager_has_made_its_job() -> None:
     after = Sim(scenario, AllAtOnce(), Settings(job_on_seen=True)).run().wls[0]
     assert (before.admitted_at, before.finished_at) == (2.0, 12.0)
     assert (after.admitted_at, after.finished_at) == (2.0, 13.0)
+
+
+def test_an_external_dispatchers_nomination_comes_its_delay_after_the_reservation() -> None:
+    """Ours nominates `nomination_delay` after the manager reserves (the watch, the decision
+    and the write), and the reconcile the reservation started has read every worker by then:
+    one read more per worker than AllAtOnce, whose nomination is that reconcile. Without the
+    delay ours nominates at the reservation, as section 4's model has it."""
+    from dq_dispatchers import OurPolicy
+
+    workers = (WorkerSpec("worker-00", 8, 32), WorkerSpec("worker-01", 8, 32))
+    scenario = Scenario("one", "", workers, (Job("job-00", 0.0, res(1, 1), 10.0),), ())
+    limited = {"worker_qps": 5.0, "worker_burst": 10}
+    ours = Sim(scenario, OurPolicy(), Settings(nomination_delay=2.5, **limited)).run()
+    kueue = Sim(scenario, AllAtOnce(), Settings(nomination_delay=2.5, **limited)).run()
+    assert ours.wls[0].nominated_at == 2.5 and kueue.wls[0].nominated_at == 0.0
+    assert ours.wls[0].admitted_at == 2.5 + 2.0  # its worker's Kueue, admission_delay on
+    at_once = Sim(scenario, OurPolicy(), Settings(**limited)).run()
+    assert at_once.wls[0].nominated_at == 0.0
+    more = {w: n - at_once.clients.requests[w] for w, n in ours.clients.requests.items()}
+    assert more == {"worker-00": 1, "worker-01": 1}
