@@ -2,8 +2,8 @@
 # The project's tests, by tier (tests/conftest.py says what each needs):
 #
 #   bash scripts/test.sh          every check CI runs: lint, every stack validated, the
-#                                 builds, then the kind tier in the background beside the
-#                                 real, unit and emulated tiers (its output: .cache/test-logs)
+#                                 builds, then the unit, emulated, real and kind tiers, one
+#                                 after the other
 #   bash scripts/test.sh --fast   lint, stacks and the unit tier only: offline, no Go, no
 #                                 Docker (what to run while editing)
 #   bash scripts/test.sh --tier real [PYTEST ARGS...]   one tier (unit, emulated, real, kind)
@@ -176,66 +176,21 @@ builds() {
   fi
 }
 
-# The kind tier in the background, beside the others: its fleets spend much of their time
-# waiting (on kind nodes, pods, Kueue's reconciles), which the loopback servers and the unit
-# and emulated tiers' processes fill (on 2 cores: 34 minutes for the real and kind tiers
-# together against 45 one after the other). Its output goes to a log, printed when it ends.
-# It runs in a process group of its own (set -m: a background job of a script would
-# otherwise ignore SIGINT), so that Ctrl-C reaches it as SIGINT and its fixtures tear their
-# fleets down before this script exits.
-BG_PID=""
-BG_LOG=.cache/test-logs/kind.log
-background_kind() {
-  mkdir -p "$(dirname "$BG_LOG")"
-  echo "== tier: kind (in the background, beside the other tiers; output: $BG_LOG, shown when it ends)"
-  BG_STARTED=$(date +%s)
-  set -m
-  run_tier kind >"$BG_LOG" 2>&1 &
-  BG_PID=$!
-  set +m
-}
-wait_kind() {
-  [ -n "$BG_PID" ] || return 0
-  local rc
-  wait "$BG_PID"
-  rc=$?
-  BG_PID=""
-  echo "== tier: kind (output of the background run)"
-  cat "$BG_LOG"
-  TIMES+=("$(printf '%-34s %6d s  %s' "tier: kind (beside the others)" \
-    "$(( $(date +%s) - BG_STARTED ))" "$([ "$rc" -eq 0 ] && echo ok || echo "FAILED ($rc)")")")
-  [ "$rc" -eq 0 ] || failed+=("tier: kind")
-}
-stop_kind() {  # on Ctrl-C or TERM: the kind tier gets SIGINT and tears its fleets down
-  if [ -n "$BG_PID" ]; then
-    echo "stopping the kind tier (its fleets are torn down first): $BG_LOG" >&2
-    kill -INT -- "-$BG_PID" 2>/dev/null
-    wait "$BG_PID" 2>/dev/null
-  fi
-  exit 130
-}
-trap stop_kind INT TERM
-
-# All four tiers: the kind tier starts once the builds are done, and the others run beside
-# it. The unit tier goes first: while the kind tier's first fleet starts (kind nodes,
-# kubeadm, image imports: mostly waiting) a 2-core host's cores were a third idle with the
-# real tier beside it, and the unit tier's two workers are pure CPU. The emulated tier (pure
-# CPU too) goes last, beside the dev fleet's pods. Measured on a warm clean clone under CI:
-# 1916 s in this order, 2086 s with the real tier first (2026-11-30).
-order="$tiers"
-if [ "$tiers" = "unit emulated real kind" ]; then order="kind unit real emulated"; fi
-for tier in $order; do
+# The tiers one after the other, each needing a little more of the machine than the last.
+# The kind tier runs alone: beside the others (as it did until 2026-11-30, 34 minutes for
+# the real and kind tiers together against 45 one after the other on 2 cores), its
+# clusters' kubeadm and Kueue's probes starved at loads of 14 to 35, and three CI runs in a
+# row failed there (`kind create cluster` inside kubeadm, a Kueue restarted by its liveness
+# probe) while each test passed alone. Ctrl-C reaches the running pytest (the terminal's
+# process group), whose fixtures tear their fleets down; then this script stops.
+trap 'exit 130' INT TERM
+for tier in $tiers; do
   if [ "$tier" != unit ] && [ -z "${built:-}" ]; then
     builds
     built=1
   fi
-  if [ "$tier" = kind ] && [ "$order" != kind ]; then
-    background_kind
-  else
-    phase "tier: $tier" run_tier "$tier"
-  fi
+  phase "tier: $tier" run_tier "$tier"
 done
-wait_kind
 
 if ! $fast && [ -f .coverage ]; then
   phase "coverage (product code)" "$ENV/bin/python" scripts/coverage_table.py
