@@ -20,7 +20,11 @@ FIELD_MANAGER = "loopback-launcher"
 class Client:
     def __init__(self, kubeconfig: Path) -> None:
         api = kube_config.new_client_from_config_dict(yaml.safe_load(kubeconfig.read_text()))
-        self.dynamic = DynamicClient(api)
+        # Discovery's cache beside the kubeconfig, in the fleet's folder that `down` removes:
+        # by default the client keeps it as $TMPDIR/osrcp-<hash of the server>.json for ever
+        # (kubernetes 37.0.2 kubernetes/dynamic/discovery.py), one per server a fleet ran.
+        cache = kubeconfig.with_name(f"{kubeconfig.stem}.discovery.json")
+        self.dynamic = DynamicClient(api, cache_file=str(cache))
 
     def _resource(self, api_version: str, kind: str) -> Any:
         try:

@@ -131,6 +131,8 @@ def test_the_loopback_howto_as_written_leaves_the_clone_clean(tmp_path: Path) ->
         f"{done.stderr[-4000:]}\n" + (log.read_text()[-2000:] if log.exists() else "")
     )
     assert "Would nominate" in done.stdout or "admitted on" in done.stdout
+    # The launcher's discovery caches were in the fleet's folder, gone with it.
+    assert not list((tmp_path / "tmp").glob("osrcp-*")), "discovery caches left in $TMPDIR"
     status = subprocess.run(
         ["git", "status", "--porcelain"], cwd=clone, capture_output=True, text=True, check=True
     )
