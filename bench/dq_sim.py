@@ -308,6 +308,8 @@ class Sim:
             )
             self.at(local.arrival, "local", copy)
         self.period = dispatcher.period(settings)
+        # An external dispatcher's turn between a reservation and its nomination (0: none).
+        self.turn = settings.nomination_delay if dispatcher.writes_nominations else 0.0
         if self.period:
             self.at(0.0, "refresh", None)
 
@@ -378,7 +380,7 @@ class Sim:
                 wl.reserved_at = self.now
                 if wl.first_reserved is None:
                     wl.first_reserved = self.now
-                if self.d.writes_nominations and self.s.nomination_delay:
+                if self.turn:
                     self._background_reads(self.now)
                 self._dispatch(wl)
             else:
@@ -410,8 +412,8 @@ class Sim:
         chosen = self.d.nominate(self, wl)
         self.stats.decision_seconds += time.perf_counter() - started
         self.stats.decisions += 1
-        if self.d.writes_nominations and self.s.nomination_delay:
-            self.at(self.now + self.s.nomination_delay, "nominated", (wl, chosen))
+        if self.turn:
+            self.at(self.now + self.turn, "nominated", (wl, chosen))
         elif chosen != wl.nominated:
             self._set_nominated(wl, chosen)
 

@@ -277,6 +277,11 @@ def usage_of(metrics: str) -> dict[str, float]:
     return found
 
 
+def no_usage() -> dict[str, float]:
+    """What usage_of gives where the metrics cannot be read: every measure NaN (shown n/a)."""
+    return dict.fromkeys(_READ.values(), math.nan)
+
+
 def mean_delay(before: dict[str, float], after: dict[str, float]) -> float:
     """The mean reservation-to-nomination wait between two readings (NaN: none made)."""
     count = after.get("delay_count", math.nan) - before.get("delay_count", math.nan)
@@ -286,8 +291,8 @@ def mean_delay(before: dict[str, float], after: dict[str, float]) -> float:
 
 
 async def dispatcher_usage(manager: Kube) -> dict[str, float]:
-    """CPU seconds and resident bytes of every dispatcher pod, summed, from its /metrics
-    through the API server's proxy."""
+    """usage_of every dispatcher pod, summed, from its /metrics through the API server's
+    proxy."""
     pods = await manager.request(
         "GET",
         PODS.path(DISPATCHER_NAMESPACE),
@@ -511,7 +516,7 @@ async def _usage(manager: Kube) -> dict[str, float]:
         return await dispatcher_usage(manager)
     except ApiError as exc:
         print(f"  the dispatcher's metrics could not be read ({exc}): its cost is n/a")
-        return dict.fromkeys(_READ.values(), math.nan)
+        return no_usage()
 
 
 MEASURES = (*COLUMNS, ("unfinished", "unfinished"), ("pending", "pending"))

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import math
 import sys
 import tempfile
 import time
@@ -52,6 +51,7 @@ from fleet_compare import (
     default_dispatchers,
     ensure_priority_classes,
     mean_delay,
+    no_usage,
     read_csv,
     record_run,
     replay_on,
@@ -139,12 +139,7 @@ class KwokFleet:
 
     def usage(self) -> dict[str, float]:
         if self.running is None or self.running.local is None:
-            return {
-                "cpu": math.nan,
-                "rss": math.nan,
-                "delay_sum": math.nan,
-                "delay_count": math.nan,
-            }
+            return no_usage()
         return usage_of(self.running.local.metrics_text())
 
     def down(self) -> None:
