@@ -4,6 +4,7 @@ through MultiKueue and a workload found no worker (tests/real/test_real_dispatch
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 
@@ -93,6 +94,14 @@ def every_metric_used_is_exported(d: Dispatching, promtool: Path) -> None:
     # admission counters and histograms on the manager and the worker.
     d.submit(batch_job("scraped", "500m"))
     d.admitted_where(d.workload_of("Job", "scraped")["metadata"]["name"])
+    # The dispatcher's turn, from the real Kueue's QuotaReserved stamp to its nomination:
+    # every nomination so far counted, each within seconds.
+    page = d.dispatcher.metrics_text()
+    sample = {
+        m[1]: float(m[2])
+        for m in re.finditer(r"^mkf_nomination_delay_seconds_(count|sum) (\S+)$", page, re.M)
+    }
+    assert sample.get("count", 0) >= 1 and 0 <= sample["sum"] / sample["count"] < 30, page
     # One that fits the manager's quota (the workers' sum) but no worker (4 CPUs each in the
     # dev stack): a decision that finds no cluster.
     d.submit(batch_job("too-big", "4500m"))
