@@ -98,6 +98,16 @@ def main(argv: list[str] | None = None) -> int:
     except (host.HostError, ToolchainError, FileExistsError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    except ModuleNotFoundError as exc:
+        # `host` needs nothing past the standard library (a bare python3 prepares a host);
+        # build and clean read the stack model, which needs the project's packages.
+        print(
+            f"error: python -m kindnode {args.command} needs the project's Python packages "
+            f"({exc.name} is not installed for {sys.executable}): run it with .venv/bin/python "
+            "(scripts/up.sh makes it) or .venv-dev/bin/python (scripts/test.sh makes it)",
+            file=sys.stderr,
+        )
+        return 2
     return 0
 
 

@@ -58,6 +58,7 @@ from components.cli.engine_tmp import engine_tmpdir
 from components.cli.pinned_tools import use_pinned_tools
 from components.cli.pulumi_output import Tracebacks
 from components.model import yaml_v3
+from components.model.host_local import with_host_settings
 from components.model.spec import PROJECT, ClusterSpec
 from components.model.stack_file import parse_stack_text, stack_path
 from components.resources.commands import CommandFailed
@@ -643,6 +644,13 @@ class Driver:
         o.name = name
         self._refuse_a_users_stack_file(name)
         self.log(f"creating stack {name} from {base_file.name}")
+        # This host's settings for the base (stacks/local/BASE.yaml: the node image and
+        # mirror `kindnode build --for-stack BASE` made) go into the new stack's config, as
+        # the checks above read them: the program reads stacks/local/NAME.yaml, which an
+        # ephemeral stack has none of, and would pull images this host cannot.
+        config, host_notes = with_host_settings(config, o.base)
+        for note in host_notes:
+            self.log(f"{name}: {note.message}")
         self.stack_touched = True
         stack = self._bounded(
             STACK_OP_TIMEOUT, f"creating stack {name}", lambda: self._stack(name, create=True)

@@ -26,7 +26,7 @@ from components.cli.automation import (
     stack_name,
 )
 from components.cli.status import Check, FleetStatus
-from components.model import stack_yaml
+from components.model import host_local, stack_yaml
 from components.resources.commands import CommandFailed
 from components.resources.kind_creates import stack_folder
 
@@ -167,6 +167,45 @@ def test_copied_config(fake: Any) -> None:
     assert config["multikueue-fleet:fleetName"] == "ci-test"
     # Native YAML in the config file: Pulumi hands object values to the program as JSON.
     assert config["multikueue-fleet:workers"][0]["name"] == "worker1"
+
+
+def test_a_fleet_made_from_a_base_uses_this_hosts_settings_for_the_base(
+    fake: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`kindnode build --for-stack ci` writes stacks/local/ci.yaml; `mkf up --base ci` makes
+    a stack of another name, whose program would read stacks/local/<name>.yaml (none) and
+    pull the published node image. The settings go into the new stack's config instead,
+    and what the fleet's checks read is what it gets."""
+    monkeypatch.delenv(host_local.SWITCH, raising=False)
+    monkeypatch.setattr(host_local, "project_root", lambda: tmp_path)
+    image = "127.0.0.1:5001/kindest/node:v1.36.4@sha256:" + "a" * 64
+    host_local.write_host_settings(
+        "ci", image, {"registry.k8s.io": "http://mkf-registry:5000"}, root=tmp_path
+    )
+    lines: list[str] = []
+    driver = fake.make()
+    driver.log = lines.append
+    stacks: list[FakeStack] = []
+    original = fake.create_or_select_stack
+
+    def record(**kw: Any) -> FakeStack:
+        stacks.append(original(**kw))
+        return stacks[-1]
+
+    fake.create_or_select_stack = record
+    driver.up()
+    config = stacks[0].config
+    clusters = [config["multikueue-fleet:manager"], *config["multikueue-fleet:workers"]]
+    assert [c["kind"]["nodeImage"] for c in clusters] == [image] * len(clusters)
+    mirrors = {"registry.k8s.io": "http://mkf-registry:5000"}
+    assert all(c["kind"]["registryMirrors"] == mirrors for c in clusters)
+    assert any("this host's, from" in line and "ci.yaml" in line for line in lines), lines
+    # Without the host's file the config is the base stack's own.
+    (tmp_path / "stacks" / "local" / "ci.yaml").unlink()
+    stacks.clear()
+    fake.make(name="ci-other").up()
+    manager = stacks[0].config["multikueue-fleet:manager"]
+    assert "nodeImage" not in (manager.get("kind") or {})
 
 
 def test_run_returns_the_command_exit_code_and_always_tears_down(fake: Any) -> None:

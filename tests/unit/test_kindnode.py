@@ -277,6 +277,24 @@ def test_preparing_the_host_as_another_user_is_one_line_and_changes_nothing(
     assert line.startswith("error: preparing the host installs packages") and "as root" in line
 
 
+def test_build_under_a_python_without_the_projects_packages_is_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`python3 -m kindnode host --prepare` runs on a bare python3 (the docs show it so);
+    `build` under the same python is one line naming the missing package and the python to
+    use, not a traceback from deep in the stack model."""
+    import sys
+
+    from kindnode.__main__ import main
+
+    # What a python without `kubernetes` meets: the first import that needs it fails.
+    monkeypatch.setitem(sys.modules, "kindnode.build", None)
+    assert main(["build"]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("error: python -m kindnode build needs the project's Python")
+    assert "kindnode.build is not installed" in line and ".venv/bin/python" in line
+
+
 def _never(*_args: object) -> None:
     raise AssertionError("the host was changed")
 
