@@ -29,6 +29,17 @@ PLUGIN_ROOT = "/plugins"
 # subPath, which a ConfigMap update never reaches) and its gate flags only at start, so a
 # change of either must change the template, which rolls the Deployment.
 RESTART_ANNOTATION = "multikueue-fleet/kueue-config-hash"
+# Reconciles each of Kueue's controllers runs at once, per kind (the shipped Configuration's
+# controller.groupKindConcurrency, v0.19.2).
+GROUP_KIND_CONCURRENCY = {
+    "Job.batch": 5,
+    "Pod": 5,
+    "Workload.kueue.x-k8s.io": 10,
+    "LocalQueue.kueue.x-k8s.io": 5,
+    "Cohort.kueue.x-k8s.io": 1,
+    "ClusterQueue.kueue.x-k8s.io": 5,
+    "ResourceFlavor.kueue.x-k8s.io": 1,
+}
 
 
 def integrations(spec: FleetSpec, cluster: ClusterSpec) -> list[str]:
@@ -169,6 +180,14 @@ def configuration(spec: FleetSpec, cluster: ClusterSpec) -> dict[str, Any]:
             "webhookServiceName": "kueue-webhook-service",
             "webhookSecretName": "kueue-webhook-server-cert",
         },
+        # As Kueue's install ships them (config/components/manager/
+        # controller_manager_config.yaml at v0.19.2). Left out, every controller would run
+        # one reconcile at a time: controller-runtime's default when a kind has no entry
+        # (pkg/controller/controller.go NewTypedUnmanaged), and Kueue's defaults.go sets
+        # none. MultiKueue's Workload reconciler waits on 5-QPS clients to every worker in
+        # each reconcile, so with one at a time a workload's copies waited behind every
+        # other workload's reads (BENCHMARKS.md section 5).
+        "controller": {"groupKindConcurrency": dict(GROUP_KIND_CONCURRENCY)},
         "clientConnection": {"qps": 300, "burst": 500},
         "integrations": {"frameworks": integrations(spec, cluster)},
     }

@@ -11,7 +11,12 @@ import yaml
 from components.cli.render import diff_fleets
 from components.model.spec import FleetSpec
 from components.objects.fleet import build_fleet
-from components.objects.kueue_config import RESTART_ANNOTATION, startup_hash
+from components.objects.kueue_config import (
+    CONFIG_KEY,
+    CONFIG_MAP,
+    RESTART_ANNOTATION,
+    startup_hash,
+)
 from components.objects.kueue_install import kueue_objects, plugin_mount
 from components.objects.manifests import documents
 from tests.helpers.fleet_config import base, checked_spec, load, only
@@ -79,6 +84,33 @@ def test_kueue_gets_our_configuration_and_nothing_else_changes(manifest: str) ->
         "name": "manager-config",
         "subPath": "controller_manager_config.yaml",
     } in container["volumeMounts"]
+
+
+def test_our_configuration_keeps_every_setting_kueue_ships_that_the_fleet_does_not_own(
+    manifest: str,
+) -> None:
+    """Whatever the shipped Configuration sets and the fleet has no reason to change (the
+    reconciles each controller runs at once, client rates, probes, ports, leader election)
+    comes through as shipped. A key left out is not "as shipped": Kueue's defaults.go sets
+    no groupKindConcurrency, and controller-runtime then runs one reconcile at a time."""
+
+    def configuration(objects: list[dict[str, Any]]) -> dict[str, Any]:
+        (config_map,) = [
+            o for o in objects if o["kind"] == "ConfigMap" and o["metadata"]["name"] == CONFIG_MAP
+        ]
+        return yaml.safe_load(config_map["data"][CONFIG_KEY])
+
+    shipped = configuration(documents(manifest))
+    spec = checked_spec(base())
+    for cluster in (spec.manager, spec.workers[0]):
+        ours = configuration(kueue_objects(manifest, spec, cluster))
+        # The fleet's own: which frameworks run; the metrics add the ClusterQueue resource
+        # gauges the dashboards read, on the shipped address.
+        assert ours["integrations"] != shipped["integrations"]
+        assert shipped["metrics"].items() <= ours["metrics"].items()
+        kept = {k: v for k, v in shipped.items() if k not in ("integrations", "metrics")}
+        assert kept == {k: ours.get(k) for k in kept}, cluster.name
+    assert shipped["controller"]["groupKindConcurrency"]["Workload.kueue.x-k8s.io"] == 10
 
 
 def test_feature_gates_as_flags_reach_the_container(manifest: str) -> None:
