@@ -102,6 +102,27 @@ def every_metric_used_is_exported(d: Dispatching, promtool: Path) -> None:
         for m in re.finditer(r"^mkf_nomination_delay_seconds_(count|sum) (\S+)$", page, re.M)
     }
     assert sample.get("count", 0) >= 1 and 0 <= sample["sum"] / sample["count"] < 30, page
+    # Each Kueue runs its controllers' reconciles as Kueue's install ships them
+    # (kueue_config.py GROUP_KIND_CONCURRENCY); a controller not given its number would
+    # show 1 (controller-runtime's default), MultiKueue's Workload reconciler included.
+    found = pages(d, tokens)
+    concurrency = {
+        (target, m[1]): int(float(m[2]))
+        for target, text in found.items()
+        if target != "dispatcher"
+        for m in re.finditer(
+            r'^controller_runtime_max_concurrent_reconciles\{controller="([^"]+)"\} (\S+)$',
+            text,
+            re.M,
+        )
+    }
+    kueues = [t for t in found if t != "dispatcher"]
+    for controller, shipped in (
+        ("workload_controller", 10),
+        ("multikueue_workload", 10),
+        ("job", 5),
+    ):
+        assert {concurrency.get((t, controller)) for t in kueues} == {shipped}, concurrency
     # One that fits the manager's quota (the workers' sum) but no worker (4 CPUs each in the
     # dev stack): a decision that finds no cluster.
     d.submit(batch_job("too-big", "4500m"))
