@@ -35,7 +35,7 @@ from tests.helpers.upstream_data import find_upstream_crds
 os.environ["MKF_HOST_SETTINGS"] = "off"
 
 # pytester: tests/unit/test_tiers.py runs pytest on small trees made like this one.
-pytest_plugins = ["pytester"]
+pytest_plugins = ["pytester", "tests.helpers.sigterm"]
 TESTS = Path(__file__).resolve().parent
 TIERS = {
     "unit": "plain Python: no network, no Go-built server, no Docker, no Pulumi CLI",

@@ -110,3 +110,55 @@ def test_a_kubeconfig_left_in_the_temporary_folder_is_named_and_fails_ci(
     result.stdout.fnmatch_lines([f"{word}: left in {private} while the tests ran*kubeconfig123;*"])
     assert "kubeconfig-from-before" not in result.stdout.str()
     assert result.ret == (pytest.ExitCode.TESTS_FAILED if ci else pytest.ExitCode.OK)
+
+
+HOLDS_A_FLEET = """import time
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def fleet():
+    yield
+    Path("torn-down").write_text("the fleet's processes stopped")
+
+
+def test_runs_long(fleet):
+    Path("started").write_text("")
+    time.sleep(60)
+"""
+
+
+def test_sigterm_runs_every_teardown_as_ctrl_c_does(tree: pytest.Pytester) -> None:
+    """A tier's pytest stopped with SIGTERM (a CI's cancel, `kill`) stops its fixtures'
+    fleets, as Ctrl-C does (tests/helpers/sigterm.py): Python's default would end it with
+    the loopback fleet's processes still running."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    (tree.path / "real" / "test_holds.py").write_text(HOLDS_A_FLEET)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    child = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "real"],
+        cwd=tree.path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not (tree.path / "started").exists():
+            assert child.poll() is None and time.monotonic() < deadline, child.communicate()[0]
+            time.sleep(0.1)
+        child.send_signal(signal.SIGTERM)
+        out, _ = child.communicate(timeout=30)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    assert (tree.path / "torn-down").exists(), out
+    assert child.returncode == pytest.ExitCode.INTERRUPTED, out
