@@ -190,6 +190,12 @@ for tier in $tiers; do
     built=1
   fi
   phase "tier: $tier" run_tier "$tier"
+  # pytest's 2: interrupted (a signal to it, tests/helpers/sigterm.py, or an error while
+  # collecting): the run stops there rather than start the next tier's fleets.
+  if [ "$?" -eq 2 ]; then
+    echo "tier $tier was interrupted (pytest's exit 2: a signal, or an error collecting its tests): the later tiers were not run"
+    break
+  fi
 done
 
 if ! $fast && [ -f .coverage ]; then

@@ -852,6 +852,21 @@ def test_each_tier_runs_in_a_temporary_folder_of_its_own_removed_after(
     assert "failed" not in result.stdout and list(machine_tmp.iterdir()) == []
     result = fast()
     assert result.returncode != 0 and "tier unit failed" in result.stdout
+    # A tier pytest ends interrupted (2: SIGTERM or Ctrl-C to it) ends the run there.
+    shutil.rmtree(next(machine_tmp.iterdir()))
+    log.unlink()
+    (env_dir / "bin" / "python").write_text(failing.replace("exit 1 ;;", "exit 2 ;;"))
+    no_go = _system_path(tmp_path)  # the later tiers' builds skip, saying so
+    result = subprocess.run(
+        ["bash", str(project / "scripts" / "test.sh")],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "TMPDIR": str(machine_tmp), "PATH": no_go, "CI": ""},
+    )
+    assert result.returncode != 0, result.stdout + result.stderr
+    assert [line.split()[0] for line in log.read_text().splitlines()] == ["tests/unit"]
+    assert "tier unit was interrupted" in result.stdout
 
 
 def test_down_deletes_a_kind_cluster_whose_create_up_cut_short(
