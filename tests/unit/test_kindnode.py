@@ -285,10 +285,13 @@ def test_build_under_a_python_without_the_projects_packages_is_one_line(
     use, not a traceback from deep in the stack model."""
     import sys
 
+    import kindnode
     from kindnode.__main__ import main
 
-    # What a python without `kubernetes` meets: the first import that needs it fails.
+    # What a python without `kubernetes` meets: the first import that needs it fails (an
+    # earlier test may have imported it: the package's attribute goes too).
     monkeypatch.setitem(sys.modules, "kindnode.build", None)
+    monkeypatch.delattr(kindnode, "build", raising=False)
     assert main(["build"]) == 2
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith("error: python -m kindnode build needs the project's Python")

@@ -30,7 +30,9 @@ def project(tmp_path: Path) -> Path:
     copy = tmp_path / "project"
     copy.mkdir()
     for name in ("components", "controller", "scripts", "stacks"):
-        shutil.copytree(ROOT / name, copy / name, ignore=shutil.ignore_patterns("__pycache__"))
+        # stacks/local: this host's settings (kindnode build --for-stack), which a clone lacks.
+        ignore = shutil.ignore_patterns("__pycache__", "local")
+        shutil.copytree(ROOT / name, copy / name, ignore=ignore)
     for name in ("requirements.txt", "requirements-cloud.txt", "Pulumi.yaml", "__main__.py"):
         shutil.copy(ROOT / name, copy / name)
     # Pulumi's environment for the program: this test's interpreter (every pin, so nothing
