@@ -152,8 +152,8 @@ def test_up_copies_the_base_stack_and_names_the_fleet_after_the_stack(
     assert (out / "kubeconfigs" / "worker1.yaml").stat().st_mode & 0o777 == 0o600
 
 
-def test_copied_config(fake: Any) -> None:
-    driver = fake.make()
+def _recorded_stacks(fake: Any) -> list[FakeStack]:
+    """Every stack the driver creates or selects from here on, in order."""
     stacks: list[FakeStack] = []
     original = fake.create_or_select_stack
 
@@ -162,6 +162,12 @@ def test_copied_config(fake: Any) -> None:
         return stacks[-1]
 
     fake.create_or_select_stack = record
+    return stacks
+
+
+def test_copied_config(fake: Any) -> None:
+    driver = fake.make()
+    stacks = _recorded_stacks(fake)
     driver.up()
     config = stacks[0].config
     assert config["multikueue-fleet:fleetName"] == "ci-test"
@@ -185,14 +191,7 @@ def test_a_fleet_made_from_a_base_uses_this_hosts_settings_for_the_base(
     lines: list[str] = []
     driver = fake.make()
     driver.log = lines.append
-    stacks: list[FakeStack] = []
-    original = fake.create_or_select_stack
-
-    def record(**kw: Any) -> FakeStack:
-        stacks.append(original(**kw))
-        return stacks[-1]
-
-    fake.create_or_select_stack = record
+    stacks = _recorded_stacks(fake)
     driver.up()
     config = stacks[0].config
     clusters = [config["multikueue-fleet:manager"], *config["multikueue-fleet:workers"]]
