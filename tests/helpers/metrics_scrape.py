@@ -105,18 +105,16 @@ def every_metric_used_is_exported(d: Dispatching, promtool: Path) -> None:
     # Each Kueue runs its controllers' reconciles as Kueue's install ships them
     # (kueue_config.py GROUP_KIND_CONCURRENCY); a controller not given its number would
     # show 1 (controller-runtime's default), MultiKueue's Workload reconciler included.
-    found = pages(d, tokens)
+    kueues = {t: text for t, text in pages(d, tokens).items() if t != "dispatcher"}
     concurrency = {
         (target, m[1]): int(float(m[2]))
-        for target, text in found.items()
-        if target != "dispatcher"
+        for target, text in kueues.items()
         for m in re.finditer(
             r'^controller_runtime_max_concurrent_reconciles\{controller="([^"]+)"\} (\S+)$',
             text,
             re.M,
         )
     }
-    kueues = [t for t in found if t != "dispatcher"]
     for controller, shipped in (
         ("workload_controller", 10),
         ("multikueue_workload", 10),

@@ -18,6 +18,7 @@ def _interrupt(signum: int, _frame: FrameType | None) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    # Only the process that runs the session (not an xdist worker's controller thread).
+    # signal.signal works only in a main thread: a runner embedding pytest in another
+    # thread keeps Python's default.
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _interrupt)
