@@ -15,6 +15,13 @@ Read in kubernetes-sigs/kueue v0.19.2:
   Delete. Its finalizer's Update is not sent: `cloneForCreate` does not copy finalizers
   (pkg/util/api/api.go `CloneObjectMetaForCreation`), and a worker's Kueue adds none to a
   Workload no job of its own owns.
+- each kind has a rate limiter of its own: client-go makes a token bucket for every REST
+  client whose config has none (k8s.io/client-go v0.36 rest/config.go
+  `RESTClientForConfigAndClient`), and controller-runtime makes a REST client per kind
+  (sigs.k8s.io/controller-runtime v0.24.1 pkg/client/client_rest_resources.go `getResource`)
+  and one for metadata-only reads (the job's ownership check, a `PartialObjectMetadata`
+  GET: pkg/controller/jobframework/utils.go `ValidateRemoteObjectOwnership`); so a
+  worker's Workloads, its Jobs and those metadata reads each go at 5 QPS, burst 10;
 - client-go waits for a token before each request (rest/request.go `tryThrottle`), and
   golang.org/x/time/rate's `Limiter.Wait` reserves it at once, in the order asked, going
   into debt: what `Bucket.reserve` does.
@@ -24,10 +31,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# Requests of one removal (RemoveRemoteObjects): the job's GET and Delete (a copy that was
-# never admitted has no job on the worker: its GET only), then the Workload's Delete.
-REMOVE_PENDING = 2
-REMOVE_ADMITTED = 3
+# The rate limiters of one worker's client (above): Workload requests, Job requests, and
+# metadata-only reads.
+WORKLOAD, JOB, METADATA = "Workload", "Job", "metadata"
 # Requests of the admitted copy's job (the adapter's SyncJob: a GET, then its Create).
 CREATE_JOB = 2
 
@@ -59,19 +65,41 @@ class Clients:
 
     def __init__(self, workers: list[str], qps: float, burst: int) -> None:
         self.limited = qps > 0
-        self.buckets = {w: Bucket(qps, burst) for w in workers} if self.limited else {}
+        self.qps, self.burst = qps, burst
+        self.workers = list(workers)
+        self.buckets: dict[tuple[str, str], Bucket] = {}
         self.requests = dict.fromkeys(workers, 0)
+        self.reads = 0  # the Workload GETs of read groups
 
-    def send(self, worker: str, at: float, n: int = 1) -> float:
-        """When `n` requests to `worker`, asked for at `at`, have all gone out."""
+    def send(self, worker: str, at: float, n: int = 1, kind: str = WORKLOAD) -> float:
+        """When `n` requests of `kind` to `worker`, asked for at `at`, have all gone out."""
         self.requests[worker] = self.requests.get(worker, 0) + n
         if not self.limited:
             return at
-        return at + self.buckets[worker].reserve(at, n)
+        bucket = self.buckets.get((worker, kind))
+        if bucket is None:
+            bucket = self.buckets[worker, kind] = Bucket(self.qps, self.burst)
+        return at + bucket.reserve(at, n)
 
     def read_group(self, at: float) -> float:
         """One reconcile's reads: the Workload from every worker, one after the other;
         when the last has gone out."""
-        for worker in self.buckets or self.requests:
+        for worker in self.workers:
             at = self.send(worker, at)
+            self.reads += 1
+        return at
+
+    def remove(self, worker: str, at: float, job: bool) -> float:
+        """RemoveRemoteObjects on one worker: the job's ownership GET, its Delete where it
+        exists (`job`: the copy was admitted and its job made), then the Workload's
+        Delete; when the last has gone out."""
+        at = self.send(worker, at, 1, METADATA)
+        if job:
+            at = self.send(worker, at, 1, JOB)
+        return self.send(worker, at)
+
+    def unowned(self, at: float) -> float:
+        """RemoveRemoteObjects where nothing is left: the ownership GET on every worker."""
+        for worker in self.workers:
+            at = self.send(worker, at, 1, METADATA)
         return at

@@ -52,7 +52,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from dq_clients import CREATE_JOB, REMOVE_ADMITTED, REMOVE_PENDING, Clients
+from dq_clients import CREATE_JOB, JOB, Clients
 from dq_trace import GPU, Job, Resources, Scenario, WorkerSpec, res
 
 from controller.model import FlavorCapacity, QueueCapacity, WorkerView
@@ -110,6 +110,9 @@ class Settings:
     nomination_delay: float = 0.0
     horizon: float = 12 * 3600.0  # stop; what has not run by then never ran
 
+
+# MultiKueue's batching of the events of a worker's objects (constants.UpdatesBatchPeriod).
+BATCH = 1.0
 
 # Where a copy is on its worker; CREATING: the manager's Create has not gone out yet.
 PENDING, ADMITTED, EVICTING, DELETING, GONE = "pending", "admitted", "evicting", "deleting", "gone"
@@ -294,6 +297,10 @@ class Sim:
         self.snapshot: dict[str, WorkerView] = {}
         self.snapshot_at = -math.inf  # when `snapshot` was read
         self.waiting: dict[str, Wl] = {}  # primaries with quota, no cluster yet
+        # MultiKueue's reconciles of a workload: when the one queued starts, and when the
+        # requests of the last one started have gone out.
+        self.queued: dict[str, float] = {}
+        self.busy: dict[str, float] = {}
         self.dirty = True
         for job in scenario.jobs:
             self.at(job.arrival, "arrive", job)
@@ -344,6 +351,9 @@ class Sim:
             "evicted": self._evicted,
             "requeue": self._requeue,
             "nominated": self._nominated,
+            "reconcile": self._reconcile,
+            "job": lambda copy: self._request(copy.owner, BATCH),
+            "removed": self._removed,
         }
         while self.events:
             t, _, kind, payload = heapq.heappop(self.events)
@@ -363,6 +373,7 @@ class Sim:
             self.wls.append(wl)
             group.append(wl)
             self.manager_queue.append(wl)
+            self._request(wl, 0.0)  # its creation on the manager
         self.groups[job.name] = group
         self._admit_on_manager()
 
@@ -380,8 +391,10 @@ class Sim:
                 wl.reserved_at = self.now
                 if wl.first_reserved is None:
                     wl.first_reserved = self.now
-                if self.turn:
-                    self._background_reads(self.now)
+                if self.d.writes_nominations:
+                    # The reservation's reconcile, before the dispatcher's nomination
+                    # (where Kueue nominates, that reconcile is the one that does).
+                    self._request(wl, 0.0)
                 self._dispatch(wl)
             else:
                 waiting.append(wl)
@@ -430,10 +443,13 @@ class Sim:
         wl.nominated = chosen
         self.stats.nominations.append((self.now, wl.key, chosen))
         # The reconcile the new list starts reads the workload from every worker first.
-        at = self.clients.read_group(self.now)
+        at = self._reads(wl)
         for cluster in list(wl.copies):
             if cluster not in chosen:
                 self._delete_copy(wl, wl.copies.pop(cluster), at)
+        if not self.d.writes_nominations:
+            # Kueue's own write of the list is an update of the Workload: one more reconcile.
+            self._request(wl, 0.0)
         for cluster in chosen:
             if cluster not in wl.copies:
                 copy = self._copy(
@@ -448,6 +464,7 @@ class Sim:
                 else:
                     self.workers[cluster].pending.append(copy)
                     self._wake(cluster)
+                    self._request(wl, BATCH)  # its creation, an event on the worker
 
     def _create(self, copy: Copy) -> None:
         """The manager's Create reaches the worker (created then: its place in the queue),
@@ -458,13 +475,57 @@ class Sim:
         copy.created = self.now
         self.workers[copy.worker].pending.append(copy)
         self._wake(copy.worker)
-        self._background_reads(self.now + self.s.sync_delay)
+        self._request(copy.owner, BATCH)
 
-    def _background_reads(self, at: float) -> None:
-        """A reconcile that changes nothing here still reads from every worker: where the
-        clients are limited, it takes their tokens."""
-        if self.clients.limited:
-            self.clients.read_group(at)
+    def _request(self, wl: Wl | None, delay: float) -> None:
+        """A reconcile of the manager's Workload asked for, one that changes nothing here but
+        sends its requests: by an update of the Workload (`delay` 0), or by an event of a
+        copy or of its job on a worker (made, changed, deleted), which MultiKueue queues a
+        second later (`queueWorkloadEvent` in multikueuecluster.go, then `AddAfter(...,
+        UpdatesBatchPeriod)`, pkg/constants 1 s, in workload.go `setupWithManager`). As
+        controller-runtime's queue does, a request folds into the reconcile already queued,
+        and one asked for while a reconcile of the same Workload runs (its requests waiting
+        for their tokens) starts when that ends. Run only where the clients are limited:
+        elsewhere its requests cost nothing."""
+        if wl is None or not self.clients.limited:
+            return
+        queued = self.queued.get(wl.key)
+        if queued is not None and queued >= self.now:
+            # Not run yet, it sees this event too: client-go's delaying queue keeps one
+            # entry per item, at the earlier time (k8s.io/client-go util/workqueue
+            # delaying_queue.go `insert`), and an item already queued is not queued twice.
+            return
+        start = max(self.now + delay, self.busy.get(wl.key, -math.inf))
+        self.queued[wl.key] = start
+        self.at(start, "reconcile", wl)
+
+    def _removed(self, payload: tuple[Wl, str]) -> None:
+        """The manager's reconcile of its Finished Workload: its reads, then the job and
+        the copy deleted on the worker that ran it; those deletions are events there."""
+        wl, worker = payload
+        self.busy[wl.key] = self.clients.remove(worker, self._reads(wl), job=True)
+        self._request(wl, BATCH)
+
+    def _reconcile(self, wl: Wl) -> None:
+        if self.queued.get(wl.key) == self.now:
+            del self.queued[wl.key]
+        self._reads(wl)
+
+    def _reads(self, wl: Wl) -> float:
+        """A reconcile's requests, sent now (Reconcile in multikueue/workload.go): the
+        Workload read from every worker (readGroup); for one finished or without a
+        reservation, RemoveRemoteObjects on every worker, which looks for the job first (an
+        ownership GET); for one admitted, its job's status read from its worker (the
+        adapter's SyncJob). When the last has gone out: the reconcile runs until then."""
+        if not self.clients.limited:
+            return self.now
+        at = self.clients.read_group(self.now)
+        if wl.finished_at is not None or wl.reserved_at is None:
+            at = self.clients.unowned(at)
+        elif wl.cluster:
+            at = self.clients.send(wl.cluster, at, 1, JOB)
+        self.busy[wl.key] = at
+        return at
 
     def _delete_copy(self, wl: Wl, copy: Copy, at: float | None = None) -> None:
         """The manager deletes a remote copy (its requests sent from `at`, by default now):
@@ -472,9 +533,10 @@ class Sim:
         copy.wanted = False
         wl.dying.append(copy)
         # A copy whose Create has not gone out yet is made, then removed: the requests to
-        # a worker go out in the order asked (dq_clients.Bucket).
-        requests = REMOVE_PENDING if copy.state in (PENDING, CREATING) else REMOVE_ADMITTED
-        sent = self.clients.send(copy.worker, self.now if at is None else at, requests)
+        # a worker go out in the order asked (dq_clients.Bucket). A copy admitted has a job
+        # only once the manager made it: the winner's.
+        job = copy.state not in (PENDING, CREATING) and wl.cluster == copy.worker
+        sent = self.clients.remove(copy.worker, self.now if at is None else at, job)
         self.at(sent + self.s.sync_delay, "gone", copy)
 
     def _sync(self, wl: Wl) -> None:
@@ -483,7 +545,7 @@ class Sim:
         if not self.clients.limited:
             self._seen(wl)
             return
-        self.at(self.clients.read_group(self.now), "seen", wl)
+        self.at(self._reads(wl), "seen", wl)
 
     def _seen(self, wl: Wl) -> None:
         """The manager sees an admitted copy: the first one admitted wins (to the second,
@@ -505,9 +567,16 @@ class Sim:
             winner = admitted[0]
         wl.cluster = winner.worker
         # Its job is made on the worker (the adapter's SyncJob): its pods start then.
-        made = self.clients.send(winner.worker, self.now, CREATE_JOB)
+        made = self.clients.send(winner.worker, self.now, CREATE_JOB, JOB)
         if self.s.job_on_seen:
             self.at(made + winner.duration, "finish", winner)
+        # The manager writes clusterName and the check's state, then Admitted: two updates
+        # of its Workload, a reconcile each; the job's creation on the worker is an event
+        # there (its pod starting folds into it where it comes within the second).
+        self._request(wl, 0.0)
+        self._request(wl, 0.0)
+        if self.clients.limited:
+            self.at(made, "job", winner)
         self.waiting.pop(wl.key, None)
         if wl.admitted_at is None:
             wl.admitted_at = winner.admitted_at
@@ -525,10 +594,10 @@ class Sim:
     def _evicted(self, copy: Copy) -> None:
         """The manager sees its admitted copy evicted on the worker: its reconcile reads
         every worker first, then `_requeue`."""
-        if not self.clients.limited:
+        if not self.clients.limited or copy.owner is None:
             self._requeue(copy)
             return
-        self.at(self.clients.read_group(self.now), "requeue", copy)
+        self.at(self._reads(copy.owner), "requeue", copy)
 
     def _requeue(self, copy: Copy) -> None:
         """Retry, evicted on the manager, requeued; its remote copies are deleted."""
@@ -602,6 +671,7 @@ class Sim:
         """A deletion reaches the worker's Kueue: a pending copy leaves the queue, an
         admitted one starts releasing its quota."""
         worker = self.workers[copy.worker]
+        self._request(copy.owner, BATCH)
         if copy.state == CREATING:  # cannot be: its Create went out first (kept safe)
             copy.state = GONE
             self._forget(copy)
@@ -741,10 +811,12 @@ class Sim:
         if wl is not None and won and wl.cluster == copy.worker:
             wl.copies.pop(copy.worker, None)
             wl.finished_at = self.now
-            # The manager sees it finished and removes what is left on the worker.
+            # The job's end and the copy's Finished are events on the worker; the manager,
+            # its Workload Finished, removes what is left there, and each deletion is one
+            # more event.
+            self._request(wl, BATCH)
             if self.clients.limited:
-                at = self.clients.read_group(self.now + self.s.sync_delay)
-                self.clients.send(copy.worker, at, REMOVE_ADMITTED)
+                self.at(self.now + self.s.sync_delay, "removed", (wl, copy.worker))
             self._release_manager(wl)
             self._admit_on_manager()
 

@@ -312,9 +312,14 @@ def _predicted(
 ) -> dict[str, float]:
     """The simulation's measures of the same stream, in the same units (seconds); `settings`:
     the delays of the fleet it stands for (a kind fleet's by default)."""
-    found = simulated(Sim(stream.scenario, SIMULATED[dispatcher](), settings or Settings()).run())
+    sim = Sim(stream.scenario, SIMULATED[dispatcher](), settings or Settings()).run()
+    found = simulated(sim)
+    reads = sim.clients.reads / max(len(sim.wls), 1)
     return {
         **{k: float(v) for k, v in found.items() if isinstance(v, int | float)},
+        # MultiKueue's reads of the copies (readGroup), where its clients are modelled
+        # (dq_clients.py).
+        "workload_reads": reads if sim.clients.limited else math.nan,
         "unfinished": float(found["never"]),
         "pending": float(found["never"]),
     }

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import re
 import sys
 import tempfile
 import time
@@ -142,9 +143,43 @@ class KwokFleet:
             return no_usage()
         return usage_of(self.running.local.metrics_text())
 
+    def workload_reads(self) -> float:
+        """The GETs of Workloads every worker's API server has served so far
+        (`apiserver_request_total`, verb GET, resource workloads): the manager's MultiKueue
+        reads each copy with a GET through a client without a cache (`readGroup`, Kueue
+        v0.19.2 pkg/controller/admissionchecks/multikueue/workload.go), where a worker's own
+        Kueue, our dispatcher and the controller manager read theirs from watches, but for
+        the garbage collector's look at a dependent whose owner went."""
+        from kubernetes import config as kube_config
+
+        total = 0.0
+        for cluster in self.running.fleet.clusters.values():
+            if cluster["role"] == "manager":
+                continue
+            config = yaml.safe_load(Path(cluster["kubeconfig"]).read_text())
+            with kube_config.new_client_from_config_dict(config) as api:
+                answer = api.call_api("GET", f"{api.configuration.host}/metrics")
+                answer.read()
+                total += workload_gets(answer.data.decode())
+        return total
+
     def down(self) -> None:
         if self.running is not None:
             self.running.down()
+
+
+_REQUESTS = re.compile(r"^apiserver_request_total\{([^}]*)\}\s+(\S+)$", re.MULTILINE)
+
+
+def workload_gets(page: str) -> float:
+    """The GETs of Workloads a kube-apiserver's /metrics page counts, every code."""
+    return sum(
+        float(value)
+        for labels, value in _REQUESTS.findall(page)
+        if 'resource="workloads"' in labels
+        and 'verb="GET"' in labels
+        and 'subresource=""' in labels
+    )
 
 
 async def open_fleet(loopback: Any) -> Fleet:
@@ -173,11 +208,13 @@ async def one_run(
             await ensure_priority_classes(fleet)
             waited = await canary(fleet, args)
             print(f"  {dispatcher}: the fleet dispatches ({waited:.0f} s)", flush=True)
-            before = run.usage()
+            before, read = run.usage(), run.workload_reads()
             found = await replay_on(
                 fleet, stream, args, served_kinds=SERVED, run=f"{seed}-{dispatcher}"
             )
-            after = run.usage()
+            after, read_after = run.usage(), run.workload_reads()
+            workloads = sum(job.parts for job in stream.scenario.jobs)
+            found["workload_reads"] = (read_after - read) / max(workloads, 1)
             found["cpu_s"] = after["cpu"] - before["cpu"]
             found["rss_mib"] = after["rss"] / 2**20
             found["nomination_delay_s"] = mean_delay(before, after)

@@ -181,13 +181,13 @@ def test_agreement_is_the_real_median_over_the_simulations_marked_beyond_a_quart
     head, _, row = text.splitlines()
     assert head == (
         "| dispatcher | admit P50 s | admit P95 s | admit P99 s | JCT P95 s | copies/wl "
-        "| preemptions |"
+        "| preemptions | Workload reads on workers per workload |"
     )
-    # P50 and JCT unmeasured; P95's median 11 against 10; P99 1.2 is within a quarter;
-    # preemptions 0 against 0 agree.
-    assert row == "| policy | n/a | 1.10 | 1.20 | n/a | 1.00 | = |"
+    # P50, JCT and the reads unmeasured (kind runs do not count reads); P95's median 11
+    # against 10; P99 1.2 is within a quarter; preemptions 0 against 0 agree.
+    assert row == "| policy | n/a | 1.10 | 1.20 | n/a | 1.00 | = | n/a |"
     off = fleet_compare.agreement([run(1, 13.0, 2.0)]).splitlines()[2]
-    assert off == "| policy | n/a | 1.30 **off** | 1.20 | n/a | 1.00 | vs 0 **off** |"
+    assert off == "| policy | n/a | 1.30 **off** | 1.20 | n/a | 1.00 | vs 0 **off** | n/a |"
     # Kueue's times are whole seconds: 0 s against 0.5 s is the same reading, 2 against 0.5
     # is not; a count has no such tolerance.
     small = [run(1, 0.0, 1.0)]
@@ -195,7 +195,7 @@ def test_agreement_is_the_real_median_over_the_simulations_marked_beyond_a_quart
     assert fleet_compare.agreement(small).splitlines()[2].split(" | ")[2] == "0.00"
     small[0]["real"]["p95"] = 2.0
     assert fleet_compare.agreement(small).splitlines()[2] == (
-        "| policy | n/a | 4.00 **off** | 1.20 | n/a | 1.00 | 2.00 **off** |"
+        "| policy | n/a | 4.00 **off** | 1.20 | n/a | 1.00 | 2.00 **off** | n/a |"
     )
 
 

@@ -17,7 +17,7 @@ from loopback.controlplane import StartError
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
 from fleet_stream import draw, job_object, local_object
-from kwok_compare import stack_document
+from kwok_compare import stack_document, workload_gets
 
 # The shape of kustomize/stage/pod/general/pod-complete.yaml at v0.8.0, abridged.
 GENERAL_COMPLETE = {
@@ -189,6 +189,33 @@ def test_the_table_simulates_again_the_stream_each_seed_drew(
     assert f"| {fleet_compare._cell(expected['p95'])} |" in simulated_row
     assert "| 99 |" not in simulated_row  # the CSV's own simulated side is not used
     assert kwok_compare.main(["--table", str(tmp_path / "none.csv")]) == 2
+
+
+def test_the_workload_reads_are_the_gets_of_workloads_a_worker_served() -> None:
+    """What a worker's kube-apiserver counts (v1.36 `apiserver_request_total`): the GETs of
+    Workloads, found or not, and nothing else (a list, a status write, a Job's GET)."""
+
+    def sample(verb: str, n: int, code: int = 200, resource: str = "workloads",
+               sub: str = "") -> str:  # fmt: skip
+        group = "batch" if resource == "jobs" else "kueue.x-k8s.io"
+        return (
+            f'apiserver_request_total{{code="{code}",component="apiserver",dry_run="",'
+            f'group="{group}",resource="{resource}",scope="resource",subresource="{sub}",'
+            f'verb="{verb}",version="v1"}} {n}'
+        )
+
+    page = "\n".join(
+        [
+            "# TYPE apiserver_request_total counter",
+            sample("GET", 93),
+            sample("GET", 381, code=404),
+            sample("GET", 5, sub="status"),
+            sample("LIST", 7),
+            sample("GET", 119, resource="jobs"),
+        ]
+    )
+    assert workload_gets(page) == 93 + 381
+    assert workload_gets("") == 0
 
 
 @pytest.mark.parametrize(
