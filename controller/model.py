@@ -209,10 +209,14 @@ class Judged(Protocol):
 @dataclass(frozen=True)
 class Decision:
     nominate: tuple[str, ...]
-    outcome: str  # "nominated", "waiting" (nominated where it does not fit yet) or "none"
+    # "nominated", "waiting" (nominated where it does not fit yet), "held" (kept on the
+    # manager until a worker has room: policy.held) or "none"
+    outcome: str
     summary: str
     judged: Judged = field(repr=False, compare=False)
     chosen: tuple[Verdict, ...] = ()  # the verdicts of `nominate`, in its order
+    # Why nothing was nominated, where no cluster's standing says it (a metric label).
+    blocked: str = ""
 
     @cached_property
     def verdicts(self) -> tuple[Verdict, ...]:
@@ -227,6 +231,8 @@ class Decision:
 
     def blocker(self) -> str:
         """The most common reason clusters were filtered out (for metrics)."""
+        if self.blocked:
+            return self.blocked
         counts: dict[str, int] = {}
         for _, _, category in self.standings:
             if category:

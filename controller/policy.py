@@ -16,7 +16,7 @@ that admission away.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 
 from controller.fit_memo import FitMemo
@@ -61,6 +61,54 @@ def _held_known(workers: dict[str, WorkerView], cluster: str, local_queue: str) 
     worker = workers.get(cluster)
     queue = worker.queues.get(worker.local_queues.get(local_queue, "")) if worker else None
     return queue is not None and queue.held is not None
+
+
+# Where a copy would only wait behind smaller work, a workload that needs at least this share
+# of every queue that could hold it waits on the manager instead (`held`).
+HOLD_SHARE = 0.5
+
+
+def held(
+    workload: WorkloadView,
+    workers: dict[str, WorkerView],
+    local_queue: str,
+    waiting: Iterable[str],
+) -> bool:
+    """Whether a workload that fits nowhere now is better kept off the workers until one has
+    room: every queue where it could wait (`waiting`) admits smaller work past a copy that
+    does not fit (BestEffortFIFO, apis/kueue/v1beta2/clusterqueue_types.go 198-201, v0.19.2)
+    and never preempts (withinClusterQueue Never, Kueue's default), and it needs at least
+    HOLD_SHARE of each. A copy there would hold no place: what frees goes to smaller work
+    first, so the worker never drains for it, and widening only adds copies. Kept on the
+    manager, it is nominated where it fits once a worker has room (BENCHMARKS.md section 4:
+    kueue-defaults and mixed-gpu, copies 1.37 and 1.56 a workload before, 1.02 after, P95
+    no worse; on the other six scenarios, where some queue preempts or is StrictFIFO, it
+    changes nothing)."""
+    some = False
+    for name in waiting:
+        some = True
+        worker = workers[name]
+        queue = worker.queues.get(worker.local_queues.get(local_queue, ""))
+        if queue is None or queue.strict_fifo or queue.preempts:
+            return False
+        nominal: dict[str, int] = {}
+        for group in queue.groups:
+            for flavor in group:
+                for resource, amount in flavor.nominal.items():
+                    nominal[resource] = nominal.get(resource, 0) + amount
+        if not any(
+            a >= HOLD_SHARE * nominal[r] for r, a in workload.requests.items() if nominal.get(r)
+        ):
+            return False
+    return some
+
+
+def held_summary(verdicts: Iterable[Verdict]) -> str:
+    return (
+        "no cluster can take it now; held on the manager until one has room (it needs half "
+        "or more of each queue that could hold it, and those admit smaller work first and "
+        "never preempt): " + "; ".join(f"{v.cluster}: {v.reason}" for v in verdicts)
+    )
 
 
 def takes_room(verdict: Verdict, queue: QueueCapacity | None) -> bool:
@@ -124,13 +172,21 @@ def decide(
     # reservation). Widening only while nothing fits was measured and made P95 worse
     # (BENCHMARKS.md section 4: balanced-10 9.9 -> 12.4 minutes over 8 seeds).
     count = widened_count(policy, workload, now)
+    waiting = (c for c in judgement.position if judgement.standing(c) != OUT)
+    if not fits and held(workload, workers, local_queue, waiting):
+        # Kept where it is nominated (it may be admitting there), nothing added.
+        if not kept:
+            return Decision(
+                (), "held", held_summary(judgement.verdicts()), judgement, blocked="held"
+            )
+        count = 0
     # `count` is how many clusters where the workload fits to reach (or, when nothing fits,
     # how many to wait on); a kept cluster that only waits does not count toward it when
     # another fits, so a full nominated cluster gains a companion rather than losing its
     # place. Never a reason to drop a kept cluster.
     counted = [c for c in kept if standing[c] == FITS] if fits else kept
     wanted_more = max(0, count - len(counted))
-    if not fits and kept and not any(judgement.preempts_now(c) for c in kept):
+    if count and not fits and kept and not any(judgement.preempts_now(c) for c in kept):
         # Nothing fits, and no kept cluster can preempt for it now: where one can (as its
         # Workloads show, not only because its queue preempts), the workload is admitted
         # once the victims are gone, so the best of those joins the kept ones, as a

@@ -155,7 +155,7 @@ SITUATIONS: list[tuple[str, str, Callable[[], Awaitable[str]]]] = [
     (
         "A workload stays pending",
         EXPLAIN,
-        lambda: explain_of(FULL, train(cpu="4", memory="8Gi")),
+        lambda: explain_of(FULL, train(cpu="3", memory="8Gi")),
     ),
     (
         "The dispatcher is not leading",

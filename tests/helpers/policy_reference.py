@@ -58,7 +58,7 @@ from controller.model import (
     WorkerView,
     WorkloadView,
 )
-from controller.policy import widened_count
+from controller.policy import held, held_summary, widened_count
 
 
 @dataclass(frozen=True)
@@ -511,6 +511,11 @@ def decide(
     # reservation). Widening only while nothing fits was measured and made P95 worse
     # (BENCHMARKS.md section 4: balanced-10 9.9 -> 12.4 minutes over 8 seeds).
     count = widened_count(policy, workload, now)
+    waiting = (c for c in shape.position if shape.standing[shape.position[c]] != _OUT)
+    if not anything_fits and held(workload, workers, local_queue, waiting):
+        if not kept:
+            return Decision((), verdicts, "held", held_summary(verdicts))
+        count = 0
     # `count` is how many clusters where the workload fits to reach (or, when nothing fits,
     # how many to wait on); a kept cluster that only waits does not count toward it when
     # another fits, so a full nominated cluster gains a companion rather than losing its

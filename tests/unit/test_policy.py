@@ -313,11 +313,11 @@ def test_never_fits_anywhere() -> None:
 
 def test_widening_after_the_wait() -> None:
     # Something waits in every queue (the workload's copy, where it is nominated): nothing
-    # fits anywhere.
+    # fits anywhere. (Less than half of each queue: `held` keeps bigger ones here.)
     workers = fleet(
-        w1=replace(queue(8, reserved=7), pending=1),
-        w2=replace(queue(8, reserved=6), pending=1),
-        w3=replace(queue(8, reserved=5), pending=1),
+        w1=replace(queue(10, reserved=9), pending=1),
+        w2=replace(queue(10, reserved=8), pending=1),
+        w3=replace(queue(10, reserved=7), pending=1),
     )
     policy = Policy(widen_after_seconds=60, when_nothing_fits="WaitOnBest")
     fresh = demand(4, nominated=("w3",), nominated_at=NOW - timedelta(seconds=30))
@@ -326,6 +326,28 @@ def test_widening_after_the_wait() -> None:
     assert run(waited, workers, policy).nominate == ("w3", "w2")
     long = demand(4, nominated=("w3", "w2"), nominated_at=NOW - timedelta(seconds=150))
     assert run(long, workers, policy).nominate == ("w3", "w2", "w1")
+
+
+def test_a_big_workload_waits_on_the_manager_where_a_copy_would_only_wait() -> None:
+    """Nothing fits, and every queue that could hold it is BestEffortFIFO and never preempts
+    (Kueue's defaults): a workload needing half of each or more is not sent, as smaller work
+    would take what frees there first; it goes where it fits once one has room. A nomination
+    it has stays (it may be admitting there) and gains no companion. Where a queue preempts
+    or is StrictFIFO, or the workload is smaller, it waits on the workers as before."""
+    busy = fleet(w1=queue(8, reserved=5), w2=queue(8, reserved=6))
+    decision = run(demand(4), busy)
+    assert (decision.nominate, decision.outcome, decision.blocker()) == ((), "held", "held")
+    assert decision.summary.startswith("no cluster can take it now; held on the manager")
+    assert "w1: " in decision.summary and "w2: " in decision.summary
+    assert run(demand(4), fleet(w1=queue(8, reserved=4), w2=queue(8, 6))).nominate == ("w1",)
+    waited = demand(4, nominated=("w2",), nominated_at=NOW - timedelta(hours=1))
+    queued = fleet(w1=queue(8, reserved=5), w2=replace(queue(8, reserved=6), pending=1))
+    assert run(waited, queued, Policy(widen_after_seconds=60)).nominate == ("w2",)
+    assert run(demand(3), busy).nominate == ("w1",)  # less than half: waits there
+    preempts = fleet(w1=replace(queue(8, reserved=5), preempts=True), w2=queue(8, reserved=6))
+    assert run(demand(4), preempts).nominate == ("w1",)
+    strict = fleet(w1=replace(queue(8, reserved=5), strict_fifo=True), w2=queue(8, reserved=6))
+    assert run(demand(4), strict).nominate == ("w1",)
 
 
 def test_widening_goes_on_where_the_view_says_it_fits() -> None:
