@@ -85,6 +85,19 @@ def test_a_copys_pods_start_when_the_manager_has_made_its_job() -> None:
     assert (after.admitted_at, after.finished_at) == (2.0, 13.0)
 
 
+def _read_groups(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """When each read group of the runs that follow starts."""
+    reads: list[float] = []
+    read_group = Clients.read_group
+
+    def spy(self: Clients, at: float) -> float:
+        reads.append(at)
+        return read_group(self, at)
+
+    monkeypatch.setattr(Clients, "read_group", spy)
+    return reads
+
+
 def test_an_external_dispatchers_nomination_comes_its_delay_after_the_reservation(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -94,14 +107,7 @@ def test_an_external_dispatchers_nomination_comes_its_delay_after_the_reservatio
     reservation, as section 4's model has it."""
     from dq_dispatchers import OurPolicy
 
-    reads: list[float] = []
-    read_group = Clients.read_group
-
-    def spy(self: Clients, at: float) -> float:
-        reads.append(at)
-        return read_group(self, at)
-
-    monkeypatch.setattr(Clients, "read_group", spy)
+    reads = _read_groups(monkeypatch)
     workers = (WorkerSpec("worker-00", 8, 32), WorkerSpec("worker-01", 8, 32))
     scenario = Scenario("one", "", workers, (Job("job-00", 0.0, res(1, 1), 10.0),), ())
     limited = {"worker_qps": 5.0, "worker_burst": 10}
@@ -175,14 +181,7 @@ def test_a_workloads_life_reads_every_worker_on_each_of_its_reconciles(
     manager's two writes that follow (clusterName, Admitted) folded into one; at 4 a second
     after its job was made, the losing copy's deletion folded in; at 13, the job having
     ended at 12, the manager's Finished and the worker's events; at 14 the deletions'."""
-    reads: list[float] = []
-    read_group = Clients.read_group
-
-    def spy(self: Clients, at: float) -> float:
-        reads.append(at)
-        return read_group(self, at)
-
-    monkeypatch.setattr(Clients, "read_group", spy)
+    reads = _read_groups(monkeypatch)
     sim = _one_job({"worker_qps": 5.0, "worker_burst": 10}).run()
     assert (sim.wls[0].admitted_at, sim.wls[0].finished_at) == (2.0, 12.0)
     assert reads == [0.0, 0.0, 3.0, 3.0, 3.0, 4.0, 13.0, 13.0, 14.0]
