@@ -571,9 +571,9 @@ class Sim:
         if self.s.job_on_seen:
             self.at(made + winner.duration, "finish", winner)
         # The manager writes clusterName and the check's state, then Admitted: two updates
-        # of its Workload, a reconcile each; the job's creation on the worker is an event
-        # there (its pod starting folds into it where it comes within the second).
-        self._request(wl, 0.0)
+        # of its Workload, at once, so one reconcile (the second folds into the first); the
+        # job's creation on the worker is an event there (its pod starting folds into it
+        # where it comes within the second).
         self._request(wl, 0.0)
         if self.clients.limited:
             self.at(made, "job", winner)

@@ -87,6 +87,16 @@ class QueueCapacity:
         return frozenset(r for group in self.groups for f in group for r in f.nominal)
 
     @cached_property
+    def nominal_total(self) -> Resources:
+        """resource -> its nominal quota summed over every flavor."""
+        total: Resources = {}
+        for group in self.groups:
+            for flavor in group:
+                for resource, amount in flavor.nominal.items():
+                    total[resource] = total.get(resource, 0) + amount
+        return total
+
+    @cached_property
     def _below(self) -> dict[int, dict[str, Resources]]:
         return {}
 
@@ -215,8 +225,6 @@ class Decision:
     summary: str
     judged: Judged = field(repr=False, compare=False)
     chosen: tuple[Verdict, ...] = ()  # the verdicts of `nominate`, in its order
-    # Why nothing was nominated, where no cluster's standing says it (a metric label).
-    blocked: str = ""
 
     @cached_property
     def verdicts(self) -> tuple[Verdict, ...]:
@@ -231,8 +239,8 @@ class Decision:
 
     def blocker(self) -> str:
         """The most common reason clusters were filtered out (for metrics)."""
-        if self.blocked:
-            return self.blocked
+        if self.outcome == "held":  # no cluster's standing says why: the policy held it
+            return "held"
         counts: dict[str, int] = {}
         for _, _, category in self.standings:
             if category:

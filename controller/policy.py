@@ -91,11 +91,7 @@ def held(
         queue = worker.queues.get(worker.local_queues.get(local_queue, ""))
         if queue is None or queue.strict_fifo or queue.preempts:
             return False
-        nominal: dict[str, int] = {}
-        for group in queue.groups:
-            for flavor in group:
-                for resource, amount in flavor.nominal.items():
-                    nominal[resource] = nominal.get(resource, 0) + amount
+        nominal = queue.nominal_total
         if not any(
             a >= HOLD_SHARE * nominal[r] for r, a in workload.requests.items() if nominal.get(r)
         ):
@@ -176,9 +172,7 @@ def decide(
     if not fits and held(workload, workers, local_queue, waiting):
         # Kept where it is nominated (it may be admitting there), nothing added.
         if not kept:
-            return Decision(
-                (), "held", held_summary(judgement.verdicts()), judgement, blocked="held"
-            )
+            return Decision((), "held", held_summary(judgement.verdicts()), judgement)
         count = 0
     # `count` is how many clusters where the workload fits to reach (or, when nothing fits,
     # how many to wait on); a kept cluster that only waits does not count toward it when
