@@ -24,8 +24,9 @@ until no Workload is left. The WorkloadPriorityClasses the stream names (bench-l
 bench-normal 100, bench-high 200) are created on every cluster where missing and left.
 
 Like with like (issue 39): each seed runs the dispatchers in a rotated order (seed k starts
-with the k-th), so a drift across runs (a warming host, a growing etcd) does not land on one
-dispatcher; the table gives each measure's median over the seeds and its lowest and highest.
+with the k-th, whichever seeds a run is given), so a drift across runs (a warming host, a
+growing etcd) does not land on one dispatcher; the table gives each measure's median over
+the seeds and its lowest and highest.
 By default Incremental runs only where it differs from AllAtOnce: on more workers than its
 step (3, Kueue v0.19.2 DefaultStepSize in
 pkg/controller/workloaddispatcher/incrementaldispatcher.go, which the fleet's configuration
@@ -534,9 +535,10 @@ def _cell(value: float) -> str:
     return f"{value:.0f}" if abs(value - round(value)) < 0.05 else f"{value:.1f}"
 
 
-def rotated(dispatchers: list[str], index: int) -> list[str]:
-    """The order of the `index`-th seed's runs: the list turned by `index`."""
-    turn = index % len(dispatchers)
+def rotated(dispatchers: list[str], seed: int) -> list[str]:
+    """The order of seed `seed`'s runs: the list turned by seed - 1, by the seed's number and
+    not its place in --seeds, so a seed run again alone (--seeds 2) keeps its order."""
+    turn = (seed - 1) % len(dispatchers)
     return dispatchers[turn:] + dispatchers[:turn]
 
 
@@ -653,11 +655,11 @@ async def compare(args: argparse.Namespace) -> list[dict[str, Any]]:
                 f"Incremental left out: on {len(fleet.workers)} workers (its step is {STEP}) "
                 "it nominates every worker at once, as AllAtOnce does"
             )
-        for index, seed in enumerate(args.seeds):
+        for seed in args.seeds:
             stream = draw(
                 quotas, args.minutes, args.time_scale, seed, queues=queues, unit=args.cpu_unit
             )
-            order = rotated(dispatchers, index)
+            order = rotated(dispatchers, seed)
             print(
                 f"seed {seed}: {stream.scenario.about}; {len(stream.scenario.jobs)} jobs; "
                 f"in this order: {', '.join(order)}"

@@ -229,8 +229,8 @@ async def compare(args: argparse.Namespace) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     dispatchers = args.dispatchers or default_dispatchers(args.workers)
     with tempfile.TemporaryDirectory(prefix="mkf-kwok-") as tmp:
-        for index, seed in enumerate(args.seeds):
-            order = rotated(dispatchers, index)
+        for seed in args.seeds:
+            order = rotated(dispatchers, seed)
             print(f"seed {seed}: {args.workers} workers; in this order: {', '.join(order)}")
             for number, dispatcher in enumerate(order):
                 started = time.monotonic()

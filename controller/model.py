@@ -177,6 +177,11 @@ class Policy:
     clusters_to_nominate: int = 1
     widen_after_seconds: float = 300.0
     when_nothing_fits: str = "WaitOnBest"
+    # A workload that fits nowhere and needs hedge_share or more of every queue that could
+    # hold it is nominated to hedge_clusters at once (controller/policy.py `hedged`); 1 is
+    # off, the default BENCHMARKS.md section 4 chose.
+    hedge_clusters: int = 1
+    hedge_share: float = 0.9
 
 
 class Verdict(NamedTuple):

@@ -68,6 +68,21 @@ def _held_known(workers: dict[str, WorkerView], cluster: str, local_queue: str) 
 HOLD_SHARE = 0.5
 
 
+def _big(workload: WorkloadView, queue: QueueCapacity, share: float) -> bool:
+    """Whether the workload needs at least `share` of the queue's nominal quota of some
+    resource it asks for."""
+    nominal = queue.nominal_total
+    return any(a >= share * nominal[r] for r, a in workload.requests.items() if nominal.get(r))
+
+
+def _queues(
+    workers: dict[str, WorkerView], local_queue: str, waiting: Iterable[str]
+) -> Iterable[QueueCapacity | None]:
+    for name in waiting:
+        worker = workers[name]
+        yield worker.queues.get(worker.local_queues.get(local_queue, ""))
+
+
 def held(
     workload: WorkloadView,
     workers: dict[str, WorkerView],
@@ -85,18 +100,43 @@ def held(
     no worse; on the other six scenarios, where some queue preempts or is StrictFIFO, it
     changes nothing)."""
     some = False
-    for name in waiting:
+    for queue in _queues(workers, local_queue, waiting):
         some = True
-        worker = workers[name]
-        queue = worker.queues.get(worker.local_queues.get(local_queue, ""))
-        if queue is None or queue.strict_fifo or queue.preempts:
-            return False
-        nominal = queue.nominal_total
-        if not any(
-            a >= HOLD_SHARE * nominal[r] for r, a in workload.requests.items() if nominal.get(r)
+        if (
+            queue is None
+            or queue.strict_fifo
+            or queue.preempts
+            or not _big(workload, queue, HOLD_SHARE)
         ):
             return False
     return some
+
+
+def hedged(
+    workload: WorkloadView,
+    workers: dict[str, WorkerView],
+    local_queue: str,
+    waiting: Iterable[str],
+    share: float,
+) -> bool:
+    """Whether a workload that fits nowhere now needs at least `share` of every queue where
+    it could wait (the policy's `hedge_share`): a whole-worker job, whose start waits on a
+    worker draining, and which worker drains first cannot be foreseen from quotas. Such a
+    workload is nominated to the policy's `hedge_clusters` at once, as AllAtOnce's copies
+    race on every worker (BENCHMARKS.md section 4, issue 39: the last percent of the tail)."""
+    some = False
+    for queue in _queues(workers, local_queue, waiting):
+        some = True
+        if queue is None or not _big(workload, queue, share):
+            return False
+    return some
+
+
+def hedged_summary(count: int, share: float, summary: str) -> str:
+    return (
+        f"hedged on up to {count} clusters (it needs {share:.0%} or more of every queue that "
+        f"could hold it, and fits in none now): {summary}"
+    )
 
 
 def held_summary(verdicts: Iterable[Verdict]) -> str:
@@ -168,12 +208,19 @@ def decide(
     # reservation). Widening only while nothing fits was measured and made P95 worse
     # (BENCHMARKS.md section 4: balanced-10 9.9 -> 12.4 minutes over 8 seeds).
     count = widened_count(policy, workload, now)
-    waiting = (c for c in judgement.position if judgement.standing(c) != OUT)
+    waiting = [c for c in judgement.position if judgement.standing(c) != OUT]
+    hedge = 0
     if not fits and held(workload, workers, local_queue, waiting):
         # Kept where it is nominated (it may be admitting there), nothing added.
         if not kept:
             return Decision((), "held", held_summary(judgement.verdicts()), judgement)
         count = 0
+    elif (
+        not fits
+        and policy.hedge_clusters > count
+        and hedged(workload, workers, local_queue, waiting, policy.hedge_share)
+    ):
+        count = hedge = min(policy.hedge_clusters, MAX_NOMINATIONS)
     # `count` is how many clusters where the workload fits to reach (or, when nothing fits,
     # how many to wait on); a kept cluster that only waits does not count toward it when
     # another fits, so a full nominated cluster gains a companion rather than losing its
@@ -202,4 +249,6 @@ def decide(
     shown = tuple(judgement.verdict(c) for c in chosen)
     outcome = "nominated" if any(v.status == "fits" for v in shown) else "waiting"
     summary = "; ".join(f"{v.cluster}: {v.reason}" for v in shown)
+    if hedge:
+        summary = hedged_summary(hedge, policy.hedge_share, summary)
     return Decision(tuple(chosen), outcome, summary, judgement, shown)

@@ -203,10 +203,13 @@ def test_each_seed_runs_the_dispatchers_in_a_turned_order() -> None:
     """Interleaved: over three seeds each dispatcher runs once first, once second, once
     last, so a drift across the runs lands on none of them alone."""
     names = ["AllAtOnce", "Incremental", "policy"]
-    orders = [fleet_compare.rotated(names, i) for i in range(3)]
+    orders = [fleet_compare.rotated(names, seed) for seed in (1, 2, 3)]
     assert orders[0] == names
     for position in range(3):
         assert sorted(order[position] for order in orders) == sorted(names)
+    # By the seed's number: seed 2 run again alone starts with the second, as it did.
+    assert fleet_compare.rotated(names, 2) == ["Incremental", "policy", "AllAtOnce"]
+    assert fleet_compare.rotated(names, 4) == names
 
 
 def test_incremental_runs_by_default_only_where_it_differs_from_all_at_once() -> None:

@@ -58,7 +58,7 @@ from controller.model import (
     WorkerView,
     WorkloadView,
 )
-from controller.policy import held, held_summary, widened_count
+from controller.policy import hedged, hedged_summary, held, held_summary, widened_count
 
 
 @dataclass(frozen=True)
@@ -511,11 +511,18 @@ def decide(
     # reservation). Widening only while nothing fits was measured and made P95 worse
     # (BENCHMARKS.md section 4: balanced-10 9.9 -> 12.4 minutes over 8 seeds).
     count = widened_count(policy, workload, now)
-    waiting = (c for c in shape.position if shape.standing[shape.position[c]] != _OUT)
+    waiting = [c for c in shape.position if shape.standing[shape.position[c]] != _OUT]
+    hedge = 0
     if not anything_fits and held(workload, workers, local_queue, waiting):
         if not kept:
             return Decision((), verdicts, "held", held_summary(verdicts))
         count = 0
+    elif (
+        not anything_fits
+        and policy.hedge_clusters > count
+        and hedged(workload, workers, local_queue, waiting, policy.hedge_share)
+    ):
+        count = hedge = min(policy.hedge_clusters, MAX_NOMINATIONS)
     # `count` is how many clusters where the workload fits to reach (or, when nothing fits,
     # how many to wait on); a kept cluster that only waits does not count toward it when
     # another fits, so a full nominated cluster gains a companion rather than losing its
@@ -540,4 +547,6 @@ def decide(
     by_name = {v.cluster: v for v in (verdicts[shape.position[c]] for c in chosen)}
     outcome = "nominated" if any(by_name[c].status == "fits" for c in chosen) else "waiting"
     summary = "; ".join(f"{c}: {by_name[c].reason}" for c in chosen)
+    if hedge:
+        summary = hedged_summary(hedge, policy.hedge_share, summary)
     return Decision(tuple(chosen), verdicts, outcome, summary)

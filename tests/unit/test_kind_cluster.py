@@ -52,6 +52,13 @@ class FakeKind:
         return subprocess.CompletedProcess(args, 0, out, "")
 
 
+@pytest.fixture(autouse=True)
+def quick_settle(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A teardown's looks for late nodes, without their pauses."""
+    monkeypatch.setattr(kind_creates, "SETTLE_PAUSE", 0.0)
+    monkeypatch.setattr(kind_creates, "SETTLE_LIMIT", 0.5)
+
+
 @pytest.fixture
 def kind(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Any:
     def install(*existing: str, owner: str | None = "") -> FakeKind:
@@ -538,6 +545,38 @@ def test_a_teardown_deletes_what_a_cut_short_create_left_and_nothing_else(
     assert list(folder.iterdir()) == []
     assert logged == ["kind cluster dev-w1: its create was cut short; deleted"]
     assert kind_creates.remove_cut_short(tmp_path / "no-such-stack", logged.append) == []
+
+
+def test_a_node_the_engine_lands_after_the_teardown_looked_is_deleted_too(
+    kind: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A node container whose create was in flight when kind was killed is listed, refused
+    by `docker rm` ("No such container") and lands after the delete returned (Docker
+    20.10.24): the teardown deletes it when it shows up, and stops only when kind has not
+    listed the cluster for SETTLE_LOOKS looks in a row."""
+    fake = kind("dev-w1")
+    folder = tmp_path / "state" / "kind" / "dev"
+    path = str(folder / "dev-w1.kubeconfig")
+    with pytest.raises(RuntimeError), kind_creates.creating("kind", "dev-w1", path):
+        raise RuntimeError("killed")
+    lands = {"after looks": 2}  # the late node lands two looks after the first delete
+
+    def late(args: list[str], **kw: Any) -> Any:
+        if args[1:3] == ["get", "clusters"] and "dev-w1" not in fake.existing:
+            lands["after looks"] -= 1
+            if lands["after looks"] == 0:
+                fake.existing.add("dev-w1")
+        return fake(args, **kw)
+
+    monkeypatch.setattr(subprocess, "run", late)
+    logged: list[str] = []
+    assert kind_creates.remove_cut_short(folder, logged.append) == ["dev-w1"]
+    deletes = [c for c in fake.calls if c[1:3] == ["delete", "cluster"]]
+    assert len(deletes) == 2 and fake.existing == set()
+    looks = [c for c in fake.calls if c[1:3] == ["get", "clusters"]]
+    assert len(looks) == 1 + 2 + kind_creates.SETTLE_LOOKS  # listed, late, then quiet
+    assert logged == ["kind cluster dev-w1: its create was cut short; deleted"]
+    assert not kind_creates.mark_of(path).exists()
 
 
 def test_a_cut_short_cluster_kind_cannot_delete_is_named_with_the_command(

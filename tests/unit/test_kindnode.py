@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -343,3 +344,23 @@ def test_low_inotify_limits_are_a_warning_with_the_fix(monkeypatch: pytest.Monke
     assert inotify.ok and inotify.warning
     assert "too many open files" in inotify.detail
     assert "sysctl -w fs.inotify.max_user_watches=524288" in inotify.detail
+
+
+@pytest.mark.parametrize(("free_gib", "ok"), [(31, False), (32, True)])
+def test_the_disk_a_fleet_needs_is_what_a_running_node_takes(
+    monkeypatch: pytest.MonkeyPatch, free_gib: int, ok: bool
+) -> None:
+    """8 nodes want 32 GiB free: a running node's volume measured up to 4.6 GB."""
+    from components.checks import kind_host
+
+    monkeypatch.setattr(kind_host, "docker_answers", lambda: True)
+    monkeypatch.setattr(kind_host, "docker_info", lambda: {"ServerVersion": "20", "MemTotal": 0})
+    monkeypatch.setattr(kind_host, "lacks_sys_resource", lambda: False)
+    monkeypatch.setattr(kind_host, "missing_cgroup_controllers", lambda: [])
+    monkeypatch.setattr(kind_host, "low_inotify", lambda: {})
+    usage = shutil._ntuple_diskusage(100 << 30, (100 - free_gib) << 30, free_gib << 30)  # type: ignore[attr-defined]
+    monkeypatch.setattr(kind_host.shutil, "disk_usage", lambda _path: usage)
+    (disk,) = [f for f in kind_host.checks(8) if f.name == "disk"]
+    assert disk.ok is ok
+    assert f"{free_gib} GiB free under" in disk.detail and "(about 4 GiB each)" in disk.detail
+    assert disk.detail.endswith(": free disk space or use fewer nodes") is not ok

@@ -350,6 +350,34 @@ def test_a_big_workload_waits_on_the_manager_where_a_copy_would_only_wait() -> N
     assert run(demand(4), strict).nominate == ("w1",)
 
 
+def test_a_whole_worker_workload_that_fits_nowhere_is_hedged_where_the_policy_says() -> None:
+    """With `hedge_clusters` above 1, a workload that fits nowhere and needs `hedge_share`
+    or more of every queue that could hold it is nominated to that many at once (best
+    first), the summary says why; smaller work, work that fits somewhere, and the default
+    policy (off) nominate one as before. Held work stays held: hedging is for queues that
+    preempt or are StrictFIFO, where a copy keeps a place."""
+    hedging = Policy(hedge_clusters=3, hedge_share=0.9)
+
+    def strict(reserved: float) -> QueueCapacity:
+        return replace(queue(8, reserved=reserved), strict_fifo=True)
+
+    busy = fleet(w1=strict(2), w2=strict(3), w3=strict(2), w4=strict(2))
+    decision = run(demand(8), busy, hedging)
+    assert decision.outcome == "waiting" and len(decision.nominate) == 3
+    assert decision.nominate[0] == "w1"  # the best waiting cluster first, as without hedging
+    assert decision.summary.startswith(
+        "hedged on up to 3 clusters (it needs 90% or more of every queue that could hold "
+        "it, and fits in none now): w1: "
+    )
+    assert len(run(demand(8), busy).nominate) == 1  # off by default
+    assert len(run(demand(7), busy, hedging).nominate) == 1  # 7 of 8 is below 90%
+    assert run(demand(6), busy, hedging).nominate == ("w1",)  # fits there
+    many = Policy(hedge_clusters=40, hedge_share=0.5)
+    assert len(run(demand(8), busy, many).nominate) == 4  # every cluster, no more
+    held_here = fleet(w1=queue(8, reserved=5), w2=queue(8, reserved=6))
+    assert run(demand(8), held_here, hedging).outcome == "held"
+
+
 def test_widening_goes_on_where_the_view_says_it_fits() -> None:
     """Nominated where the view says it fits and still waiting after `widenAfter`, the view
     is wrong (BENCHMARKS.md section 4: widening only while nothing fits made P95 worse)."""
@@ -1006,7 +1034,10 @@ def test_the_board_decides_as_judging_each_cluster_alone(seed: int) -> None:
         for s in ("MostFreeQuota", "BestFit", "OrderedSpillover")
         for w in ("WaitOnBest", "LeastLoaded")
         for c in (1, 3)
-    ] + [Policy(name="zone-a", cluster_selector={"zone": "a"})]
+    ] + [
+        Policy(name="zone-a", cluster_selector={"zone": "a"}),
+        Policy(name="hedge", hedge_clusters=4, hedge_share=0.5),
+    ]
     policy = rng.choice(policies)
     shapes = [_random_requests(rng, odd=False) for _ in range(4)]
     distinct = seed % 2 == 0

@@ -882,8 +882,13 @@ def test_down_deletes_a_kind_cluster_whose_create_up_cut_short(
     state.write_text("{}")
     log = tmp_path / "calls.log"
     kind = tmp_path / "cut-kind"
-    listed = 'printf "dev-worker1\\nsomeone-else\\n"'
-    _fake(kind, f'echo "cut-kind $*" >> {log}\n[ "$1 $2" = "get clusters" ] && {listed}\nexit 0\n')
+    gone = tmp_path / "deleted"  # the fake lists dev-worker1 until it is deleted
+    listed = f"{{ [ -e {gone} ] || echo dev-worker1; echo someone-else; }}"
+    _fake(
+        kind,
+        f'echo "cut-kind $*" >> {log}\n[ "$1 $2" = "get clusters" ] && {listed}\n'
+        f'[ "$1 $2" = "delete cluster" ] && touch {gone}\nexit 0\n',
+    )
     folder = project / ".pulumi-state" / "kind" / "dev"
     folder.mkdir(parents=True)
     kubeconfig = folder / "dev-worker1.kubeconfig"
