@@ -44,13 +44,26 @@ Measures = dict[str, float | list[float]]
 Rows = dict[str, list[Measures]]
 
 
-def dispatchers() -> list[Dispatcher]:
-    """Fresh dispatchers for one run: Kueue's two, the project's default policy, the bound
-    a dispatcher could reach (`present`) and the oracle."""
+# The policy's hedging (`hedgeClusters`) measured beside its default: (clusters, share).
+Hedges = tuple[tuple[int, float], ...]
+
+
+def hedged_row(clusters: int) -> str:
+    return f"policy, hedge {clusters}"
+
+
+def dispatchers(hedges: Hedges = ()) -> list[Dispatcher]:
+    """Fresh dispatchers for one run: Kueue's two, the project's default policy (and the
+    policy hedging on each of `hedges`), the bound a dispatcher could reach (`present`)
+    and the oracle."""
     return [  # Kueue's first (the KUEUE names), then ours, then the limit
         AllAtOnce(),
         Incremental(),
         OurPolicy(Policy(), "policy"),
+        *(
+            OurPolicy(Policy(hedge_clusters=n, hedge_share=share), hedged_row(n))
+            for n, share in hedges
+        ),
         Present(),
         Oracle(),
     ]
@@ -102,16 +115,18 @@ def measure(sim: Sim) -> Measures:
     }
 
 
-def _run_one(task: tuple[Scenario, int, Settings]) -> Measures:
-    sc, index, settings = task
-    return measure(Sim(sc, dispatchers()[index], settings).run())
+def _run_one(task: tuple[Scenario, int, Settings, Hedges]) -> Measures:
+    sc, index, settings, hedges = task
+    return measure(Sim(sc, dispatchers(hedges)[index], settings).run())
 
 
-def run_all(scenarios: list[Scenario], settings: Settings, jobs: int = 1) -> dict[str, Rows]:
+def run_all(
+    scenarios: list[Scenario], settings: Settings, jobs: int = 1, hedges: Hedges = ()
+) -> dict[str, Rows]:
     """Every dispatcher on every scenario (one Scenario per seed, seeds in order), in `jobs`
     processes. Returns scenario name -> dispatcher -> measures per seed."""
-    names = [d.name for d in dispatchers()]
-    tasks = [(sc, i, settings) for sc in scenarios for i in range(len(names))]
+    names = [d.name for d in dispatchers(hedges)]
+    tasks = [(sc, i, settings, hedges) for sc in scenarios for i in range(len(names))]
     if jobs > 1:
         with ProcessPoolExecutor(jobs) as pool:
             # The biggest runs first, so that no process is left with one at the end.
@@ -121,7 +136,7 @@ def run_all(scenarios: list[Scenario], settings: Settings, jobs: int = 1) -> dic
     else:
         results = [_run_one(t) for t in tasks]
     out: dict[str, Rows] = {}
-    for (sc, i, _), result in zip(tasks, results, strict=True):
+    for (sc, i, _, _), result in zip(tasks, results, strict=True):
         out.setdefault(sc.name, {n: [] for n in names})[names[i]].append(result)
     return out
 
@@ -310,7 +325,31 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--release-delay", type=float, default=Settings.release_delay)
     parser.add_argument("--chart", type=Path, default=ROOT / "bench" / "dispatch_quality.png")
     parser.add_argument("--write-benchmarks", action="store_true")
+    parser.add_argument(
+        "--hedge-clusters",
+        type=int,
+        nargs="+",
+        default=[],
+        metavar="N",
+        help="also run the policy hedging on N clusters (2 to 20; a row each)",
+    )
+    parser.add_argument(
+        "--hedge-share-percent",
+        type=int,
+        default=90,
+        help="the share of each queue a workload needs to be hedged (1 to 100)",
+    )
     args = parser.parse_args(argv)
+    if any(not 2 <= n <= 20 for n in args.hedge_clusters) or not (
+        1 <= args.hedge_share_percent <= 100
+    ):
+        print(
+            "error: --hedge-clusters takes whole numbers from 2 to 20 (1 is the policy's "
+            "default row), --hedge-share-percent one from 1 to 100",
+            file=sys.stderr,
+        )
+        return 2
+    hedges = tuple((n, args.hedge_share_percent / 100) for n in dict.fromkeys(args.hedge_clusters))
     if (
         args.staleness <= 0
         or args.admission_delay < 0
@@ -341,7 +380,7 @@ def main(argv: list[str] | None = None) -> int:
     if not chosen:
         print("error: nothing to run; name --scenario or give --csv FILE", file=sys.stderr)
         return 2
-    by_name = run_all(chosen, settings, args.jobs)
+    by_name = run_all(chosen, settings, args.jobs, hedges)
     first = {}
     for sc in chosen:
         first.setdefault(sc.name, sc)

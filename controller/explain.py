@@ -16,6 +16,7 @@ from controller.dispatcher import Dispatcher
 from controller.fit import show
 from controller.kinds import WORKLOADS
 from controller.kube import Kube
+from controller.policy import HEDGED
 from controller.settings import Settings
 
 # Kueue v0.19.2 names a Job's Workload `job-<name>-<hash>` (pkg/controller/jobframework,
@@ -115,6 +116,8 @@ def report(dispatcher: Dispatcher, found: Found) -> dict[str, Any]:
             "clustersToNominate": policy.clusters_to_nominate,
             "widenAfterSeconds": policy.widen_after_seconds,
             "whenNothingFits": policy.when_nothing_fits,
+            "hedgeClusters": policy.hedge_clusters,
+            "hedgeSharePercent": round(policy.hedge_share * 100),
             "clusterSelector": policy.cluster_selector or None,
         },
         "clusters": [
@@ -128,6 +131,8 @@ def report(dispatcher: Dispatcher, found: Found) -> dict[str, Any]:
         ],
         "wouldNominate": list(decision.nominate),
         "outcome": decision.outcome,
+        # Nominated to several at once, as the policy's hedgeClusters says (policy.hedged).
+        "hedged": decision.summary.startswith(HEDGED),
     }
 
 
@@ -163,6 +168,11 @@ def text(answer: Mapping[str, Any], holder: str | None) -> str:
         f"{policy['clustersToNominate']}, widen after {policy['widenAfterSeconds']:g}s, "
         f"when nothing fits: {policy['whenNothingFits']}"
         + (f", clusters with {policy['clusterSelector']}" if policy["clusterSelector"] else "")
+        + (
+            f", hedge on {policy['hedgeClusters']} at {policy['hedgeSharePercent']}%"
+            if policy.get("hedgeClusters", 1) > 1
+            else ""
+        )
         + ")"
     )
     rows = answer["clusters"]
@@ -176,7 +186,10 @@ def text(answer: Mapping[str, Any], holder: str | None) -> str:
     )
     nominate = ", ".join(answer["wouldNominate"]) or "nothing"
     verb = "Would nominate" if holder else "Would nominate, once a dispatcher runs"
-    lines.append(f"{verb}: {nominate} ({answer['outcome']})")
+    hedged = ""
+    if answer.get("hedged"):
+        hedged = ", hedged: it needs most of every queue that could hold it"
+    lines.append(f"{verb}: {nominate} ({answer['outcome']}{hedged})")
     return "\n".join(lines)
 
 

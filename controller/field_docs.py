@@ -23,6 +23,13 @@ CONTROLLER_DOCS: dict[str, str] = {
     "shortfall is smallest, or on the least loaded worker. Either way a worker whose queue "
     "can preempt for it (its work of lower priority holds what the workload is short of) "
     "comes first, then one whose queue preempts, and a stuck StrictFIFO queue last.",
+    "PolicySpec.hedgeClusters": f"1 (off) to {MAX_NOMINATIONS}: a workload that fits on no "
+    "worker now and needs `hedgeSharePercent` or more of every queue that could hold it (a "
+    "whole-worker job, waiting for a worker to drain) is nominated to this many at once, the "
+    "first to admit it winning, as Kueue's AllAtOnce races its copies. Off by default: "
+    "BENCHMARKS.md section 4 measured it trading the tail on some fleets for others'.",
+    "PolicySpec.hedgeSharePercent": "The share of each queue, 1 to 100, a workload needs "
+    "before `hedgeClusters` applies to it.",
     "PolicySpec.inventory": "Inventory automation: ClusterProfiles that match join a "
     "MultiKueueConfig of the dispatcher's own (needs `dispatcher.inventory` in the stack).",
     "LabelSelector.matchLabels": "Labels that must all match.",

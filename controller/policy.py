@@ -132,9 +132,12 @@ def hedged(
     return some
 
 
+HEDGED = "hedged on up to"
+
+
 def hedged_summary(count: int, share: float, summary: str) -> str:
     return (
-        f"hedged on up to {count} clusters (it needs {share:.0%} or more of every queue that "
+        f"{HEDGED} {count} clusters (it needs {share:.0%} or more of every queue that "
         f"could hold it, and fits in none now): {summary}"
     )
 

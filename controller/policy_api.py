@@ -103,6 +103,8 @@ FIXES = {
     "whenNothingFits": f"one of {', '.join(WHEN_NOTHING_FITS)}",
     "clustersToNominate": f"a whole number from 1 to {MAX_NOMINATIONS} (Kueue's limit)",
     "widenAfter": DURATION_FIX,
+    "hedgeClusters": f"a whole number from 1 (off) to {MAX_NOMINATIONS} (Kueue's limit)",
+    "hedgeSharePercent": "a whole number from 1 to 100",
     "drainTimeout": DURATION_FIX,
     "clusterQueues": f"a list of ClusterQueue names, each {OBJECT_NAME}",
     "matchLabels": f"a mapping of at most {MAX_SELECTOR_LABELS} label keys to label values "
@@ -140,6 +142,8 @@ class PolicySpec(Strict):
     clusters_to_nominate: Annotated[int, Field(ge=1, le=MAX_NOMINATIONS)] = 1
     widen_after: Duration = "5m"
     when_nothing_fits: Annotated[str, _one_of(WHEN_NOTHING_FITS)] = "WaitOnBest"
+    hedge_clusters: Annotated[int, Field(ge=1, le=MAX_NOMINATIONS)] = 1
+    hedge_share_percent: Annotated[int, Field(ge=1, le=100)] = 90
     inventory: InventoryFields | None = None
 
     def policy(self, name: str) -> Policy:
@@ -150,6 +154,8 @@ class PolicySpec(Strict):
             clusters_to_nominate=self.clusters_to_nominate,
             widen_after_seconds=seconds(self.widen_after),
             when_nothing_fits=self.when_nothing_fits,
+            hedge_clusters=self.hedge_clusters,
+            hedge_share=self.hedge_share_percent / 100,
         )
 
 
@@ -286,6 +292,16 @@ def crd() -> dict[str, Any]:
                 "default": 1,
             },
             "widenAfter": _duration_schema("5m", "Nominate more clusters after waiting this long."),
+            "hedgeClusters": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": MAX_NOMINATIONS,
+                "default": 1,
+                "description": "A workload that fits nowhere and needs hedgeSharePercent or "
+                "more of every queue that could hold it is nominated to this many clusters "
+                "at once; 1 is off.",
+            },
+            "hedgeSharePercent": {"type": "integer", "minimum": 1, "maximum": 100, "default": 90},
             "inventory": {
                 "type": "object",
                 "required": ["multiKueueConfig"],
@@ -404,6 +420,9 @@ def policy_object(name: str, policy: Policy, cluster_queues: Iterable[str] = ())
         "widenAfter": duration_text(policy.widen_after_seconds),
         "whenNothingFits": policy.when_nothing_fits,
     }
+    if (policy.hedge_clusters, policy.hedge_share) != (1, 0.9):  # the defaults: left out
+        spec["hedgeClusters"] = policy.hedge_clusters
+        spec["hedgeSharePercent"] = round(policy.hedge_share * 100)
     if policy.cluster_selector:
         spec["clusterSelector"] = {"matchLabels": dict(policy.cluster_selector)}
     if cluster_queues:

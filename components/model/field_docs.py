@@ -294,6 +294,11 @@ FIELD_DOCS: dict[str, str] = {
     "passes without admission.",
     "DispatchPolicyDefaults.whenNothingFits": "`WaitOnBest` (where the shortfall is "
     "smallest) or `LeastLoaded`.",
+    "DispatchPolicyDefaults.hedgeClusters": "A workload that fits on no worker now and needs "
+    "`hedgeSharePercent` or more of every queue that could hold it is nominated to this "
+    "many workers at once (1 to 20; 1, the default, is off: see docs/dispatcher.md).",
+    "DispatchPolicyDefaults.hedgeSharePercent": "The share of each queue (1 to 100) that "
+    "makes a workload one to hedge.",
     "DispatchPolicyDefaults.clusterSelector": "A flat map of worker labels a worker must "
     "all have, `{accelerator: nvidia-tesla-t4}` (in a DispatchPolicy object it is "
     "`clusterSelector.matchLabels`).",

@@ -982,6 +982,9 @@ class DispatchPolicyDefaults(_Model):
     clusters_to_nominate: int_range(1, 20) = 1
     widen_after: DispatchDuration = "5m"
     when_nothing_fits: Literal["WaitOnBest", "LeastLoaded"] = "WaitOnBest"
+    # A whole-worker workload that fits nowhere: nominated to this many at once (1: off).
+    hedge_clusters: int_range(1, 20) = 1
+    hedge_share_percent: int_range(1, 100) = 90
     cluster_selector: dict[LabelKey, LabelValue] = {}
 
 

@@ -38,6 +38,8 @@ def default_policy(spec: FleetSpec) -> Policy:
         clusters_to_nominate=p.clusters_to_nominate,
         widen_after_seconds=seconds(p.widen_after),
         when_nothing_fits=p.when_nothing_fits,
+        hedge_clusters=p.hedge_clusters,
+        hedge_share=p.hedge_share_percent / 100,
     )
 
 

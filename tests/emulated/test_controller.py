@@ -843,6 +843,56 @@ if __name__ == "__main__":
     pytest.main([__file__, "-q"])
 
 
+async def controller_cli(kubeconfig: Path, *args: str) -> tuple[int, str, str]:
+    """`python -m controller --kubeconfig KUBECONFIG ARGS...` from the project: its exit
+    code, stdout and stderr."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "controller",
+        "--kubeconfig",
+        str(kubeconfig),
+        *args,
+        cwd=Path(__file__).resolve().parents[2],
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await process.communicate()
+    return process.returncode or 0, out.decode(), err.decode()
+
+
+STRICT = {"cpu": "8", "reserved": "2", "queueing": "StrictFIFO"}
+
+
+@fleet_test({"w1": STRICT, "w2": {**STRICT, "reserved": "3"}, "w3": STRICT})
+async def test_explain_shows_a_hedged_workload(fleet: Fleet) -> None:
+    """A DispatchPolicy with hedgeClusters 3: a whole-worker Job that fits on no worker
+    would be nominated to three at once, explain says so (text and JSON), and the
+    dispatcher does it; a smaller one gets one."""
+    policies = "dispatch.multikueue-fleet.io/dispatchpolicies"
+    hedging = Policy(hedge_clusters=3, hedge_share=0.9)
+    fleet.manager.put(policies, policy_object("hedge", hedging, ["cluster-queue"]))
+    fleet.manager.put(WORKLOADS, workload("whole", cpu="8"))
+    with tempfile.TemporaryDirectory() as tmp:
+        kubeconfig = Path(tmp) / "manager.kubeconfig"
+        kubeconfig.write_text(yaml.safe_dump(fleet.manager.kubeconfig()))
+        code, out, err = await controller_cli(kubeconfig, "explain", f"{NS}/whole")
+        assert code == 0, err
+        assert "Policy: hedge (MostFreeQuota, nominate 1, " in out
+        assert ", hedge on 3 at 90%)" in out
+        assert out.splitlines()[-1].endswith(
+            "(waiting, hedged: it needs most of every queue that could hold it)"
+        )
+        code, out, _ = await controller_cli(kubeconfig, "explain", f"{NS}/whole", "-o", "json")
+        (answer,) = json.loads(out)["workloads"]
+        assert answer["hedged"] is True and len(answer["wouldNominate"]) == 3
+        assert (answer["policy"]["hedgeClusters"], answer["policy"]["hedgeSharePercent"]) == (3, 90)
+    await fleet.run_controller()
+    assert sorted(await until(lambda: fleet.nominations("whole"))) == ["w1", "w2", "w3"]
+    fleet.manager.put(WORKLOADS, workload("small", cpu="4"))
+    assert len(await until(lambda: fleet.nominations("small"))) == 1  # below 90%: one
+
+
 @fleet_test(TWO)
 async def test_explain_command_line(fleet: Fleet) -> None:
     fleet.manager.put(WORKLOADS, workload("job", cpu="2"))
@@ -852,25 +902,12 @@ async def test_explain_command_line(fleet: Fleet) -> None:
     ]
     fleet.manager.put(WORKLOADS, owned)
     fleet.manager.put(WORKLOADS, workload("done", cluster="w1", state="Ready"))
-    root = Path(__file__).resolve().parents[2]
     with tempfile.TemporaryDirectory() as tmp:
         kubeconfig = Path(tmp) / "manager.kubeconfig"
         kubeconfig.write_text(yaml.safe_dump(fleet.manager.kubeconfig()))
 
         async def cli(*args: str) -> tuple[int, str, str]:
-            process = await asyncio.create_subprocess_exec(
-                sys.executable,
-                "-m",
-                "controller",
-                "--kubeconfig",
-                str(kubeconfig),
-                *args,
-                cwd=root,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-            )
-            out, err = await process.communicate()
-            return process.returncode or 0, out.decode(), err.decode()
+            return await controller_cli(kubeconfig, *args)
 
         code, out, err = await cli("explain", f"{NS}/job")
         assert code == 0

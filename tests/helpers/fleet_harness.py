@@ -101,7 +101,11 @@ def workload(
 
 
 def cluster_queue(
-    cpu: str, memory: str, reserved_cpu: str = "0", reserved_memory: str = "0"
+    cpu: str,
+    memory: str,
+    reserved_cpu: str = "0",
+    reserved_memory: str = "0",
+    queueing: str = "BestEffortFIFO",
 ) -> dict[str, Any]:
     return {
         "apiVersion": f"{K}/v1beta2",
@@ -109,6 +113,7 @@ def cluster_queue(
         "metadata": {"name": "cluster-queue"},
         "spec": {
             "namespaceSelector": {},
+            "queueingStrategy": queueing,
             "resourceGroups": [
                 {
                     "coveredResources": ["cpu", "memory"],
@@ -223,7 +228,12 @@ def seed_worker(emulator: Emulator, spec: dict[str, Any]) -> None:
     `user-queue` in NS that points at it."""
     emulator.put(
         f"{K}/clusterqueues",
-        cluster_queue(spec.get("cpu", "8"), spec.get("memory", "32Gi"), spec.get("reserved", "0")),
+        cluster_queue(
+            spec.get("cpu", "8"),
+            spec.get("memory", "32Gi"),
+            spec.get("reserved", "0"),
+            queueing=spec.get("queueing", "BestEffortFIFO"),
+        ),
     )
     emulator.put(
         f"{K}/localqueues",
@@ -236,7 +246,8 @@ def seed_worker(emulator: Emulator, spec: dict[str, Any]) -> None:
 
 class Fleet:
     def __init__(self, workers: dict[str, dict[str, Any]]) -> None:
-        """workers: name -> {"cpu": nominal, "reserved": cpu reserved, "labels": {...}}."""
+        """workers: name -> {"cpu": nominal, "reserved": cpu reserved, "labels": {...},
+        "queueing": the ClusterQueue's queueingStrategy}."""
         self.spec = workers
         self.manager = Emulator("manager")
         self.workers = {name: Emulator(name) for name in workers}

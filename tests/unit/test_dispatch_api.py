@@ -30,6 +30,10 @@ def test_round_trip_of_a_policy() -> None:
     parsed, queues = parse(policy_object("gpu", policy, ["training"]))
     assert parsed == policy
     assert queues == ("training",)
+    assert "hedgeClusters" not in policy_object("gpu", policy)["spec"]  # the defaults: left out
+    hedging = Policy(name="gpu", hedge_clusters=4, hedge_share=0.75)
+    assert policy_object("gpu", hedging)["spec"]["hedgeSharePercent"] == 75
+    assert parse(policy_object("gpu", hedging))[0] == hedging
 
 
 @pytest.mark.parametrize(
@@ -39,6 +43,10 @@ def test_round_trip_of_a_policy() -> None:
         ({"whenNothingFits": "Cry"}, "spec.whenNothingFits: 'Cry' is refused: not one of"),
         ({"clustersToNominate": 21}, "spec.clustersToNominate: 21 is refused: .* less than"),
         ({"clustersToNominate": True}, "spec.clustersToNominate: True is refused"),
+        ({"hedgeClusters": 0}, "spec.hedgeClusters: 0 is refused: .* greater than"),
+        ({"hedgeClusters": 21}, r"hedgeClusters: 21 is refused: .*fix: set .* from 1 \(off\)"),
+        ({"hedgeSharePercent": 0.5}, "spec.hedgeSharePercent: 0.5 is refused"),
+        ({"hedgeSharePercent": 101}, "spec.hedgeSharePercent: 101 is refused: .* from 1 to 100"),
         ({"widenAfter": "soon"}, "spec.widenAfter: 'soon' is refused: 'soon' is not a duration"),
         ({"clusterSelector": {"matchLabels": {"gpu": 1}}}, "matchLabels.gpu: 1 is refused"),
         ({"clusterSelector": {"matchLabels": {"a b": "x"}}}, "'a b' is not a label name"),
@@ -99,6 +107,7 @@ def test_crd_schema_matches_what_parse_accepts() -> None:
     props = version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
     assert props["strategy"]["enum"] == ["MostFreeQuota", "BestFit", "OrderedSpillover"]
     assert props["clustersToNominate"]["maximum"] == 20
+    assert (props["hedgeClusters"]["maximum"], props["hedgeSharePercent"]["maximum"]) == (20, 100)
     defaults = {k: v["default"] for k, v in props.items() if "default" in v}
     assert parse(obj("d", **defaults))[0] == Policy(name="d")
 

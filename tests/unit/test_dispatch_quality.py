@@ -376,6 +376,9 @@ def test_a_bad_trace_is_one_line_on_the_command_line(
         (["--staleness", "0"], "error: --staleness must be more than 0 s"),
         (["--csv-workers", "0"], "--csv-workers, --seeds and --jobs at least 1\n"),
         (["--seeds", "0"], "--csv-workers, --seeds and --jobs at least 1\n"),
+        (["--hedge-clusters", "1"], "error: --hedge-clusters takes whole numbers from 2 to 20"),
+        (["--hedge-clusters", "21"], "error: --hedge-clusters takes whole numbers from 2 to 20"),
+        (["--hedge-share-percent", "0"], "--hedge-share-percent one from 1 to 100\n"),
     ],
 )
 def test_bad_options_are_one_line(
@@ -407,6 +410,21 @@ def test_seeds_give_medians_with_their_range(
     # Every cell but the name and µs/decision is "median (min-max)".
     assert all(cell.count("(") == 1 for cell in rows[0].split("|")[2:-2])
     assert "| balanced-3 |" in out and chart.read_bytes().startswith(b"\x89PNG")
+
+
+def test_a_hedged_policy_gets_its_own_row_and_targets(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--hedge-clusters 3 5` runs the policy hedging on 3 and on 5 beside its default, each
+    a row of every table and a targets table of its own."""
+    chart = tmp_path / "chart.png"
+    args = ["--scenario", "one-gpu-worker", "--seeds", "1", "--jobs", "1", "--chart", str(chart)]
+    assert dispatch_quality.main([*args, "--hedge-clusters", "3", "5", "3"]) == 0
+    out = capsys.readouterr().out
+    names = [line.split("|")[1].strip() for line in out.splitlines() if line.startswith("| ")]
+    assert names.count("policy, hedge 3") == 1 and names.count("policy, hedge 5") == 1
+    assert "| P95 policy, hedge 5 / AllAtOnce (≤ 1) |" in out
+    assert "| P95 policy / AllAtOnce (≤ 1) |" in out
 
 
 def test_the_new_scenarios_are_drawn_as_described() -> None:

@@ -21,6 +21,7 @@ from controller.policy_api import (
     MAX_SELECTOR_LABELS,
     crd,
     is_duration,
+    parse,
     policy_object,
     seconds,
 )
@@ -177,3 +178,18 @@ def test_the_stack_refuses_a_selector_the_crd_would() -> None:
     assert "at most" in only(problems_of(config), "dispatcher.policy.clusterSelector").message
     config["dispatcher"]["policy"]["clusterSelector"] = LABELS
     assert [p for p in problems_of(config) if p.path.startswith("dispatcher")] == []
+
+
+@pytest.mark.parametrize(("clusters", "percent"), [(1, 90), (4, 75), (20, 100), (2, 1)])
+def test_the_stacks_hedging_reaches_the_dispatchers_policy(clusters: int, percent: int) -> None:
+    """`dispatcher.policy.hedgeClusters` and `hedgeSharePercent` become the default
+    DispatchPolicy's, which the CRD and the controller both take, meaning the same."""
+    config = base()
+    config["dispatcher"] = {"policy": {"hedgeClusters": clusters, "hedgeSharePercent": percent}}
+    spec, _ = load_spec(config, "t")
+    assert spec is not None
+    policy = default_policy(spec)
+    assert (policy.hedge_clusters, policy.hedge_share) == (clusters, percent / 100)
+    obj = policy_object("default", policy)
+    assert schema_refuses(obj) == [] and controller_refuses(obj) == []
+    assert parse(obj)[0] == policy

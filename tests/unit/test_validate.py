@@ -493,6 +493,20 @@ CASES: list[tuple[str, Mutate, str, str, str]] = [
         "1 to 20",
     ),
     (
+        "dispatcher hedges on too many",
+        _set("dispatcher.policy", {"hedgeClusters": 21}),
+        "dispatcher.policy.hedgeClusters",
+        "out of range",
+        "1 to 20",
+    ),
+    (
+        "dispatcher hedges at more than all of a queue",
+        _set("dispatcher.policy", {"hedgeSharePercent": 101}),
+        "dispatcher.policy.hedgeSharePercent",
+        "out of range",
+        "1 to 100",
+    ),
+    (
         "cloud manager without a registry",
         _set(
             "manager",
