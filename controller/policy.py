@@ -16,7 +16,7 @@ that admission away.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 
 from controller.fit_memo import FitMemo
@@ -75,12 +75,22 @@ def _big(workload: WorkloadView, queue: QueueCapacity, share: float) -> bool:
     return any(a >= share * nominal[r] for r, a in workload.requests.items() if nominal.get(r))
 
 
-def _queues(
-    workers: dict[str, WorkerView], local_queue: str, waiting: Iterable[str]
-) -> Iterable[QueueCapacity | None]:
+def _every(
+    workers: dict[str, WorkerView],
+    local_queue: str,
+    waiting: Iterable[str],
+    ok: Callable[[QueueCapacity], bool],
+) -> bool:
+    """Whether there is a queue where the workload could wait (`waiting`) and every such
+    queue is known and `ok`."""
+    some = False
     for name in waiting:
         worker = workers[name]
-        yield worker.queues.get(worker.local_queues.get(local_queue, ""))
+        queue = worker.queues.get(worker.local_queues.get(local_queue, ""))
+        if queue is None or not ok(queue):
+            return False
+        some = True
+    return some
 
 
 def held(
@@ -99,17 +109,12 @@ def held(
     kueue-defaults and mixed-gpu, copies 1.37 and 1.56 a workload before, 1.02 after, P95
     no worse; on the other six scenarios, where some queue preempts or is StrictFIFO, it
     changes nothing)."""
-    some = False
-    for queue in _queues(workers, local_queue, waiting):
-        some = True
-        if (
-            queue is None
-            or queue.strict_fifo
-            or queue.preempts
-            or not _big(workload, queue, HOLD_SHARE)
-        ):
-            return False
-    return some
+    return _every(
+        workers,
+        local_queue,
+        waiting,
+        lambda q: not q.strict_fifo and not q.preempts and _big(workload, q, HOLD_SHARE),
+    )
 
 
 def hedged(
@@ -124,12 +129,7 @@ def hedged(
     worker draining, and which worker drains first cannot be foreseen from quotas. Such a
     workload is nominated to the policy's `hedge_clusters` at once, as AllAtOnce's copies
     race on every worker (BENCHMARKS.md section 4, issue 39: the last percent of the tail)."""
-    some = False
-    for queue in _queues(workers, local_queue, waiting):
-        some = True
-        if queue is None or not _big(workload, queue, share):
-            return False
-    return some
+    return _every(workers, local_queue, waiting, lambda q: _big(workload, q, share))
 
 
 HEDGED = "hedged on up to"
