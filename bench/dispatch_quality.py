@@ -5,6 +5,7 @@ bench/dq_dispatchers.py, bench/dq_trace.py), over several seeds.
     .venv-dev/bin/python bench/dispatch_quality.py [--scenario balanced-3 bursts ...]
         [--seeds 8] [--jobs 2] [--csv my-trace.csv --csv-workers 10]
         [--chart bench/dispatch_quality.png] [--write-benchmarks]
+        [--strategy BestFit] [--hedge-clusters 5 ...] [--hedge-share-percent 90]
 
 Prints one markdown table per scenario (median over the seeds, min-max beside it) and the
 targets, writes the admission-time CDF chart (median curve, min-max band), and with
@@ -29,7 +30,7 @@ from dq_dispatchers import AllAtOnce, Incremental, Oracle, OurPolicy, Present
 from dq_sim import Dispatcher, Settings, Sim
 from dq_trace import SCENARIOS, Scenario, TraceError, fleet, read_csv, scenario
 
-from controller.model import Policy
+from controller.model import STRATEGIES, Policy
 
 ROOT = Path(__file__).resolve().parent.parent
 BEGIN = "<!-- dispatch-quality:begin (written by bench/dispatch_quality.py) -->"
@@ -44,26 +45,40 @@ Measures = dict[str, float | list[float]]
 Rows = dict[str, list[Measures]]
 
 
-# The policy's hedging (`hedgeClusters`) measured beside its default: (clusters, share).
-Hedges = tuple[tuple[int, float], ...]
+# Variants of the policy measured beside its default, each a row of its own: (row, policy).
+Variants = tuple[tuple[str, Policy], ...]
 
 
-def hedged_row(clusters: int) -> str:
-    return f"policy, hedge {clusters}"
+def variants(strategy: str, hedges: list[int], share: float) -> Variants:
+    """The rows `--strategy` and `--hedge-clusters` ask for: the policy with that strategy
+    (where it is not the default's), and with it hedging on each of `hedges` clusters (1 is
+    off). A row that would be the default policy's, or another row's again, is left out."""
+    default = Policy()
+    named = "" if strategy == default.strategy else f"{strategy}, "
+    rows: list[tuple[str, Policy]] = [(f"policy, {strategy}", Policy(strategy=strategy))]
+    rows += [
+        (
+            f"policy, {named}hedge {n}",
+            Policy(strategy=strategy, hedge_clusters=n, hedge_share=share),
+        )
+        for n in hedges
+    ]
+    kept: list[tuple[str, Policy]] = []
+    for row, policy in rows:
+        if policy != default and all(policy != p for _, p in kept):
+            kept.append((row, policy))
+    return tuple(kept)
 
 
-def dispatchers(hedges: Hedges = ()) -> list[Dispatcher]:
-    """Fresh dispatchers for one run: Kueue's two, the project's default policy (and the
-    policy hedging on each of `hedges`), the bound a dispatcher could reach (`present`)
-    and the oracle."""
+def dispatchers(extra: Variants = ()) -> list[Dispatcher]:
+    """Fresh dispatchers for one run: Kueue's two, the project's default policy (and each
+    variant of it in `extra`), the bound a dispatcher could reach (`present`) and the
+    oracle."""
     return [  # Kueue's first (the KUEUE names), then ours, then the limit
         AllAtOnce(),
         Incremental(),
         OurPolicy(Policy(), "policy"),
-        *(
-            OurPolicy(Policy(hedge_clusters=n, hedge_share=share), hedged_row(n))
-            for n, share in hedges
-        ),
+        *(OurPolicy(policy, row) for row, policy in extra),
         Present(),
         Oracle(),
     ]
@@ -115,18 +130,18 @@ def measure(sim: Sim) -> Measures:
     }
 
 
-def _run_one(task: tuple[Scenario, int, Settings, Hedges]) -> Measures:
-    sc, index, settings, hedges = task
-    return measure(Sim(sc, dispatchers(hedges)[index], settings).run())
+def _run_one(task: tuple[Scenario, int, Settings, Variants]) -> Measures:
+    sc, index, settings, extra = task
+    return measure(Sim(sc, dispatchers(extra)[index], settings).run())
 
 
 def run_all(
-    scenarios: list[Scenario], settings: Settings, jobs: int = 1, hedges: Hedges = ()
+    scenarios: list[Scenario], settings: Settings, jobs: int = 1, extra: Variants = ()
 ) -> dict[str, Rows]:
     """Every dispatcher on every scenario (one Scenario per seed, seeds in order), in `jobs`
     processes. Returns scenario name -> dispatcher -> measures per seed."""
-    names = [d.name for d in dispatchers(hedges)]
-    tasks = [(sc, i, settings, hedges) for sc in scenarios for i in range(len(names))]
+    names = [d.name for d in dispatchers(extra)]
+    tasks = [(sc, i, settings, extra) for sc in scenarios for i in range(len(names))]
     if jobs > 1:
         with ProcessPoolExecutor(jobs) as pool:
             # The biggest runs first, so that no process is left with one at the end.
@@ -326,12 +341,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--chart", type=Path, default=ROOT / "bench" / "dispatch_quality.png")
     parser.add_argument("--write-benchmarks", action="store_true")
     parser.add_argument(
+        "--strategy",
+        choices=STRATEGIES,
+        default=Policy().strategy,
+        help="the strategy of the variant rows (a row of its own where it is not the default's)",
+    )
+    parser.add_argument(
         "--hedge-clusters",
         type=int,
         nargs="+",
         default=[],
         metavar="N",
-        help="also run the policy hedging on N clusters (2 to 20; a row each)",
+        help="also run the policy hedging on N clusters (1, off, to 20; a row each, but "
+        "where it is the default policy)",
     )
     parser.add_argument(
         "--hedge-share-percent",
@@ -340,16 +362,16 @@ def main(argv: list[str] | None = None) -> int:
         help="the share of each queue a workload needs to be hedged (1 to 100)",
     )
     args = parser.parse_args(argv)
-    if any(not 2 <= n <= 20 for n in args.hedge_clusters) or not (
+    if any(not 1 <= n <= 20 for n in args.hedge_clusters) or not (
         1 <= args.hedge_share_percent <= 100
     ):
         print(
-            "error: --hedge-clusters takes whole numbers from 2 to 20 (1 is the policy's "
-            "default row), --hedge-share-percent one from 1 to 100",
+            "error: --hedge-clusters takes whole numbers from 1 (off) to 20, "
+            "--hedge-share-percent one from 1 to 100",
             file=sys.stderr,
         )
         return 2
-    hedges = tuple((n, args.hedge_share_percent / 100) for n in dict.fromkeys(args.hedge_clusters))
+    extra = variants(args.strategy, args.hedge_clusters, args.hedge_share_percent / 100)
     if (
         args.staleness <= 0
         or args.admission_delay < 0
@@ -380,7 +402,7 @@ def main(argv: list[str] | None = None) -> int:
     if not chosen:
         print("error: nothing to run; name --scenario or give --csv FILE", file=sys.stderr)
         return 2
-    by_name = run_all(chosen, settings, args.jobs, hedges)
+    by_name = run_all(chosen, settings, args.jobs, extra)
     first = {}
     for sc in chosen:
         first.setdefault(sc.name, sc)

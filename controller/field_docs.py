@@ -14,7 +14,8 @@ CONTROLLER_DOCS: dict[str, str] = {
     "PolicySpec.clusterSelector": "Only workers whose MultiKueueCluster carries all these "
     "labels (the stack copies a worker's `labels` there).",
     "PolicySpec.strategy": f"One of {', '.join(STRATEGIES)}: spread to the most free quota, "
-    "pack into the tightest fit, or fill workers in the MultiKueueConfig's order.",
+    "pack into the tightest fit (the default: whole workers stay free for the jobs that need "
+    "one), or fill workers in the MultiKueueConfig's order.",
     "PolicySpec.clustersToNominate": f"Workers nominated at once, 1 to {MAX_NOMINATIONS} "
     "(Kueue's limit).",
     "PolicySpec.widenAfter": "Nominate `clustersToNominate` more workers each time this "
@@ -26,8 +27,8 @@ CONTROLLER_DOCS: dict[str, str] = {
     "PolicySpec.hedgeClusters": f"1 (off) to {MAX_NOMINATIONS}: a workload that fits on no "
     "worker now and needs `hedgeSharePercent` or more of every queue that could hold it (a "
     "whole-worker job, waiting for a worker to drain) is nominated to this many at once, the "
-    "first to admit it winning, as Kueue's AllAtOnce races its copies. Off by default: "
-    "BENCHMARKS.md section 4 measured it trading the tail on some fleets for others'.",
+    "first to admit it winning, as Kueue's AllAtOnce races its copies. 5 by default, with "
+    "BestFit: BENCHMARKS.md section 4 chose both by the tail they give.",
     "PolicySpec.hedgeSharePercent": "The share of each queue, 1 to 100, a workload needs "
     "before `hedgeClusters` applies to it.",
     "PolicySpec.inventory": "Inventory automation: ClusterProfiles that match join a "

@@ -173,14 +173,16 @@ class WorkloadView:
 class Policy:
     name: str = "default"
     cluster_selector: dict[str, str] = field(default_factory=dict)
-    strategy: str = "MostFreeQuota"
+    # Pack (BestFit), and hedge a whole-worker job on 5: the defaults BENCHMARKS.md section 4
+    # chose for the tail over spreading (MostFreeQuota) without hedging (issue 39).
+    strategy: str = "BestFit"
     clusters_to_nominate: int = 1
     widen_after_seconds: float = 300.0
     when_nothing_fits: str = "WaitOnBest"
     # A workload that fits nowhere and needs hedge_share or more of every queue that could
     # hold it is nominated to hedge_clusters at once (controller/policy.py `hedged`); 1 is
-    # off, the default BENCHMARKS.md section 4 chose.
-    hedge_clusters: int = 1
+    # off.
+    hedge_clusters: int = 5
     hedge_share: float = 0.9
 
 

@@ -33,6 +33,8 @@ from controller.typed import (
 GROUP = "dispatch.multikueue-fleet.io"
 VERSION = "v1alpha1"
 KIND = "DispatchPolicy"
+# What a spec leaves out: the policy's own defaults (controller/model.py Policy).
+DEFAULTS = Policy()
 PLURAL = "dispatchpolicies"
 # Durations as the controller reads them: numbers with units ms, s, m or h, one after the
 # other ("1h30m", "0.5s"). The CRD's pattern is this one, and so is the stack's
@@ -138,12 +140,12 @@ class PolicySpec(Strict):
 
     cluster_queues: list[DnsSubdomain] | None = None
     cluster_selector: LabelSelector | None = None
-    strategy: Annotated[str, _one_of(STRATEGIES)] = "MostFreeQuota"
+    strategy: Annotated[str, _one_of(STRATEGIES)] = DEFAULTS.strategy
     clusters_to_nominate: Annotated[int, Field(ge=1, le=MAX_NOMINATIONS)] = 1
     widen_after: Duration = "5m"
     when_nothing_fits: Annotated[str, _one_of(WHEN_NOTHING_FITS)] = "WaitOnBest"
-    hedge_clusters: Annotated[int, Field(ge=1, le=MAX_NOMINATIONS)] = 1
-    hedge_share_percent: Annotated[int, Field(ge=1, le=100)] = 90
+    hedge_clusters: Annotated[int, Field(ge=1, le=MAX_NOMINATIONS)] = DEFAULTS.hedge_clusters
+    hedge_share_percent: Annotated[int, Field(ge=1, le=100)] = round(DEFAULTS.hedge_share * 100)
     inventory: InventoryFields | None = None
 
     def policy(self, name: str) -> Policy:
@@ -284,7 +286,7 @@ def crd() -> dict[str, Any]:
                 **_selector(),
                 "description": "Only workers whose MultiKueueCluster has these labels.",
             },
-            "strategy": {"type": "string", "enum": list(STRATEGIES), "default": "MostFreeQuota"},
+            "strategy": {"type": "string", "enum": list(STRATEGIES), "default": DEFAULTS.strategy},
             "clustersToNominate": {
                 "type": "integer",
                 "minimum": 1,
@@ -296,12 +298,17 @@ def crd() -> dict[str, Any]:
                 "type": "integer",
                 "minimum": 1,
                 "maximum": MAX_NOMINATIONS,
-                "default": 1,
+                "default": DEFAULTS.hedge_clusters,
                 "description": "A workload that fits nowhere and needs hedgeSharePercent or "
                 "more of every queue that could hold it is nominated to this many clusters "
                 "at once; 1 is off.",
             },
-            "hedgeSharePercent": {"type": "integer", "minimum": 1, "maximum": 100, "default": 90},
+            "hedgeSharePercent": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": 100,
+                "default": round(DEFAULTS.hedge_share * 100),
+            },
             "inventory": {
                 "type": "object",
                 "required": ["multiKueueConfig"],
@@ -420,7 +427,10 @@ def policy_object(name: str, policy: Policy, cluster_queues: Iterable[str] = ())
         "widenAfter": duration_text(policy.widen_after_seconds),
         "whenNothingFits": policy.when_nothing_fits,
     }
-    if (policy.hedge_clusters, policy.hedge_share) != (1, 0.9):  # the defaults: left out
+    if (policy.hedge_clusters, policy.hedge_share) != (
+        DEFAULTS.hedge_clusters,
+        DEFAULTS.hedge_share,
+    ):  # the defaults: left out
         spec["hedgeClusters"] = policy.hedge_clusters
         spec["hedgeSharePercent"] = round(policy.hedge_share * 100)
     if policy.cluster_selector:

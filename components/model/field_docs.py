@@ -287,8 +287,9 @@ FIELD_DOCS: dict[str, str] = {
     "`serviceMonitorSelector` and `ruleSelector` (kube-prometheus-stack: `{release: NAME}`).",
     "MonitoringSpec.dashboardNamespace": "Where the dashboard ConfigMap goes on the manager: a "
     "namespace Grafana's sidecar searches. Unset: the fleet's namespace.",
-    "DispatchPolicyDefaults.strategy": "`MostFreeQuota` (spread), `BestFit` (pack) or "
-    "`OrderedSpillover` (config order).",
+    "DispatchPolicyDefaults.strategy": "`BestFit` (pack, the default: whole workers stay "
+    "free for the jobs that need one), `MostFreeQuota` (spread) or `OrderedSpillover` "
+    "(config order).",
     "DispatchPolicyDefaults.clustersToNominate": "Workers nominated at once (1 to 20).",
     "DispatchPolicyDefaults.widenAfter": "Nominate that many more workers each time this "
     "passes without admission.",
@@ -296,7 +297,7 @@ FIELD_DOCS: dict[str, str] = {
     "smallest) or `LeastLoaded`.",
     "DispatchPolicyDefaults.hedgeClusters": "A workload that fits on no worker now and needs "
     "`hedgeSharePercent` or more of every queue that could hold it is nominated to this "
-    "many workers at once (1 to 20; 1, the default, is off: see docs/dispatcher.md).",
+    "many workers at once (1 to 20; 1 is off; 5 by default: see docs/dispatcher.md).",
     "DispatchPolicyDefaults.hedgeSharePercent": "The share of each queue (1 to 100) that "
     "makes a workload one to hedge.",
     "DispatchPolicyDefaults.clusterSelector": "A flat map of worker labels a worker must "

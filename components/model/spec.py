@@ -977,13 +977,15 @@ class CredentialsSpec(_Model):
 
 
 class DispatchPolicyDefaults(_Model):
-    strategy: Literal["MostFreeQuota", "BestFit", "OrderedSpillover"] = "MostFreeQuota"
+    # The dispatcher's own defaults (controller/model.py Policy): pack, and hedge a
+    # whole-worker job on 5 workers (BENCHMARKS.md section 4, issue 39).
+    strategy: Literal["MostFreeQuota", "BestFit", "OrderedSpillover"] = "BestFit"
     # Kueue accepts at most 20 nominated cluster names per workload.
     clusters_to_nominate: int_range(1, 20) = 1
     widen_after: DispatchDuration = "5m"
     when_nothing_fits: Literal["WaitOnBest", "LeastLoaded"] = "WaitOnBest"
     # A whole-worker workload that fits nowhere: nominated to this many at once (1: off).
-    hedge_clusters: int_range(1, 20) = 1
+    hedge_clusters: int_range(1, 20) = 5
     hedge_share_percent: int_range(1, 100) = 90
     cluster_selector: dict[LabelKey, LabelValue] = {}
 

@@ -878,7 +878,7 @@ async def test_explain_shows_a_hedged_workload(fleet: Fleet) -> None:
         kubeconfig.write_text(yaml.safe_dump(fleet.manager.kubeconfig()))
         code, out, err = await controller_cli(kubeconfig, "explain", f"{NS}/whole")
         assert code == 0, err
-        assert "Policy: hedge (MostFreeQuota, nominate 1, " in out
+        assert "Policy: hedge (BestFit, nominate 1, " in out
         assert ", hedge on 3 at 90%)" in out
         assert out.splitlines()[-1].endswith(
             "(waiting, hedged: it needs most of every queue that could hold it)"
@@ -911,7 +911,8 @@ async def test_explain_command_line(fleet: Fleet) -> None:
 
         code, out, err = await cli("explain", f"{NS}/job")
         assert code == 0
-        assert out.splitlines()[-1] == "Would nominate, once a dispatcher runs: w2 (nominated)"
+        # The command's own default policy packs (BestFit): w1's 2 free cores fit it exactly.
+        assert out.splitlines()[-1] == "Would nominate, once a dispatcher runs: w1 (nominated)"
         assert err == ""  # no INFO logs of the caches filling
         code, _, err = await cli("explain", "job-without-namespace")
         assert code == 2
@@ -926,7 +927,7 @@ async def test_explain_command_line(fleet: Fleet) -> None:
         document = json.loads(out)
         assert document["dispatcher"]["running"] is False
         (answer,) = document["workloads"]
-        assert answer["wouldNominate"] == ["w2"] and answer["demand"] == {
+        assert answer["wouldNominate"] == ["w1"] and answer["demand"] == {
             "cpu": "2",
             "memory": "1Gi",
         }
@@ -935,7 +936,7 @@ async def test_explain_command_line(fleet: Fleet) -> None:
         assert code == 0
         lines = out.splitlines()
         assert lines[0].startswith("Dispatcher: none running")
-        assert sorted(lines[1:])[0].startswith(f"{NS}/job  would nominate w2 (nominated): fits")
+        assert sorted(lines[1:])[0].startswith(f"{NS}/job  would nominate w1 (nominated): fits")
         assert len(lines) == 3  # the two pending workloads; the admitted one is left out
         code, _, err = await cli("explain", f"{NS}/job", "--all")
         assert code == 2 and "not both" in err
@@ -1280,7 +1281,7 @@ def test_widening_keeps_its_schedule_across_a_restart() -> None:
     key = f"{NS}/job"
 
     async def main() -> None:
-        policy = Policy(widen_after_seconds=60)
+        policy = Policy(strategy="MostFreeQuota", widen_after_seconds=60)
         async with dispatcher_on(TWO, [wl], default_policy=policy) as (fleet, first):
             await first.reconcile(key)
             await asyncio.gather(*first.writer.tasks)

@@ -11,6 +11,7 @@ import asyncio
 import re
 import shlex
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from components.cli.mkf import build_parser
 from components.cli.status import Installs, collect
 from controller.app import explain
 from controller.kube import Kube
+from controller.model import Policy
 from tests.helpers.fleet_harness import Fleet, K, active, cluster_queue, deployment, workload
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -134,7 +136,9 @@ async def explain_of(
             )
         kube = await Kube.from_kubeconfig(fleet.manager.kubeconfig(), "manager")
         try:
-            return await explain(kube, fleet.settings, f"{NS}/train", timeout=10)
+            # The policy a fleet runs with when its stack says nothing: what a user sees.
+            settings = replace(fleet.settings, default_policy=Policy())
+            return await explain(kube, settings, f"{NS}/train", timeout=10)
         finally:
             await kube.close()
     finally:

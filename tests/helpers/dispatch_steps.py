@@ -406,21 +406,21 @@ def a_job_is_nominated_and_admitted_on_that_worker_only(dispatching: Dispatching
 
 
 def a_stopped_worker_is_left_out_loses_nothing_and_is_used_again(dispatching: Dispatching) -> None:
-    """Each worker has 4 CPUs (the dev stack), the policy is MostFreeQuota. `first` is the
-    worker the first Job lands on: on an empty fleet a tie goes to the MultiKueueConfig's
-    first worker, but the dispatcher may not have seen the last test's ClusterQueue status
-    free yet (its watch lags the server on a loaded host, and it takes the larger of that
-    status and the Workloads it sees: fleet_state.queue_capacity), and which worker this
-    step stops is not the point of it."""
+    """Each worker has 4 CPUs (the dev stack); the sizes make the step the same whether the
+    policy packs (BestFit, the default) or spreads. `first` is the worker the first Job lands
+    on: on an empty fleet a tie goes to the MultiKueueConfig's first worker, but the
+    dispatcher may not have seen the last test's ClusterQueue status free yet (its watch lags
+    the server on a loaded host, and it takes the larger of that status and the Workloads it
+    sees: fleet_state.queue_capacity), and which worker this step stops is not the point."""
     d = dispatching
 
-    d.submit(batch_job("before-1", "1"))
+    d.submit(batch_job("before-1", "2"))
     on_first = d.workload_of("Job", "before-1")["metadata"]["name"]
     first = d.admitted_where(on_first)
     (second,) = [w for w in d.worker_names if w != first]
-    d.submit(batch_job("before-2", "1"))
+    d.submit(batch_job("before-2", "3"))  # 2 CPUs free on `first`: only `second` holds it
     on_second = d.workload_of("Job", "before-2")["metadata"]["name"]
-    d.lands_on(on_second, second)  # the most free
+    d.lands_on(on_second, second)
     uid_there = d.worker(first).get(WORKLOADS, "Workload", on_first, NAMESPACE)["metadata"]["uid"]
 
     d.stop_worker(first)
@@ -428,7 +428,7 @@ def a_stopped_worker_is_left_out_loses_nothing_and_is_used_again(dispatching: Di
         f"Kueue to mark the MultiKueueCluster {first} inactive",
         lambda: (active_condition(d.manager, first) or {}).get("status") == "False",
     )
-    # 3 CPUs free on each: `first` would do as well as `second`, but is not connected.
+    # 1 CPU: `second` (1 free) takes it; `first` (2 free) is judged and left out.
     d.submit(batch_job("during", "1"))
     during = d.workload_of("Job", "during")["metadata"]["name"]
     d.lands_on(during, second)
@@ -437,12 +437,13 @@ def a_stopped_worker_is_left_out_loses_nothing_and_is_used_again(dispatching: Di
     assert f"{first} (not connected" in said[0]["message"] or (
         f"{first} (unreachable" in said[0]["message"]
     ), said[0]["message"]
-    # 3 CPUs fit nowhere that answers (2 free on `second`), never on `first`. The queues are
-    # Kueue's defaults (BestEffortFIFO, no preemption), where a copy of a workload needing
-    # half a worker or more would only wait while smaller work passes it: the dispatcher
-    # holds it on the manager (controller/policy.py `held`). Had its view of `second` lagged
-    # (room the admitted Jobs already took), it was nominated there and stays there.
-    d.submit(batch_job("waits", "3"))
+    # 2 CPUs fit only on `first` (none free on `second`), which is not connected: never
+    # nominated there. The queues are Kueue's defaults (BestEffortFIFO, no preemption), where
+    # a copy of a workload needing half a worker or more would only wait while smaller work
+    # passes it: the dispatcher holds it on the manager (controller/policy.py `held`). Had
+    # its view of `second` lagged (room the admitted Jobs already took), it was nominated
+    # there and stays there.
+    d.submit(batch_job("waits", "2"))
     waits = d.workload_of("Job", "waits")["metadata"]["name"]
     said = d.wait(f"the dispatcher's Event on {waits}", lambda: d.dispatcher_events(waits))
     seen = d.nominations.of(waits)
@@ -464,7 +465,7 @@ def a_stopped_worker_is_left_out_loses_nothing_and_is_used_again(dispatching: Di
         lambda: (active_condition(d.manager, first) or {}).get("status") == "True",
         timeout=180,  # MultiKueue's reconnect backoff: 5 s, doubling, while it was away
     )
-    # The waiting Job now fits on `first`: nominated there (as well), admitted there.
+    # The waiting Job now fits on `first` (2 free): nominated there (as well), admitted there.
     d.lands_on(waits, first, timeout=180)
     # The work admitted on `first` before the outage is the very same copy, still admitted.
     copy = d.worker(first).get(WORKLOADS, "Workload", on_first, NAMESPACE)
@@ -524,23 +525,31 @@ def finish_job_on(d: Dispatching, worker: str, job: str) -> None:
 
 
 def a_cordoned_worker_gets_nothing_new_and_what_runs_there_finishes(d: Dispatching) -> None:
-    """Each worker has 4 CPUs (the dev stack), the policy is MostFreeQuota with ties going
-    to the first worker of the MultiKueueConfig."""
+    """Each worker has 4 CPUs (the dev stack); the sizes make the step the same whether the
+    policy packs (BestFit, the default) or spreads, with ties going to the first worker of
+    the MultiKueueConfig."""
     first, second = d.worker_names
     d.submit(batch_job("runs-on", "1"))
     runs_on = d.workload_of("Job", "runs-on")["metadata"]["name"]
     d.lands_on(runs_on, first)  # a tie: the first worker
-    d.submit(batch_job("elsewhere", "1"))
-    d.lands_on(d.workload_of("Job", "elsewhere")["metadata"]["name"], second)
+    d.submit(batch_job("elsewhere", "4"))  # 3 CPUs free on `first`: only `second` holds it
+    elsewhere = d.workload_of("Job", "elsewhere")["metadata"]["name"]
+    d.lands_on(elsewhere, second)
 
     cordon(d, first, True)
-    # 3 CPUs free on each: uncordoned, the tie would send this one to `first`.
+    # 1 CPU fits only on `first` (3 free; none on `second`), which is cordoned: it waits on
+    # `second`, is never nominated to `first`, and is admitted there once `elsewhere` ends.
     d.submit(batch_job("after-cordon", "1"))
     after = d.workload_of("Job", "after-cordon")["metadata"]["name"]
-    d.lands_on(after, second)
-    assert all(first not in names for names in d.nominations.of(after).nominations)
     said = d.wait(f"the dispatcher's Event on {after}", lambda: d.dispatcher_events(after))
     assert f"{first} (cordoned" in said[0]["message"], said[0]["message"]
+    d.wait(
+        f"the pod of Job elsewhere on {second}",
+        lambda: d.worker(second).list("v1", "Pod", NAMESPACE),
+    )
+    finish_job_on(d, second, "elsewhere")
+    d.lands_on(after, second)
+    assert all(first not in names for names in d.nominations.of(after).nominations)
     # What `first` admitted before the cordon runs there to its end.
     d.wait(
         f"the pod of Job runs-on on {first}",
@@ -554,7 +563,7 @@ def a_cordoned_worker_gets_nothing_new_and_what_runs_there_finishes(d: Dispatchi
     assert d.manager_workload(runs_on)["status"].get("clusterName") == first
 
     cordon(d, first, False)
-    # `first` is empty again (4 free), `second` holds 2: the most free takes it.
-    d.submit(batch_job("back", "1"))
+    # `first` is empty again (4 free), `second` holds 1: only `first` holds 4.
+    d.submit(batch_job("back", "4"))
     d.lands_on(d.workload_of("Job", "back")["metadata"]["name"], first)
     d.clear()

@@ -122,8 +122,8 @@ def test_a_leader_worker_set_goes_whole_to_the_worker_nominated_for_its_first_gr
 def test_a_stopped_worker_is_left_out_loses_nothing_and_is_used_again_once_back(
     dispatching: Dispatching,
 ) -> None:
-    """Each worker has 4 CPUs (the dev stack), the policy is MostFreeQuota with ties going
-    to the first worker of the MultiKueueConfig."""
+    """Each worker has 4 CPUs (the dev stack), the policy the default (BestFit, ties going
+    to the first worker of the MultiKueueConfig)."""
     steps.a_stopped_worker_is_left_out_loses_nothing_and_is_used_again(dispatching)
 
 

@@ -3,6 +3,7 @@ and runs the project's real policy. Small seeded runs; no timing is asserted."""
 
 from __future__ import annotations
 
+import shlex
 import sys
 from pathlib import Path
 
@@ -30,6 +31,7 @@ from dq_trace import (  # noqa: E402
 
 import controller.in_flight_index  # noqa: E402
 import controller.policy  # noqa: E402
+from controller.model import Policy  # noqa: E402
 
 
 def small(n: int = 4, jobs: int = 30) -> Scenario:
@@ -376,8 +378,8 @@ def test_a_bad_trace_is_one_line_on_the_command_line(
         (["--staleness", "0"], "error: --staleness must be more than 0 s"),
         (["--csv-workers", "0"], "--csv-workers, --seeds and --jobs at least 1\n"),
         (["--seeds", "0"], "--csv-workers, --seeds and --jobs at least 1\n"),
-        (["--hedge-clusters", "1"], "error: --hedge-clusters takes whole numbers from 2 to 20"),
-        (["--hedge-clusters", "21"], "error: --hedge-clusters takes whole numbers from 2 to 20"),
+        (["--hedge-clusters", "0"], "error: --hedge-clusters takes whole numbers from 1 (off)"),
+        (["--hedge-clusters", "21"], "error: --hedge-clusters takes whole numbers from 1 (off)"),
         (["--hedge-share-percent", "0"], "--hedge-share-percent one from 1 to 100\n"),
     ],
 )
@@ -415,16 +417,46 @@ def test_seeds_give_medians_with_their_range(
 def test_a_hedged_policy_gets_its_own_row_and_targets(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """`--hedge-clusters 3 5` runs the policy hedging on 3 and on 5 beside its default, each
-    a row of every table and a targets table of its own."""
+    """`--hedge-clusters 1 3 5` runs the policy hedging off and on 3 beside its default, each
+    a row of every table and a targets table of its own; 5 is the default's own row."""
     chart = tmp_path / "chart.png"
     args = ["--scenario", "one-gpu-worker", "--seeds", "1", "--jobs", "1", "--chart", str(chart)]
-    assert dispatch_quality.main([*args, "--hedge-clusters", "3", "5", "3"]) == 0
+    assert dispatch_quality.main([*args, "--hedge-clusters", "1", "3", "5", "3"]) == 0
     out = capsys.readouterr().out
     names = [line.split("|")[1].strip() for line in out.splitlines() if line.startswith("| ")]
-    assert names.count("policy, hedge 3") == 1 and names.count("policy, hedge 5") == 1
-    assert "| P95 policy, hedge 5 / AllAtOnce (≤ 1) |" in out
+    assert names.count("policy, hedge 1") == 1 and names.count("policy, hedge 3") == 1
+    assert "policy, hedge 5" not in names
+    assert "| P95 policy, hedge 3 / AllAtOnce (≤ 1) |" in out
     assert "| P95 policy / AllAtOnce (≤ 1) |" in out
+
+
+def test_a_strategy_gets_its_rows_and_they_use_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--strategy MostFreeQuota --hedge-clusters 1 5`: the policy spreading (hedging as the
+    default does), and spreading without hedging (the default before issue 39), each a row
+    beside the default's; the rows are those policies', not the default's."""
+    chart = tmp_path / "chart.png"
+    args = ["--scenario", "balanced-10", "--seeds", "1", "--jobs", "1", "--chart", str(chart)]
+    argv = [*args, "--strategy", "MostFreeQuota", "--hedge-clusters", "1", "5"]
+    assert dispatch_quality.main(argv) == 0
+    out = capsys.readouterr().out
+    rows = {
+        cells[0]: cells[1:]
+        for line in out.splitlines()
+        if line.startswith("| ")
+        for cells in [[c.strip() for c in line.strip("| ").split("|")]]
+    }
+    assert "policy, MostFreeQuota" in rows and "policy, MostFreeQuota, hedge 1" in rows
+    assert "policy, MostFreeQuota, hedge 5" not in rows  # "policy, MostFreeQuota" again
+    assert "| P99 policy, MostFreeQuota, hedge 1 / AllAtOnce (≤ 1) |" in out
+    # Spreading places balanced-10's first seed otherwise than packing: P99 differs.
+    assert rows["policy, MostFreeQuota, hedge 1"][2] != rows["policy"][2]
+    assert dispatch_quality.variants("BestFit", [5], 0.9) == ()  # the default itself
+    assert dispatch_quality.variants("MostFreeQuota", [1], 0.9) == (
+        ("policy, MostFreeQuota", Policy(strategy="MostFreeQuota")),
+        ("policy, MostFreeQuota, hedge 1", Policy(strategy="MostFreeQuota", hedge_clusters=1)),
+    )
 
 
 def test_the_new_scenarios_are_drawn_as_described() -> None:
@@ -478,3 +510,19 @@ def test_the_targets_hold_the_tail_to_all_at_once_and_to_the_present_bound(
     found.append("**missed**" if "**missed**" in cells[5] else "met")
     assert found == verdicts, line
     assert "0 / 0 (no preemption)" in cells[3]
+
+
+def test_the_command_the_dispatcher_page_shows_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """docs/dispatcher.md's command for measuring the strategies on your own trace, as the
+    page writes it (the trace and the chart in a temporary folder)."""
+    page = (ROOT / "docs" / "dispatcher.md").read_text()
+    (line,) = [x for x in page.splitlines() if "bench/dispatch_quality.py --scenarios --csv" in x]
+    argv = shlex.split(line)[2:]
+    trace = tmp_path / "trace.csv"
+    trace.write_text(GOOD)
+    argv = [str(trace) if a == "trace.csv" else a for a in argv]
+    assert dispatch_quality.main([*argv, "--chart", str(tmp_path / "chart.png")]) == 0
+    names = {x.split("|")[1].strip() for x in capsys.readouterr().out.splitlines() if x[:2] == "| "}
+    assert {"policy", "policy, MostFreeQuota", "policy, MostFreeQuota, hedge 1"} <= names

@@ -109,6 +109,10 @@ def run(
     return decide(wl, list(workers), workers, policy or Policy(), index, now)
 
 
+# Spreading, for the tests of what MostFreeQuota (the default before issue 39) does.
+SPREAD = Policy(strategy="MostFreeQuota")
+
+
 def verdict(decision, cluster: str):  # type: ignore[no-untyped-def]
     return next(v for v in decision.verdicts if v.cluster == cluster)
 
@@ -129,12 +133,25 @@ def test_most_free_quota_keeps_big_device_workers_for_big_workloads() -> None:
     quota (which an 8-GPU workload needs whole); a CPU-only workload still goes where the
     most is free. Measured in BENCHMARKS.md section 4 (mixed-gpu)."""
     workers = fleet(big=queue(64, 8, gpu=8), small=queue(8, gpu=1), mid=queue(16, gpu=4))
-    assert run(demand(4, gpu=1), workers).nominate == ("small",)
-    assert run(demand(4, gpu=4), workers).nominate == ("mid",)
-    assert run(demand(4), workers).nominate == ("big",)
+    assert run(demand(4, gpu=1), workers, SPREAD).nominate == ("small",)
+    assert run(demand(4, gpu=4), workers, SPREAD).nominate == ("mid",)
+    assert run(demand(4), workers, SPREAD).nominate == ("big",)
     # Where the workers have the same devices, most free quota decides as before.
     same = fleet(a=queue(64, 40, gpu=8), b=queue(64, 8, gpu=8, gpu_reserved=2))
-    assert run(demand(8, gpu=2), same).nominate == ("b",)
+    assert run(demand(8, gpu=2), same, SPREAD).nominate == ("b",)
+
+
+def test_the_default_policy_packs_and_keeps_whole_workers_free() -> None:
+    """BestFit by default (BENCHMARKS.md section 4, issue 39): a small workload goes where it
+    fits tightest, so the empty worker stays whole for a workload that needs all of it; a
+    1-GPU workload takes the 1-GPU worker, as MostFreeQuota's device rule sends it."""
+    assert (Policy().strategy, Policy().hedge_clusters) == ("BestFit", 5)
+    workers = fleet(empty=queue(64), busy=queue(64, reserved=40))
+    assert run(demand(8), workers).nominate == ("busy",)
+    assert run(demand(8), workers, SPREAD).nominate == ("empty",)
+    assert run(demand(64), workers).nominate == ("empty",)
+    devices = fleet(big=queue(64, 8, gpu=8), small=queue(8, gpu=1))
+    assert run(demand(4, gpu=1), devices).nominate == ("small",)
 
 
 def test_ordered_spillover_follows_config_order_past_full_clusters() -> None:
@@ -251,7 +268,7 @@ def test_a_cordoned_worker_gets_nothing_new_even_where_it_is_the_best() -> None:
     assert out.reason == f"cordoned (label {CORDONED_LABEL}=true on its MultiKueueCluster)"
     # Any other value is no cordon (the stack writes "true"; a person might write "false").
     workers["big"] = worker("big", queue(64), labels={CORDONED_LABEL: "false"})
-    assert run(demand(2), workers).nominate == ("big",)
+    assert run(demand(2), workers, SPREAD).nominate == ("big",)
     # Every worker cordoned: nothing is nominated, and the reason says why.
     workers["big"] = worker("big", queue(64), labels={CORDONED_LABEL: "true"})
     workers["small"] = worker("small", queue(4), labels={CORDONED_LABEL: "true"})
@@ -283,7 +300,7 @@ def test_in_flight_demand_counts_against_the_last_slot() -> None:
     assert verdict(decision, "w1").status == "waits"
     # A workload's own in-flight demand never counts against itself.
     own = InFlight("team-a/wl", "w1", "cq", {"cpu": "default"}, {"cpu": units(3)})
-    assert run(demand(2), workers, in_flight=[own]).nominate == ("w1",)
+    assert run(demand(2), workers, SPREAD, in_flight=[own]).nominate == ("w1",)
 
 
 def test_nothing_fits_now_wait_on_best_or_least_loaded() -> None:
@@ -353,8 +370,8 @@ def test_a_big_workload_waits_on_the_manager_where_a_copy_would_only_wait() -> N
 def test_a_whole_worker_workload_that_fits_nowhere_is_hedged_where_the_policy_says() -> None:
     """With `hedge_clusters` above 1, a workload that fits nowhere and needs `hedge_share`
     or more of every queue that could hold it is nominated to that many at once (best
-    first), the summary says why; smaller work, work that fits somewhere, and the default
-    policy (off) nominate one as before. Held work stays held: hedging is for queues that
+    first), the summary says why; smaller work, work that fits somewhere, and a policy
+    with hedging off (1) nominate one as before. Held work stays held: hedging is for queues that
     preempt or are StrictFIFO, where a copy keeps a place."""
     hedging = Policy(hedge_clusters=3, hedge_share=0.9)
 
@@ -369,7 +386,8 @@ def test_a_whole_worker_workload_that_fits_nowhere_is_hedged_where_the_policy_sa
         "hedged on up to 3 clusters (it needs 90% or more of every queue that could hold "
         "it, and fits in none now): w1: "
     )
-    assert len(run(demand(8), busy).nominate) == 1  # off by default
+    assert len(run(demand(8), busy, Policy(hedge_clusters=1)).nominate) == 1  # 1 is off
+    assert len(run(demand(8), busy).nominate) == 4  # the default: up to 5, here all four
     assert len(run(demand(7), busy, hedging).nominate) == 1  # 7 of 8 is below 90%
     assert run(demand(6), busy, hedging).nominate == ("w1",)  # fits there
     many = Policy(hedge_clusters=40, hedge_share=0.5)
@@ -384,7 +402,7 @@ def test_widening_goes_on_where_the_view_says_it_fits() -> None:
     policy = Policy(widen_after_seconds=60)
     fits = fleet(w1=replace(queue(8, reserved=2), pending=1), w2=queue(8), w3=queue(8, 1))
     wl = demand(4, nominated=("w1",), nominated_at=NOW - timedelta(seconds=61))
-    assert run(wl, fits, policy).nominate == ("w1", "w2")
+    assert run(wl, fits, policy).nominate == ("w1", "w3")  # the tightest fit of the rest
 
 
 def test_nominations_are_capped_at_twenty() -> None:
@@ -477,7 +495,7 @@ def test_a_stuck_strict_fifo_queue_counts_as_full() -> None:
     )
     # BestEffortFIFO lets newer workloads past a stuck head: free quota there is usable.
     best_effort = fleet(w1=replace(queue(16), pending=3), w2=queue(8, reserved=4))
-    assert run(demand(2), best_effort).nominate == ("w1",)
+    assert run(demand(2), best_effort, SPREAD).nominate == ("w1",)
     # The one pending there may be the workload's own copy: then nothing is ahead of it.
     own = run(demand(2, nominated=("w1",), nominated_at=NOW), workers)
     assert own.nominate == ("w1",)
