@@ -66,6 +66,10 @@ class ClusterHandle:
     nodes: tuple[pulumi.Resource, ...] = ()
 
 
+# Seconds a request of a cluster's Kubernetes provider may take (see _provider).
+CLIENT_TIMEOUT_S = 120
+
+
 def _provider(
     name: str,
     kubeconfig: pulumi.Input[str],
@@ -94,6 +98,16 @@ def _provider(
         delete_unreachable=ephemeral,
         enable_server_side_apply=True,
         upsert_existing_objects=False,
+        # Each provider reads the cluster's discovery and its whole OpenAPI v2 document when
+        # it starts, within client-go's 32 s for a discovery request when no timeout is set
+        # (k8s.io/client-go discovery_client.go, defaultTimeout); a cluster that misses it
+        # is taken as unreachable for the run (provider.go at v4.32.0, Configure: "unable to
+        # load schema information"), and a preview or up of its Kueue install stops there
+        # ("configured Kubernetes cluster is unreachable", provider_construct.go). An API
+        # server that has just restarted builds that document again on the first request,
+        # slowly on a loaded kind host: the kind tier's preview after a worker's restart
+        # failed so. A refused connection still fails at once.
+        kube_client_settings=k8s.KubeClientSettingsArgs(timeout=CLIENT_TIMEOUT_S),
         # An order, not an input: a change to what it waits for changes nothing here.
         opts=pulumi.ResourceOptions(parent=parent, depends_on=after or []),
     )

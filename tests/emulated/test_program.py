@@ -156,6 +156,14 @@ def test_a_context_missing_from_the_kubeconfig_is_one_line() -> None:
     assert "has no context 'lab-a'" in message and ".existing.context" in message
 
 
+PROVIDER_CHOICES = (
+    "deleteUnreachable",
+    "upsertExistingObjects",
+    "enableServerSideApply",
+    "kubeClientSettings",
+)
+
+
 def test_provider_choices_do_not_come_from_the_environment(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -167,6 +175,7 @@ def test_provider_choices_do_not_come_from_the_environment(
     monkeypatch.setenv("PULUMI_K8S_DELETE_UNREACHABLE", "true")
     monkeypatch.setenv("PULUMI_K8S_UPSERT_EXISTING_OBJECTS", "true")
     monkeypatch.setenv("PULUMI_K8S_ENABLE_SERVER_SIDE_APPLY", "false")
+    monkeypatch.setenv("PULUMI_K8S_CLIENT_TIMEOUT", "5")
     for stack in ("dev", "gke"):
         spec = load_stack(str(ROOT / "stacks" / f"Pulumi.{stack}.yaml"))[0]
         config, secret = engine_config(ROOT / "stacks" / f"Pulumi.{stack}.yaml")
@@ -177,12 +186,15 @@ def test_provider_choices_do_not_come_from_the_environment(
             got = {
                 k: json.loads(v) if isinstance(v, str) else v
                 for k, v in inputs.items()
-                if k in ("deleteUnreachable", "upsertExistingObjects", "enableServerSideApply")
+                if k in PROVIDER_CHOICES
             }
             assert got == {
                 "deleteUnreachable": c.provider == "kind",
                 "upsertExistingObjects": False,
                 "enableServerSideApply": True,
+                # A just-restarted API server's OpenAPI document takes more than client-go's
+                # 32 s on a loaded host; a provider that misses it fails the whole preview.
+                "kubeClientSettings": {"timeout": 120},
             }, (stack, c.name, got)
 
 

@@ -37,6 +37,7 @@ from tests.helpers.kind_tier import (
     tool_env,
     wait,
 )
+from tests.helpers.pulumi_failures import pulumi_failure
 
 FLEET = "mkfkt"  # kind cluster names are global on a Docker host: not the user's `dev`
 JOBS = "examples/sample-jobs.yaml"
@@ -491,13 +492,13 @@ def test_a_mirror_added_then_removed_changes_only_the_mirrors_in_preview_and_up(
     try:
         local.write_text(yaml.safe_dump(settings, sort_keys=False))
         preview = _pulumi(fleet, "preview --json")
-        assert preview.returncode == 0, preview.stdout[-4000:] + preview.stderr[-4000:]
+        assert preview.returncode == 0, pulumi_failure(preview)
         plan = json.loads(preview.stdout)
         changed = [s["urn"] for s in plan["steps"] if s["op"] != "same"]
         assert len(changed) == clusters and all("kind:Mirrors" in u for u in changed), changed
         assert {k for k, n in plan["changeSummary"].items() if n} == {"update", "same"}
         up = _pulumi(fleet, "up --yes --skip-preview")
-        assert up.returncode == 0, up.stdout[-4000:] + up.stderr[-4000:]
+        assert up.returncode == 0, pulumi_failure(up)
         assert f"~ {clusters} updated" in up.stdout and "replaced" not in up.stdout, up.stdout
         for node in fleet_containers(f"{FLEET}-"):
             assert _node_file(node, hosts) == (
@@ -511,7 +512,7 @@ def test_a_mirror_added_then_removed_changes_only_the_mirrors_in_preview_and_up(
     finally:
         local.write_text(before)
     up = _pulumi(fleet, "up --yes --skip-preview")
-    assert up.returncode == 0, up.stdout[-4000:] + up.stderr[-4000:]
+    assert up.returncode == 0, pulumi_failure(up)
     assert f"~ {clusters} updated" in up.stdout, up.stdout
     assert not any(_on_every_node(hosts)) and not any(_on_every_node(ca_file))
     assert all(_on_every_node("/etc/containerd/certs.d/docker.io/hosts.toml"))
@@ -524,7 +525,7 @@ def test_down_leaves_nothing_of_the_fleet(fleet: DevFleet) -> None:
         ).stdout.split()
     )
     fleet.down = run(["bash", "scripts/down.sh"], fleet.project, fleet.env, timeout=1200)
-    assert fleet.down.returncode == 0, fleet.down.stdout[-4000:] + fleet.down.stderr[-4000:]
+    assert fleet.down.returncode == 0, pulumi_failure(fleet.down)
     assert not fleet_containers(f"{FLEET}-"), "node containers left"
     assert not [c for c in kind_clusters() if c.startswith(f"{FLEET}-")]
     volumes_after = set(

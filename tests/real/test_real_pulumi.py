@@ -46,6 +46,7 @@ from loopback.client import Client
 from loopback.dispatcher import LocalDispatcher
 from loopback.processes import log_tail
 from tests.helpers.monitoring import operator_crds, operator_howto
+from tests.helpers.pulumi_failures import pulumi_failure
 from tests.helpers.real_fleet import (
     K,
     MultiKueueFleet,
@@ -121,10 +122,7 @@ class Project:
 
     def ok(self, *args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
         done = self.pulumi(*args, timeout=timeout)
-        assert done.returncode == 0, (
-            f"pulumi {' '.join(args)} exited {done.returncode}\n"
-            f"{done.stdout[-4000:]}\n{done.stderr[-4000:]}"
-        )
+        assert done.returncode == 0, f"pulumi {' '.join(args)}: {pulumi_failure(done)}"
         return done
 
     def preview(self) -> list[dict[str, Any]]:

@@ -17,6 +17,7 @@ import pytest
 from components.checks.crd_schema import CrdSchemas
 from components.model.spec import load_spec
 from components.objects.dispatcher import default_policy
+from controller.model import Policy
 from controller.policy_api import (
     MAX_SELECTOR_LABELS,
     crd,
@@ -193,3 +194,12 @@ def test_the_stacks_hedging_reaches_the_dispatchers_policy(clusters: int, percen
     obj = policy_object("default", policy)
     assert schema_refuses(obj) == [] and controller_refuses(obj) == []
     assert parse(obj)[0] == policy
+
+
+def test_a_stack_that_says_nothing_gets_the_dispatchers_own_defaults() -> None:
+    """The stack's defaults for dispatcher.policy (components/model/spec.py) are written out
+    there, for the schema and the reference page; they must be the controller's `Policy()`
+    (controller/model.py), the defaults BENCHMARKS.md section 4 chose, field for field."""
+    spec, _ = load_spec(base(), "t")
+    assert spec is not None
+    assert default_policy(spec) == Policy(name="default")
