@@ -155,9 +155,17 @@ def _full_now(resource: str, wanted: int, free: int, flavor: str) -> str:
     )
 
 
-def fits_reason(flavors: dict[str, str], headroom: float) -> str:
+def fits_reason(flavors: dict[str, str], headroom: float, crowded: int = 0) -> str:
+    """Why it fits; `crowded`: the other nominations in flight there, where they are enough
+    to rank it after clusters with fewer (controller/judging.py CLIENT_BURST), else 0."""
     where = ", ".join(sorted(set(flavors.values()))) or "no quota needed"
-    return f"fits in {where}; {headroom:.0%} of the tightest flavor left free after it"
+    why = f"fits in {where}; {headroom:.0%} of the tightest flavor left free after it"
+    if crowded:
+        why += (
+            f"; {crowded} other nominations in flight here, so after workers with fewer "
+            "(Kueue's client to a worker carries 10 at a time)"
+        )
+    return why
 
 
 def queue_load(queue: QueueCapacity, in_flight: dict[str, Resources]) -> float:

@@ -22,6 +22,10 @@ class InFlightIndex:
     def __init__(self) -> None:
         self._by_workload: dict[str, list[InFlight]] = {}
         self._totals: dict[tuple[str, str], dict[str, Resources]] = {}
+        # How many workloads' demand is counted per (cluster, ClusterQueue): the copies that
+        # one worker's MultiKueue client still has to carry (controller/judging.py
+        # CLIENT_BURST).
+        self._counts: dict[tuple[str, str], int] = {}
         # The clusters whose demand in flight changed, in order: a memo catches up from
         # where it was. `_dropped` entries were forgotten to keep the log bounded.
         self._changes: list[str] = []
@@ -40,7 +44,9 @@ class InFlightIndex:
             half = len(self._changes) // 2
             del self._changes[:half]
             self._dropped += half
-        bucket = self._totals.setdefault((item.cluster, item.cluster_queue), {})
+        where = (item.cluster, item.cluster_queue)
+        self._counts[where] = self._counts.get(where, 0) + sign
+        bucket = self._totals.setdefault(where, {})
         for resource, amount in item.requests.items():
             flavor = item.flavors.get(resource)
             if flavor is not None:
@@ -98,6 +104,15 @@ class InFlightIndex:
     def totals(self, cluster: str, cluster_queue: str) -> dict[str, Resources]:
         """flavor -> resource -> all the demand in flight there."""
         return self._totals.get((cluster, cluster_queue), _NO_USAGE)
+
+    def count(self, cluster: str, cluster_queue: str, excluding: str = "") -> int:
+        """How many workloads have demand in flight there, `excluding` not among them."""
+        own = sum(
+            1
+            for i in self._by_workload.get(excluding, ())
+            if i.cluster == cluster and i.cluster_queue == cluster_queue
+        )
+        return self._counts.get((cluster, cluster_queue), 0) - own
 
     def usage(self, cluster: str, cluster_queue: str, excluding: str) -> dict[str, Resources]:
         """flavor -> resource -> demand in flight there, not counting `excluding`'s own."""

@@ -126,8 +126,11 @@ def stuck(queue: QueueCapacity, cluster: str, workload: WorkloadView) -> int:
     return max(queue.pending - (cluster in workload.nominated), 0)
 
 
-def verdict_on(name: str, queue: QueueCapacity, fit: Fit, ahead: int) -> tuple[Verdict, int]:
-    """The verdict on a cluster whose queue the filter kept, and its standing."""
+def verdict_on(
+    name: str, queue: QueueCapacity, fit: Fit, ahead: int, in_flight: int = 0
+) -> tuple[Verdict, int]:
+    """The verdict on a cluster whose queue the filter kept, and its standing; `in_flight`:
+    the other workloads nominated there and not yet admitted."""
     if ahead:
         why = (
             f"queue stuck: StrictFIFO ClusterQueue {queue.name} has {ahead} workload(s) "
@@ -136,23 +139,42 @@ def verdict_on(name: str, queue: QueueCapacity, fit: Fit, ahead: int) -> tuple[V
         # Scored as short of its whole quota at least: nothing gets in before the head does.
         return Verdict(name, "waits", why, float(-max(fit.deficit, 1.0)), fit.flavors), WAITS
     if fit.fits:
-        why = partial(fits_reason, fit.flavors, fit.headroom)
+        why = partial(fits_reason, fit.flavors, fit.headroom, in_flight if crowd(in_flight) else 0)
         return Verdict(name, "fits", why, float(fit.headroom), fit.flavors), FITS
     if fit.possible:
         return Verdict(name, "waits", fit.blocker, float(-fit.deficit), fit.flavors), WAITS
     return Verdict(name, "filtered", fit.blocker, category="too-large"), OUT
 
 
-def fit_key(strategy: str, headroom: float, device: int | None) -> Key:
-    """Rank among the clusters where the workload fits."""
+# Kueue v0.19.2's MultiKueue client to a worker runs at client-go's defaults, 5 requests a
+# second and a burst of 10 (pkg/controller/admissionchecks/multikueue/multikueuecluster.go
+# sets neither; DefaultQPS and DefaultBurst in k8s.io/client-go/rest/config.go; kueue issue
+# 14973), and every copy is created through the client of its worker. Where a workload
+# fits, a cluster with this many nominations or more in flight ranks after one with
+# fewer, by tens (`crowd`): a burst of small jobs that would all fit tightest on one worker
+# goes ten at a time to each worker where it fits instead of queueing on one client
+# (BENCHMARKS.md section 6: packing alone took a burst of 200 at AllAtOnce's rate, 1.00,
+# where spreading gave 1.5). Below it, a strategy ranks as it says.
+CLIENT_BURST = 10
+
+
+def crowd(in_flight: int) -> int:
+    """Which ten of nominations in flight a cluster is in: 0 below CLIENT_BURST."""
+    return in_flight // CLIENT_BURST
+
+
+def fit_key(strategy: str, headroom: float, device: int | None, in_flight: int = 0) -> Key:
+    """Rank among the clusters where the workload fits; `in_flight`: how many other
+    workloads are nominated there and not yet admitted (`crowd`)."""
+    tens = crowd(in_flight)
     if strategy == "MostFreeQuota":
         # Most free quota, but a workload asking for devices goes first to the clusters
         # with the fewest of them that hold it: 1-GPU jobs do not take one GPU from each
         # 8-GPU worker while 1-GPU workers stand idle, leaving no worker for an 8-GPU
         # job. Where every worker has the same devices, this is most free quota alone
         # (both measured in BENCHMARKS.md section 4: mixed-gpu, balanced-10).
-        return (0, -headroom, 0.0) if device is None else (0, device, -headroom)
-    return (0, headroom if strategy == "BestFit" else 0.0, 0.0)
+        return (tens, -headroom, 0.0) if device is None else (tens, device, -headroom)
+    return (tens, headroom if strategy == "BestFit" else 0.0, 0.0)
 
 
 def _wait_key(policy: Policy, first: int, deficit: float, load: Callable[[], float]) -> Key:
@@ -211,9 +233,10 @@ def judge(
     own = workload.requests if queue.pending == 0 and name in workload.nominated else EMPTY
     fit = Fit(queue, workload.requests, used, own)
     ahead = stuck(queue, name, workload) if fit.possible else 0
-    verdict, standing = verdict_on(name, queue, fit, ahead)
+    count = in_flight.count(name, queue.name, workload.key)
+    verdict, standing = verdict_on(name, queue, fit, ahead, count)
     if standing == FITS:
-        key = fit_key(policy.strategy, fit.headroom, fit.device_quota)
+        key = fit_key(policy.strategy, fit.headroom, fit.device_quota, count)
     elif standing == WAITS:
         first = _first(queue, ahead, workload.priority, fit.missing)
         key = _wait_key(policy, first, fit.deficit, lambda: queue_load(queue, used))

@@ -13,6 +13,7 @@ from controller.fit import EMPTY, ZERO, Fit, fits_reason, queue_load
 from controller.in_flight_index import InFlightIndex
 from controller.judging import (
     CAN_PREEMPT,
+    CLIENT_BURST,
     FITS,
     MAY_PREEMPT,
     NO_PREEMPTION,
@@ -23,6 +24,7 @@ from controller.judging import (
     Key,
     Ranked,
     can_preempt,
+    crowd,
     fit_key,
     judge,
     may_preempt,
@@ -147,6 +149,7 @@ class Board:
         ]
         self.column = {name: k for k, name in enumerate(self.cluster)}
         self.free = [[0] * len(kept) for _ in wanted]
+        self.counts = [0] * len(kept)  # nominations in flight there
         for k in range(len(kept)):
             self._read_free(k)
         self.loads: dict[int, float] = {}  # for LeastLoaded, read when ranked
@@ -167,7 +170,10 @@ class Board:
         )
 
     def _read_free(self, k: int) -> None:
-        used = self.index.totals(self.cluster[k], self.queues[k].name)
+        cluster, queue = self.cluster[k], self.queues[k].name
+        used = self.index.totals(cluster, queue)
+        # Not the workload's own: where it has demand in flight it is judged by itself.
+        self.counts[k] = self.index.count(cluster, queue)
         for j, r in enumerate(self.wanted):
             flavor = used.get(self.flavor[j][k]) or EMPTY
             self.free[j][k] = self.nominal[j][k] - self.reserved[j][k] - flavor.get(r, ZERO)
@@ -180,6 +186,7 @@ class Board:
         self.seen = index.position
         if changed:
             self.free = [column.copy() for column in self.free]  # decisions keep theirs
+            self.counts = self.counts.copy()
             for k in changed:
                 self._read_free(k)
                 self.loads.pop(k, None)
@@ -208,16 +215,20 @@ class Board:
             self.loads[k] = queue_load(queue, self.index.totals(self.cluster[k], queue.name))
         return self.loads[k]
 
-    def fit_key(self, k: int, s: float) -> Key:
-        return fit_key(self.policy.strategy, min(1.0, 0.0 - s), self.device[k])
+    def fit_key(self, k: int, s: float, counts: list[int]) -> Key:
+        return fit_key(self.policy.strategy, min(1.0, 0.0 - s), self.device[k], counts[k])
 
-    def verdict(self, k: int, s: float, free: list[list[int]], workload: WorkloadView) -> Verdict:
-        """Column `k`'s verdict on `workload`, short `s`, with what was `free` then."""
+    def verdict(
+        self, k: int, s: float, free: list[list[int]], counts: list[int], workload: WorkloadView
+    ) -> Verdict:
+        """Column `k`'s verdict on `workload`, short `s`, with what was `free` then and the
+        nominations in flight then (`counts`)."""
         name = self.cluster[k]
         if s <= 0.0 and k < self.open:
             headroom = min(1.0, 0.0 - s)
-            placed = self.placed[k]
-            return Verdict(name, "fits", partial(fits_reason, placed, headroom), headroom, placed)
+            placed, shown = self.placed[k], counts[k] if crowd(counts[k]) else 0
+            why = partial(fits_reason, placed, headroom, shown)
+            return Verdict(name, "fits", why, headroom, placed)
         used: dict[str, Resources] = {}
         for j, r in enumerate(self.wanted):
             amount = self.nominal[j][k] - self.reserved[j][k] - free[j][k]
@@ -232,6 +243,7 @@ class BoardJudged:
 
     def __init__(self, board: Board, workload: WorkloadView) -> None:
         self.board, self.workload, self.free = board, workload, board.free
+        self.counts = board.counts
         self.position = board.position
         self.amounts = [workload.requests[r] for r in board.wanted]
         short = board.shortfall(self.amounts)
@@ -292,6 +304,14 @@ class BoardJudged:
                 ]
             else:
                 self.rank = [0.0 if s <= 0.0 else _INF for s in opened]
+        counts = self.counts[: board.open]
+        if counts and max(counts) >= CLIENT_BURST:
+            # Ranked by tens of nominations in flight first (fit_key), then as above.
+            self.rank = [
+                (c // CLIENT_BURST, r) if r != self.unranked else _UNRANKED
+                for c, r in zip(counts, self.rank, strict=True)
+            ]
+            self.unranked = _UNRANKED
         self.top = min(self.rank, default=self.unranked)
 
     def fits(self) -> bool:
@@ -300,7 +320,7 @@ class BoardJudged:
     def best(self, count: int) -> list[Ranked]:
         board, short = self.board, self.short
         ranked = [
-            (board.fit_key(k, short[k]), board.orders[k], board.cluster[k])
+            (board.fit_key(k, short[k], self.counts), board.orders[k], board.cluster[k])
             for k in pick(self.rank, self.top, self.unranked, count)
         ]
         return smallest(count, ranked + self.exact_fitting) if self.exact_fitting else ranked
@@ -394,7 +414,7 @@ class BoardJudged:
         if order in self.exact:
             return self.exact[order].verdict
         k = board.column[board.names[order]]
-        return board.verdict(k, self.short[k], self.free, self.workload)
+        return board.verdict(k, self.short[k], self.free, self.counts, self.workload)
 
     def verdicts(self) -> tuple[Verdict, ...]:
         return tuple(self._at(order) for order in range(len(self.board.names)))

@@ -132,6 +132,9 @@ class InFlightIndex:
     def changed_since(self, position: int) -> set[str]:
         return set(self._changes[position - self._dropped :])
 
+    def by_workload(self) -> dict[str, list[InFlight]]:
+        return self._by_workload
+
     def clusters_of(self, workload: str) -> set[str]:
         """The clusters where `workload`'s own demand is in flight."""
         return {i.cluster for i in self._by_workload.get(workload, ())}
@@ -326,10 +329,20 @@ def _judge(
         verdict = Verdict(name, "waits", why, float(-max(fit.deficit, 1.0)), fit.flavors)
         return _Judged(verdict, _WAITS, (_STUCK, _rank_waiting(policy, fit, queue, used), 0.0))
     if fit.fits:
+        # Ten or more other workloads nominated there and not admitted: after the clusters
+        # with fewer, by tens (one worker's MultiKueue client carries every copy, 10 at once),
+        # and the reason says so.
+        others = sum(
+            1
+            for w, items in in_flight.by_workload().items()
+            if w != workload.key
+            for i in items
+            if i.cluster == name and i.cluster_queue == queue.name
+        )
         verdict = Verdict(
             name,
             "fits",
-            partial(_fits, fit.flavors, fit.headroom),
+            partial(_fits, fit.flavors, fit.headroom, others if others >= 10 else 0),
             float(fit.headroom),
             fit.flavors,
         )
@@ -344,7 +357,7 @@ def _judge(
             key = (0, -fit.headroom, 0.0) if device is None else (0, device, -fit.headroom)
         else:
             key = (0, fit.headroom if strategy == "BestFit" else 0.0, 0.0)
-        return _Judged(verdict, _FITS, key)
+        return _Judged(verdict, _FITS, (others // 10, *key[1:]))
     if fit.possible:
         verdict = Verdict(name, "waits", fit.blocker, float(-fit.deficit), fit.flavors)
         # Where the queue may preempt, the workload can get in before anything ends

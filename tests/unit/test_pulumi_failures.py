@@ -9,6 +9,8 @@ from tests.helpers.pulumi_failures import pulumi_failure
 
 ECHO = 'Traceback ...\n  File "rpc.py"\nException: resource monitor shut down\n'
 
+_ECHO_TEXT = "resource monitor shut down"
+
 
 def _done(stdout: str, stderr: str = "") -> subprocess.CompletedProcess[str]:
     return subprocess.CompletedProcess(["pulumi"], 255, stdout, stderr)
@@ -26,9 +28,6 @@ def test_a_json_preview_names_the_cause_before_the_echoes() -> None:
     errors = said.split("--- stdout")[0]
     assert errors.index("urn:obj: failed calling webhook") < errors.index(_ECHO_TEXT)
     assert errors.count(_ECHO_TEXT) == 1 and "a warning" not in errors
-
-
-_ECHO_TEXT = "resource monitor shut down"
 
 
 def test_text_output_gives_its_error_lines() -> None:
