@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from dq_sim import (
@@ -25,6 +26,7 @@ from dq_sim import (
 
 from controller import policy as real_policy
 from controller.fit_memo import FitMemo
+from controller.in_flight import FOLLOWERS_UNSEEN_SECONDS
 from controller.in_flight_index import InFlightIndex
 from controller.model import (
     InFlight,
@@ -103,7 +105,9 @@ class OurPolicy(Dispatcher):
     """The project's policy, with the in-flight accounting of controller/in_flight.py: a
     nominated workload's demand counts on each nominated worker until the worker's view
     shows its copy holding quota there, and an admitted one's on the worker that admitted
-    it until then (only there)."""
+    it until then (only there); a LeaderWorkerSet's other groups count on the worker its
+    primary's copy holds quota on until the view shows each of their copies there
+    (InFlightDemand._follow)."""
 
     refreshes = True
     reads_snapshot = True
@@ -116,12 +120,16 @@ class OurPolicy(Dispatcher):
         self.in_flight = InFlightIndex()
         self.memo = FitMemo()  # as controller/dispatcher.py keeps one; never changes a decision
         self._workloads: dict[str, Wl] = {}  # what is in flight, by its key
+        # A group counted where its primary's copy holds quota -> until when (sim time).
+        self._following: dict[str, float] = {}
         self.read_at = -math.inf  # when the view last decided on was read
+        self._sim: Sim | None = None
 
     def nominate(self, sim: Sim, wl: Wl) -> tuple[str, ...]:
+        self._sim = sim
         if sim.snapshot_at != self.read_at:
             self.read_at = sim.snapshot_at
-            self._counted_in_view()
+            self._counted_in_view(sim)
         # A LeaderWorkerSet group's demand is the sum of its workloads.
         requests = {r: a * wl.job.parts for r, a in wl.requests.items()}
         view = WorkloadView(
@@ -140,31 +148,76 @@ class OurPolicy(Dispatcher):
             self._workloads[view.key] = wl
         return chosen or wl.nominated
 
-    def _counted_in_view(self) -> None:
+    def _counted_in_view(self, sim: Sim) -> None:
         """A new view of the workers: where it shows a copy holding quota (admitted before
         it was read), that copy's demand stops counting in flight there
-        (InFlightDemand.counted_on)."""
+        (InFlightDemand.counted_on), and a primary's other groups start counting there."""
         for key in self.in_flight.workloads():
             wl = self._workloads[key]
             for item in self.in_flight.items(key):
                 copy = wl.copies.get(item.cluster)
+                if key in self._following:
+                    # Not there yet: it is on its way (or gone, or past its bound).
+                    if (copy is not None and _seen(copy, self.read_at)) or (
+                        wl.finished_at is not None or sim.now >= self._following[key]
+                    ):
+                        self._forget(key)
+                    continue
                 if copy is None or _seen(copy, self.read_at):  # None: gone from there
                     self.in_flight.drop(key, item.cluster)
+                    if copy is not None:
+                        self._follow(sim, wl, item)
             if not self.in_flight.items(key):
-                del self._workloads[key]
+                self._forget(key)
+
+    def _follow(self, sim: Sim, wl: Wl, counted: InFlight) -> None:
+        """`wl`'s copy holds quota on `counted.cluster`: where it is a LeaderWorkerSet's
+        primary, each other group counts there on its own (controller/in_flight.py
+        InFlightDemand._follow)."""
+        if wl.index != 0 or wl.job.parts == 1:
+            return
+        for member in sim.groups[wl.job.name]:
+            key = f"team/{member.key}"
+            copy = member.copies.get(counted.cluster)
+            if member is wl or key in self._following or (copy and _seen(copy, self.read_at)):
+                continue
+            self.in_flight.replace(
+                key, [InFlight(key, counted.cluster, CQ, counted.flavors, member.requests)]
+            )
+            self._workloads[key] = member
+            self._following[key] = sim.now + FOLLOWERS_UNSEEN_SECONDS
+
+    def _forget(self, key: str) -> None:
+        self.in_flight.remove(key)
+        self._workloads.pop(key, None)
+        self._following.pop(key, None)
 
     def done(self, wl: Wl) -> None:
         """Admitted (`wl.cluster`): its demand keeps counting on that worker until the view
-        shows it (InFlightDemand.admitted_to); evicted: nowhere."""
+        shows it (InFlightDemand.admitted_to), its own only where it is a LeaderWorkerSet's
+        primary, whose other groups count there too; evicted: nowhere, nor its groups'."""
         key = f"team/{wl.key}"
+        if key in self._following:  # a group following its primary
+            if wl.cluster is None:
+                self._forget(key)
+            return  # else counted until the view shows its copy (`_counted_in_view`)
+        kept = [i for i in self.in_flight.items(key) if i.cluster == wl.cluster]
+        group = self._sim.groups[wl.job.name] if self._sim and wl.job.parts > 1 else [wl]
+        for member in group:
+            other = f"team/{member.key}"
+            if other in self._following and (
+                wl.cluster is None or self.in_flight.items(other)[0].cluster != wl.cluster
+            ):
+                self._forget(other)  # its primary is not (or no longer) there
         copy = wl.copies.get(wl.cluster) if wl.cluster else None
+        if kept and copy is not None and self._sim is not None:
+            self._follow(self._sim, wl, kept[0])
         if copy is None or _seen(copy, self.read_at):
-            self.in_flight.remove(key)
-            self._workloads.pop(key, None)
+            self._forget(key)
             return
-        self.in_flight.replace(
-            key, [i for i in self.in_flight.items(key) if i.cluster == wl.cluster]
-        )
+        if len(group) > 1:
+            kept = [replace(i, requests=wl.requests) for i in kept]
+        self.in_flight.replace(key, kept)
 
 
 def _seen(copy: Copy, read_at: float) -> bool:

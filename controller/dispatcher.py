@@ -26,7 +26,7 @@ from controller.in_flight import InFlightDemand
 from controller.in_flight_index import InFlightIndex
 from controller.kube import Kube
 from controller.metrics import Metrics
-from controller.model import Decision, WorkloadView
+from controller.model import Decision, Resources, WorkloadView
 from controller.nominations import NominationWriter, nominated
 from controller.policy import decide
 from controller.policy_status import sync_policy_status
@@ -40,6 +40,7 @@ from controller.workloads import (
     group_of,
     group_requests,
     key_of,
+    requests_of,
     view_of,
 )
 
@@ -67,7 +68,7 @@ class Dispatcher:
         self.queue = WorkQueue()
         self._fleet_changed = False
         self.events = EventRecorder(manager, metrics, settings.identity, is_leader)
-        self.demand = InFlightDemand(self.state)
+        self.demand = InFlightDemand(self.state, self._group_demand)
         self.decided = Decided(self._widen_period)
         self.writer = NominationWriter(manager, metrics, settings.concurrent_writes)
         self.memo = FitMemo()  # work saved across decisions; never changes one
@@ -277,15 +278,37 @@ class Dispatcher:
         of its group workloads we nominate) asks for the whole set: every workload of the
         same owner that exists now. Groups added later go where the primary went."""
         view = view_of(wl)
+        others = self._others_of_group(wl)
+        if not others:
+            return view
+        return replace(view, requests=group_requests([wl, *others.values()]))
+
+    def _others_of_group(self, wl: dict[str, Any]) -> dict[str, dict[str, Any]] | None:
+        """The other workloads of `wl`'s LeaderWorkerSet that exist now, by key; None for a
+        workload alone."""
         group = group_of(wl)
         if group is None:
-            return view
-        members = [
-            member
-            for member in self.state.workloads.store.values()
-            if member is wl or group_of(member) == group
-        ]
-        return replace(view, requests=group_requests(members)) if len(members) > 1 else view
+            return None
+        return {
+            key: member
+            for key, member in self.state.workloads.store.items()
+            if member is not wl and group_of(member) == group
+        }
+
+    def _group_demand(self, key: str) -> tuple[Resources | None, dict[str, Resources] | None]:
+        """A LeaderWorkerSet primary's own demand and its other groups' (key -> demand),
+        which `view` summed for its nomination; (None, None) for any other workload."""
+        wl = self.state.workloads.store.get(key)
+        annotations = ((wl or {}).get("metadata") or {}).get("annotations") or {}
+        if wl is None or annotations.get(COMPONENT_INDEX) != "0":
+            return None, None
+        others = self._others_of_group(wl)
+        if not others:
+            return None, None
+        try:
+            return requests_of(wl), {k: requests_of(m) for k, m in others.items()}
+        except MalformedWorkload:
+            return None, None  # counted as it was nominated: the whole set's demand
 
     def evaluate(self, key: str) -> tuple[Eligibility, Decision | None, str]:
         """What the policy would do for one workload now, without writing anything.
@@ -367,8 +390,9 @@ class Dispatcher:
                 # Deactivated, evicted (no quota reserved on the manager any more), its
                 # check no longer Pending, or another check not Ready: none of it goes to
                 # a worker now, so none of its demand is counted against one. Decided
-                # again, it is recorded again.
-                self.demand.uncount(key)
+                # again, it is recorded again. (A group following its primary's cluster
+                # stays counted there: InFlightDemand.withdraw.)
+                self.demand.withdraw(key)
                 self.decided.settled.pop(key, None)
             return
         current = list((wl.get("status") or {}).get("nominatedClusterNames") or [])

@@ -132,6 +132,7 @@ async def test_the_cluster_admitting_a_workload_is_never_dropped(fleet: Fleet) -
 
 
 FOUR_EACH = {"w1": {"cpu": "4"}, "w2": {"cpu": "4"}}
+EIGHT_EACH = {"w1": {"cpu": "8"}, "w2": {"cpu": "8"}}
 
 
 @pytest.mark.parametrize("copy_seen", [True, False])
@@ -298,12 +299,14 @@ async def test_a_nomination_decided_before_an_eviction_never_lands_after_it(flee
     assert fresh["metadata"]["resourceVersion"] != decided_on[0]
 
 
-def _lws_group(index: int, cpu: str, owner: str = "lws") -> dict[str, Any]:
+def _lws_group(index: int, cpu: str, owner: str = "lws", **more: Any) -> dict[str, Any]:
     """A LeaderWorkerSet group's workload as Kueue v0.19.2 makes it
-    (pkg/controller/jobs/leaderworkerset/leaderworkerset_reconciler.go)."""
+    (pkg/controller/jobs/leaderworkerset/leaderworkerset_reconciler.go); `more`: the
+    workload helper's other arguments."""
     wl = workload(
         f"{owner}-{index}",
         cpu=cpu,
+        **more,
         annotations={
             "kueue.x-k8s.io/component-workload-index": str(index),
             "kueue.x-k8s.io/job-owner-gvk": "leaderworkerset.x-k8s.io/v1, Kind=LeaderWorkerSet",
@@ -350,6 +353,81 @@ async def test_groups_added_before_admission_count_for_the_primary(fleet: Fleet)
     for index in (1, 2):
         fleet.manager.put(WORKLOADS, _lws_group(index, "2"))
     assert await until(lambda: fleet.nominations("lws-0") == ["w1"])
+
+
+@pytest.mark.parametrize("end", ["copy seen", "deleted", "expired", "primary requeued"])
+@pytest.mark.parametrize("copy_first", [True, False])
+def test_a_sets_other_groups_count_on_its_primarys_worker_until_their_copies_do(
+    end: str, copy_first: bool
+) -> None:
+    """The defect the KWOK fleet found (BENCHMARKS.md section 5, seeds 1-3 with packing): a
+    LeaderWorkerSet's primary is nominated for all its groups, but its copy on the worker
+    holds only its own demand, and Kueue sends the other groups there only as it reconciles
+    each (seconds later). Once the primary's copy was seen the set stopped counting, the
+    worker looked nearly free, and two more sets were packed onto it. Here: three groups of
+    2 cpu admitted on a worker of 8 (2 held, 4 coming), then a job of 4 cpu must go to the
+    other worker; each group stops counting when its copy holds quota there, when it is
+    deleted, after FOLLOWERS_UNSEEN_SECONDS, or when the primary goes back to the queue.
+    `copy_first`: the worker's copy of the primary is seen before the manager's clusterName
+    (InFlightDemand.counted_on), or after (admitted_to)."""
+
+    async def main() -> None:
+        groups = [_lws_group(i, "2") for i in range(3)]
+        keys = [f"{NS}/lws-{i}" for i in range(3)]
+        async with dispatcher_on(EIGHT_EACH, groups) as (fleet, dispatcher):
+            await dispatcher.reconcile(keys[0])
+            await asyncio.gather(*dispatcher.writer.tasks)
+            (worker,) = fleet.nominations("lws-0") or []
+            other = "w2" if worker == "w1" else "w1"
+            kueue = WorkerKueue(fleet.workers[worker], status_lag=None)
+            primary = fleet.manager.get(WORKLOADS, "lws-0", NS)
+            store = dispatcher.state.workloads.store
+            if copy_first:
+                kueue.admit(primary)
+                await until(lambda: dispatcher.state.workers[worker].holds(keys[0]))
+            fleet.manager.put(WORKLOADS, _lws_group(0, "2", cluster=worker, state="Ready"))
+            await until(lambda: (store[keys[0]].get("status") or {}).get("clusterName"))
+            await dispatcher.reconcile(keys[0])
+            if not copy_first:
+                # The whole set's 6 cpu where the copy is not seen yet.
+                assert _in_flight_cpu(dispatcher, worker) == 6000
+                kueue.admit(primary)
+                await until(lambda: _in_flight_cpu(dispatcher, worker) == 4000, what="the copy")
+            # The primary's 2 cpu read from the worker, its two groups' 4 in flight there.
+            assert (_reserved_cpu(dispatcher, worker), _in_flight_cpu(dispatcher, worker)) == (
+                2000,
+                4000,
+            )
+            assert set(dispatcher.demand.following) == set(keys[1:])
+            await dispatcher.reconcile(keys[1])  # a group follows: still counted
+            assert _in_flight_cpu(dispatcher, worker) == 4000
+            fleet.manager.put(WORKLOADS, workload("job", cpu="4"))
+            await until(lambda: f"{NS}/job" in store)
+            await dispatcher.reconcile(f"{NS}/job")
+            await asyncio.gather(*dispatcher.writer.tasks)
+            assert fleet.nominations("job") == [other]  # 2 of 8 left on `worker`, not 6
+            kueue.admit(fleet.manager.get(WORKLOADS, "lws-1", NS))
+            await until(lambda: _in_flight_cpu(dispatcher, worker) == 2000, what="lws-1 seen")
+            assert _reserved_cpu(dispatcher, worker) == 4000
+            if end == "copy seen":
+                kueue.admit(fleet.manager.get(WORKLOADS, "lws-2", NS))
+                await until(lambda: _reserved_cpu(dispatcher, worker) == 6000, what="lws-2")
+            elif end == "deleted":
+                fleet.manager.remove(WORKLOADS, "lws-2", NS)
+                await until(lambda: keys[2] not in store, what="the deletion")
+            elif end == "expired":
+                dispatcher.demand.admitted[keys[2]] = replace(
+                    dispatcher.demand.admitted[keys[2]], until=0.0
+                )
+                dispatcher.demand.expire_admitted()
+            else:
+                fleet.manager.put(WORKLOADS, _lws_group(0, "2", reserved=False))
+                await until(lambda: not (store[keys[0]].get("status") or {}).get("clusterName"))
+                await dispatcher.reconcile(keys[0])
+            assert _in_flight_cpu(dispatcher, worker) == 0
+            assert not dispatcher.demand.following and not dispatcher.demand.admitted
+
+    asyncio.run(asyncio.wait_for(main(), 60))
 
 
 @fleet_test(TWO)

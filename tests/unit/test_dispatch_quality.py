@@ -314,6 +314,43 @@ def test_an_admitted_workload_counts_on_its_worker_until_the_view_shows_it() -> 
     assert set() in counted[1:]  # gone once a view read after its admission is decided on
 
 
+def test_a_sets_other_groups_count_where_its_primary_was_admitted() -> None:
+    """The controller's accounting of a LeaderWorkerSet (controller/in_flight.py
+    InFlightDemand._follow): once its primary's copy holds quota on a worker, the other
+    groups' demand counts there, each until a view shows its own copy; so a job of 4 cores
+    arriving meanwhile goes to the other worker, not to the one the set is filling. Here
+    the manager's clients are slow enough (Kueue v0.19.2's 5 requests/s) that the groups
+    reach the worker seconds after their primary."""
+    workers = two_workers("Never")
+    jobs = (
+        Job("lws-00", 0.0, res(2, 2), 600.0, 100, "lws", 3),
+        Job("job-01", 5.0, res(4, 4), 600.0),
+    )
+    policy = OurPolicy()
+    seen: dict[str, set[str]] = {}
+    real = policy.nominate
+
+    def spy(sim: Sim, wl: dq_sim.Wl) -> tuple[str, ...]:
+        chosen = real(sim, wl)
+        if wl.key == "job-01-0" and "job" not in seen:
+            seen["job"] = set(chosen)
+            seen["lws"] = {m.cluster or "" for m in sim.groups["lws-00"]}
+            seen["following"] = {
+                i.cluster
+                for m in ("team/lws-00-1", "team/lws-00-2")
+                for i in policy.in_flight.items(m)
+            }
+        return chosen
+
+    policy.nominate = spy  # type: ignore[method-assign]
+    sim = Sim(Scenario("set", "", workers, jobs, ()), policy, Settings(staleness=1.0)).run()
+    (primary,) = seen["lws"] - {""}
+    assert seen["following"] == {primary}  # counted there before their copies are seen
+    assert seen["job"] and primary not in seen["job"]
+    assert {m.cluster for m in sim.groups["lws-00"]} == {primary}
+    assert not policy.in_flight.workloads() and not policy._following
+
+
 def test_runs_are_reproducible_and_seeds_differ() -> None:
     sc = scenario("balanced-3")
     assert sc == scenario("balanced-3")

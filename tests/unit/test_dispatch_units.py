@@ -9,13 +9,14 @@ import asyncio
 import math
 import time
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from controller.decided import Decided
-from controller.in_flight import InFlightDemand
+from controller.in_flight import FOLLOWERS_UNSEEN_SECONDS, InFlightDemand
 from controller.kube import ApiError
 from controller.metrics import Metrics
 from controller.model import (
@@ -206,3 +207,10 @@ def test_demand_counts_in_flight_where_it_takes_room(strict_fifo: bool) -> None:
     view = WorkloadView("ns/a", "user-queue", {"cpu": 4000}, ("w1", "w2"))
     demand.record("ns/a", decision, view)
     assert demand.index.clusters_of("ns/a") == ({"w1", "w2"} if strict_fifo else {"w1"})
+
+
+def test_the_dispatcher_page_says_how_long_a_sets_groups_count_in_flight() -> None:
+    """docs/dispatcher.md states the bound on a LeaderWorkerSet's groups counted where its
+    primary was admitted: the code's."""
+    page = (Path(__file__).resolve().parents[2] / "docs" / "dispatcher.md").read_text()
+    assert f"(at most {FOLLOWERS_UNSEEN_SECONDS:.0f} s, in case an event" in " ".join(page.split())
