@@ -207,6 +207,43 @@ def delays(manager: Iterable[Obj], workers: dict[str, list[Obj]]) -> dict[str, l
     return found
 
 
+# The parts a measured wait is made of, in order (wait_parts).
+PARTS = ("to the worker", "worker queue")
+
+
+def wait_parts(
+    manager: Iterable[Obj], workers: dict[str, Iterable[Obj]]
+) -> dict[str, tuple[float, float, float]]:
+    """Where each measured wait went (`measure`'s waits: the manager's first QuotaReserved to
+    the first admission of the copy it took), per manager Workload (namespace/name) whose
+    taken copy was seen: (before it, to the worker, worker queue), seconds:
+    - before it: the manager's queue, from the Workload's creation to its QuotaReserved
+      (not in the wait; shown as the quota the manager holds is the workers' sum);
+    - to the worker: QuotaReserved to the creation of the copy it took: the dispatcher
+      (ours, or Kueue's own nomination), then MultiKueue making the copy through Kueue's
+      client to that worker; for a LeaderWorkerSet's other groups, also their primary's
+      wait, as MultiKueue sends none of them before the primary is admitted on a worker
+      (nominateAndSynchronizeWorkers, pkg/controller/admissionchecks/multikueue/
+      workload.go 899-902 at v0.19.2);
+    - worker queue: that copy's creation to its first Admitted there."""
+    ours = _by_name(_histories(manager))
+    found: dict[str, tuple[float, float, float]] = {}
+    for worker, histories in _per_worker(workers).items():
+        for key, h in histories.items():
+            name = key.rsplit("/", 1)[0]
+            owner = ours.get(name)
+            if not h.origin or not h.admitted or owner is None or not owner.reserved:
+                continue
+            if worker not in owner.clusters or math.isnan(h.created):
+                continue
+            reserved = owner.reserved[0]
+            parts = (reserved - owner.created, h.created - reserved, h.admitted[0] - h.created)
+            # A copy made again after an eviction: the first one's is the measured wait.
+            if name not in found or parts[1] < found[name][1]:
+                found[name] = parts
+    return found
+
+
 def percentile(values: list[float], p: float) -> float:
     """Nearest rank, as bench/dispatch_quality.py computes it; NaN for no values."""
     if not values:

@@ -3,6 +3,7 @@ watch on the manager and on each worker saw, as Kueue v0.19.2 writes it."""
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,16 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
-from fleet_metrics import ORIGIN_LABEL, RecordError, _time, delays, measure, preemptions_of
+import wait_parts as wait_parts_cli
+from fleet_metrics import (
+    ORIGIN_LABEL,
+    RecordError,
+    _time,
+    delays,
+    measure,
+    preemptions_of,
+    wait_parts,
+)
 
 
 def at(second: int) -> str:
@@ -255,3 +265,61 @@ def test_a_workload_the_manager_finished_without_admitting_it_waited_for_its_cop
     }
     found = measure(manager, workers)
     assert (found["p50"], found["pending"], found["unfinished"]) == (7.0, 0.0, 0.0)
+
+
+def test_each_wait_is_split_where_it_went_on_the_copy_it_took() -> None:
+    manager = [
+        # Waited 5 s for the manager's quota, its copy made 3 s after, admitted 2 s after.
+        workload("a", 0, QuotaReserved=5, Admitted=11, cluster="w1"),
+        # A LeaderWorkerSet's other group: reserved at once, its copy made 20 s later (once
+        # its primary was admitted), then at once.
+        workload("g", 0, QuotaReserved=1, Admitted=22, cluster="w2"),
+        # Never taken by a worker: no parts.
+        workload("p", 0, QuotaReserved=2),
+    ]
+    workers = {
+        "w1": [
+            workload("a", 8, uid="a1", origin=True, QuotaReserved=10, Admitted=10),
+            workload("local", 0, uid="l", QuotaReserved=0, Admitted=0),
+        ],
+        # A copy that lost the race does not count, though admitted sooner.
+        "w2": [
+            workload("a", 6, uid="a2", origin=True, QuotaReserved=6, Admitted=6),
+            workload("g", 21, uid="g2", origin=True, QuotaReserved=21, Admitted=21),
+        ],
+    }
+    parts = wait_parts(manager, workers)
+    assert parts == {"team-a/a": (5.0, 3.0, 2.0), "team-a/g": (1.0, 20.0, 0.0)}
+    # The parts after the manager's queue add up to the wait measure() takes.
+    waits = sorted(p[1] + p[2] for p in parts.values())
+    assert measure(manager, workers)["p50"] == waits[0]
+
+
+def test_the_wait_parts_of_a_kept_run_print_as_tables(tmp_path: Path) -> None:
+    manager = [workload("a", 0, QuotaReserved=5, Admitted=11, cluster="w1")]
+    worker = [workload("a", 8, uid="a1", origin=True, QuotaReserved=10, Admitted=10)]
+    kept = tmp_path / "5-policy.json"
+    kept.write_text(json.dumps({"": manager, "w1": worker}))
+    text = wait_parts_cli.report(kept, longest=3)
+    assert "| to the worker | 3.0 | 3.0 | 3.0 | 3.0 | 3.0 |" in text
+    assert "| worker queue | 2.0 |" in text
+    assert "| a | 5 | 3 | 2 | 5 |" in text
+
+
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [
+        ("[]", "no manager Workloads"),
+        ('{"": [], "w1": []}', "no workload with its taken copy"),
+        ("{", "Expecting"),
+    ],
+)
+def test_a_file_that_is_no_kept_run_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str, says: str
+) -> None:
+    kept = tmp_path / "1-policy.json"
+    kept.write_text(content)
+    assert wait_parts_cli.main([str(kept)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {kept}: not a file of --keep-workloads") and says in err
+    assert err.count("\n") == 1
