@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -137,20 +137,30 @@ def _per_worker(workers: Mapping[str, Iterable[Obj]]) -> dict[str, dict[str, _Hi
     return {worker: _histories(objects) for worker, objects in workers.items()}
 
 
+def _taken_copies(
+    ours: dict[str, _History], workers: dict[str, dict[str, _History]]
+) -> Iterator[tuple[str, _History, _History]]:
+    """(namespace/name, manager history, copy history) for each admitted copy a manager
+    Workload took: on a worker in its clusterName values or, where the manager never named
+    one, a copy that ran to Finished."""
+    for worker, histories in workers.items():
+        for key, h in histories.items():
+            name = key.rsplit("/", 1)[0]
+            owner = ours.get(name)
+            if not h.origin or not h.admitted or owner is None:
+                continue
+            if worker in owner.clusters or (not owner.clusters and h.finished is not None):
+                yield name, owner, h
+
+
 def _admitted_on_workers(
     ours: dict[str, _History], workers: dict[str, dict[str, _History]]
 ) -> dict[int, list[float]]:
     """Per manager Workload (by id of its history): the first Admitted of each copy it took,
-    as that worker stamped it: on a worker in its clusterName values or, where the manager
-    never named one, a copy that ran to Finished."""
+    as that worker stamped it."""
     found: dict[int, list[float]] = {}
-    for worker, histories in workers.items():
-        for key, h in histories.items():
-            owner = ours.get(key.rsplit("/", 1)[0])
-            if not h.origin or not h.admitted or owner is None:
-                continue
-            if worker in owner.clusters or (not owner.clusters and h.finished is not None):
-                found.setdefault(id(owner), []).append(h.admitted[0])
+    for _, owner, h in _taken_copies(ours, workers):
+        found.setdefault(id(owner), []).append(h.admitted[0])
     return found
 
 
@@ -226,21 +236,15 @@ def wait_parts(
       (nominateAndSynchronizeWorkers, pkg/controller/admissionchecks/multikueue/
       workload.go 899-902 at v0.19.2);
     - worker queue: that copy's creation to its first Admitted there."""
-    ours = _by_name(_histories(manager))
     found: dict[str, tuple[float, float, float]] = {}
-    for worker, histories in _per_worker(workers).items():
-        for key, h in histories.items():
-            name = key.rsplit("/", 1)[0]
-            owner = ours.get(name)
-            if not h.origin or not h.admitted or owner is None or not owner.reserved:
-                continue
-            if worker not in owner.clusters or math.isnan(h.created):
-                continue
-            reserved = owner.reserved[0]
-            parts = (reserved - owner.created, h.created - reserved, h.admitted[0] - h.created)
-            # A copy made again after an eviction: the first one's is the measured wait.
-            if name not in found or parts[1] < found[name][1]:
-                found[name] = parts
+    for name, owner, h in _taken_copies(_by_name(_histories(manager)), _per_worker(workers)):
+        if not owner.reserved or math.isnan(h.created):
+            continue
+        reserved = owner.reserved[0]
+        parts = (reserved - owner.created, h.created - reserved, h.admitted[0] - h.created)
+        # A copy made again after an eviction: the first one's is the measured wait.
+        if name not in found or parts[1] < found[name][1]:
+            found[name] = parts
     return found
 
 
