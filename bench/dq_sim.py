@@ -23,6 +23,12 @@ The rules modelled, each from the upstream file (kubernetes-sigs/kueue, tag v0.1
 - A LeaderWorkerSet group goes to one cluster: only the primary component (lowest index)
   is dispatched, the others follow the cluster one of them got (workload.go,
   isPrimaryComponentWorkload, getComponentWorkloadsClusterName, syncToSingleCluster).
+- The manager's Kueue orders its queue the same way, and a workload its worker evicted
+  (the check's Retry evicts it on the manager with reason AdmissionCheck) by the time of
+  that eviction, not its creation (pkg/workload/workload.go GetQueueOrderTimestamp,
+  pkg/cache/queue/cluster_queue.go baseCompareFunc: priority, timestamp, then UID): a
+  LeaderWorkerSet's workloads, created in the same second, take the manager's quota in no
+  order of the set's, and a requeued one goes behind what arrived meanwhile.
 - A worker's Kueue orders its queue by priority then creation time (to the second; equal
   ones in no set order, here a seeded draw); StrictFIFO stops at a head that does not fit,
   BestEffortFIFO tries the rest; `withinClusterQueue: LowerPriority` lets a workload evict
@@ -150,7 +156,8 @@ class Wl:
     job: Job
     index: int
     arrival: float
-    order: int
+    tiebreak: float = 0.0  # its UID's place among workloads queued in the same second
+    queued: float | None = None  # the time its queue order counts from: eviction, else arrival
     reserved_at: float | None = None
     first_reserved: float | None = None
     admitted_at: float | None = None
@@ -264,6 +271,15 @@ class Stats:
     victims: list[tuple[float, str, str, str]] = field(default_factory=list)
 
 
+def manager_order(wl: Wl) -> tuple[int, float, float]:
+    """The manager's queue order: priority, then the queue order timestamp to the second
+    (creation, or the eviction that sent it back), then UID, i.e. no order of the job's
+    (pkg/cache/queue/cluster_queue.go baseCompareFunc; pkg/workload/workload.go
+    GetQueueOrderTimestamp, v0.19.2)."""
+    at = wl.arrival if wl.queued is None else wl.queued
+    return (-wl.job.priority, math.floor(at), wl.tiebreak)
+
+
 def queue_order(copy: Copy) -> tuple[int, float, float]:
     """A worker's queue order: priority, then creation time to the second, then no set
     order (pkg/cache/queue: queueOrderingFunc; metadata times are whole seconds)."""
@@ -276,6 +292,8 @@ class Sim:
         self.scenario = scenario
         self.d = dispatcher
         self.rng = random.Random(f"ties/{scenario.name}/{scenario.seed}")
+        # The manager's UIDs, drawn apart so that the workers' draws stay what they were.
+        self.uids = random.Random(f"manager-uids/{scenario.name}/{scenario.seed}")
         self.workers = {w.name: Worker(w) for w in scenario.workers}
         self.clusters = list(self.workers)  # the MultiKueueConfig's order
         self.clients = Clients(self.clusters, settings.worker_qps, settings.worker_burst)
@@ -369,7 +387,7 @@ class Sim:
     def _arrive(self, job: Job) -> None:
         group = []
         for i in range(job.parts):
-            wl = Wl(f"{job.name}-{i}", job, i, job.arrival, len(self.wls))
+            wl = Wl(f"{job.name}-{i}", job, i, job.arrival, self.uids.random())
             self.wls.append(wl)
             group.append(wl)
             self.manager_queue.append(wl)
@@ -379,7 +397,7 @@ class Sim:
 
     def _admit_on_manager(self) -> None:
         """BestEffortFIFO quota reservation on the manager's ClusterQueue."""
-        self.manager_queue.sort(key=lambda w: (-w.job.priority, w.arrival, w.order))
+        self.manager_queue.sort(key=manager_order)
         waiting = []
         for wl in self.manager_queue:
             if all(
@@ -615,6 +633,7 @@ class Sim:
         wl.round += 1
         self.d.done(wl)
         self._release_manager(wl)
+        wl.queued = self.now  # evicted by the admission check: ordered from now on
         self.manager_queue.append(wl)
         self._admit_on_manager()
 

@@ -159,6 +159,44 @@ def test_copies_admitted_in_the_same_second_win_at_random_by_seed() -> None:
     assert winners == {"worker-00", "worker-01"}
 
 
+def test_the_managers_queue_keeps_no_order_of_a_set_created_in_one_second() -> None:
+    """baseCompareFunc (pkg/cache/queue/cluster_queue.go, v0.19.2): priority, then the
+    creation time, whole seconds, then UID. A LeaderWorkerSet's workloads, created in the
+    same second, come in no order of the set's (its primary is not always first); a job
+    created a second later is behind them all."""
+    orders = set()
+    for seed in range(16):
+        jobs = (
+            Job("lws-00", 0.2, res(16, 16), 60.0, 100, "lws", 3),  # fits nowhere: stays queued
+            Job("job-01", 1.0, res(16, 16), 60.0),
+        )
+        sc = Scenario("set", "", (WorkerSpec("worker-00", 8, 32),), jobs, seed=seed)
+        sim = Sim(sc, AllAtOnce(), Settings()).run()
+        queued = [w.key for w in sim.manager_queue]
+        assert queued[-1] == "job-01-0"
+        orders.add(tuple(queued[:-1]))
+        assert queued == [w.key for w in Sim(sc, AllAtOnce(), Settings()).run().manager_queue]
+    assert len(orders) > 2
+    assert any(order[0] != "lws-00-0" for order in orders)
+
+
+def test_a_workload_its_worker_evicted_queues_behind_what_arrived_before_that() -> None:
+    """GetQueueOrderTimestamp (pkg/workload/workload.go, v0.19.2): a workload evicted by
+    its admission check (MultiKueue's Retry, when its copy is evicted on the worker) is
+    ordered by the time of that eviction, not its creation. job-00 holds the manager's
+    whole quota until local work of priority 200 preempts its copy at 100 s; job-01, which
+    arrived at 50 s, takes the quota first."""
+    worker = (WorkerSpec("worker-00", 8, 32),)
+    jobs = (Job("job-00", 0.0, res(8, 8), 600.0), Job("job-01", 50.0, res(8, 8), 600.0))
+    local = (LocalJob("worker-00", 100.0, res(8, 8), 300.0, 200),)
+    sim = Sim(Scenario("requeue", "", worker, jobs, local), AllAtOnce(), Settings()).run()
+    first, second = sim.wls
+    assert first.evictions == 1 and first.queued is not None and first.queued > 100.0
+    assert second.first_reserved == pytest.approx(first.queued)
+    assert first.finished_at is not None and second.finished_at is not None
+    assert second.finished_at < first.finished_at  # job-01 ran first
+
+
 def test_preemption_admits_only_after_the_victims_quota_is_released(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
